@@ -1,0 +1,96 @@
+/* attnjit's C API: opaque handles, status codes, DLPack tensors.
+ *
+ * No exception crosses this boundary. Every function returns an
+ * attnjit_status_t; on failure attnjit_last_error() gives this thread's
+ * detailed message (naming the argument, its value and what is allowed).
+ * Tensors are DLPack DLTensor* in CUDA device memory; streams are CUstream
+ * (cudaStream_t) passed as void*, NULL meaning the legacy default stream. */
+#ifndef ATTNJIT_H_
+#define ATTNJIT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attnjit/export.h"
+#include "attnjit/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct DLTensor;
+
+typedef enum attnjit_status {
+  ATTNJIT_OK = 0,
+  ATTNJIT_ERROR_INVALID_ARGUMENT = 1,
+  ATTNJIT_ERROR_UNSUPPORTED = 2,
+  ATTNJIT_ERROR_NO_DEVICE = 3,
+  ATTNJIT_ERROR_CUDA = 4,
+  ATTNJIT_ERROR_COMPILE = 5,
+  ATTNJIT_ERROR_CACHE = 6,
+  ATTNJIT_ERROR_CACHE_MISS = 7,
+  ATTNJIT_ERROR_NOT_PLANNED = 8,
+  ATTNJIT_ERROR_WORKSPACE_TOO_SMALL = 9,
+  ATTNJIT_ERROR_INTERNAL = 10
+} attnjit_status_t;
+
+typedef enum attnjit_kv_layout { ATTNJIT_KV_LAYOUT_NHD = 0, ATTNJIT_KV_LAYOUT_HND = 1 } attnjit_kv_layout_t;
+typedef enum attnjit_pos_encoding {
+  ATTNJIT_POS_ENCODING_NONE = 0,
+  ATTNJIT_POS_ENCODING_ROPE_LLAMA = 1,
+  ATTNJIT_POS_ENCODING_ALIBI = 2
+} attnjit_pos_encoding_t;
+
+typedef struct attnjit_runtime attnjit_runtime_t;
+typedef struct attnjit_single_decode_plan attnjit_single_decode_plan_t;
+
+/* Options of single_decode_with_kv_cache. Call attnjit_decode_options_init
+ * first; a float left at 0 means "not provided" (FlashInfer's defaults). */
+typedef struct attnjit_decode_options {
+  int32_t kv_layout;          /* attnjit_kv_layout_t */
+  int32_t pos_encoding_mode;  /* attnjit_pos_encoding_t */
+  int32_t use_tensor_cores;   /* 0 or 1 */
+  int32_t window_left;        /* -1: whole sequence */
+  float q_scale, k_scale, v_scale;
+  float logits_soft_cap;
+  float sm_scale;
+  float rope_scale, rope_theta;
+} attnjit_decode_options_t;
+
+ATTNJIT_API const char* attnjit_version(void);          /* "0.1.0" */
+ATTNJIT_API int attnjit_version_number(void);           /* ATTNJIT_VERSION_NUMBER of the loaded library */
+ATTNJIT_API const char* attnjit_status_string(attnjit_status_t status); /* static text */
+ATTNJIT_API const char* attnjit_last_error(void);       /* this thread's last message; "" if none */
+
+/* Configuration comes from the environment (ATTNJIT_CACHE_DIR, ...). */
+ATTNJIT_API attnjit_status_t attnjit_runtime_create(attnjit_runtime_t** out);
+ATTNJIT_API attnjit_status_t attnjit_runtime_destroy(attnjit_runtime_t* rt);
+
+ATTNJIT_API void attnjit_decode_options_init(attnjit_decode_options_t* options);
+
+/* Plan once (compiles/loads kernels, sizes the workspace), run many times.
+ * q, k, v here only describe shapes and dtypes (data pointers unused). */
+ATTNJIT_API attnjit_status_t attnjit_single_decode_plan(attnjit_runtime_t* rt, const struct DLTensor* q,
+                                                        const struct DLTensor* k, const struct DLTensor* v,
+                                                        const attnjit_decode_options_t* options, int return_lse,
+                                                        attnjit_single_decode_plan_t** out);
+ATTNJIT_API attnjit_status_t attnjit_single_decode_plan_workspace_bytes(const attnjit_single_decode_plan_t* plan,
+                                                                        size_t* out);
+/* Launches on `stream` only: no allocation, no synchronization (graph-capturable). */
+ATTNJIT_API attnjit_status_t attnjit_single_decode_run(const attnjit_single_decode_plan_t* plan, const struct DLTensor* q,
+                                                       const struct DLTensor* k, const struct DLTensor* v,
+                                                       struct DLTensor* o, struct DLTensor* lse, void* workspace,
+                                                       size_t workspace_bytes, void* stream);
+ATTNJIT_API attnjit_status_t attnjit_single_decode_plan_destroy(attnjit_single_decode_plan_t* plan);
+
+/* Plan (memoized) + run. lse may be NULL; workspace may be NULL (the runtime's own). */
+ATTNJIT_API attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime_t* rt, const struct DLTensor* q,
+                                                                 const struct DLTensor* k, const struct DLTensor* v,
+                                                                 struct DLTensor* o, struct DLTensor* lse,
+                                                                 const attnjit_decode_options_t* options,
+                                                                 void* workspace, size_t workspace_bytes, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTNJIT_H_ */

@@ -1,0 +1,9 @@
+// attnjit's C++ API. Link libattnjit.so; see README.md for examples.
+#pragma once
+#include "attnjit/config.hpp"
+#include "attnjit/error.hpp"
+#include "attnjit/runtime.hpp"
+#include "attnjit/single_decode.hpp"
+#include "attnjit/tensor.hpp"
+#include "attnjit/types.hpp"
+#include "attnjit/version.h"

@@ -1,0 +1,62 @@
+#include "attnjit/config.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "attnjit/error.hpp"
+
+namespace attnjit {
+
+namespace {
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+}  // namespace
+
+const char* to_string(CacheMode m) noexcept {
+  switch (m) {
+    case CacheMode::ReadWrite: return "readwrite";
+    case CacheMode::ReadOnly: return "readonly";
+    case CacheMode::Off: return "off";
+    case CacheMode::Require: return "require";
+  }
+  return "?";
+}
+
+CacheMode parse_cache_mode(std::string_view s, std::string_view arg) {
+  if (s == "readwrite" || s == "rw") return CacheMode::ReadWrite;
+  if (s == "readonly" || s == "ro") return CacheMode::ReadOnly;
+  if (s == "off") return CacheMode::Off;
+  if (s == "require") return CacheMode::Require;
+  throw Error(Status::InvalidArgument,
+              fmt::format("{}='{}' is not a cache mode; allowed: readwrite, readonly, off, require", arg, s));
+}
+
+std::string Config::default_cache_dir() {
+  if (auto d = env("ATTNJIT_CACHE_DIR"); !d.empty()) return d;
+  if (auto x = env("XDG_CACHE_HOME"); !x.empty()) return x + "/attnjit";
+  if (auto h = env("HOME"); !h.empty()) return h + "/.cache/attnjit";
+  return "/tmp/attnjit-cache";
+}
+
+Config Config::from_env() {
+  Config c;
+  c.cache.dir = default_cache_dir();
+  if (auto m = env("ATTNJIT_CACHE_MODE"); !m.empty()) c.cache.mode = parse_cache_mode(m, "ATTNJIT_CACHE_MODE");
+  if (auto b = env("ATTNJIT_CACHE_MAX_BYTES"); !b.empty()) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(b.c_str(), &end, 10);
+    if (end == b.c_str() || *end != '\0' || v == 0)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("ATTNJIT_CACHE_MAX_BYTES='{}' is not a positive byte count", b));
+    c.cache.max_bytes = v;
+  }
+  c.nvrtc_library = env("ATTNJIT_NVRTC_LIBRARY");
+  c.log_level = env("ATTNJIT_LOG_LEVEL");
+  return c;
+}
+
+}  // namespace attnjit

@@ -1,0 +1,89 @@
+// The CUDA driver API, opened at run time (dlopen "libcuda.so.1") with every
+// entry point resolved through cuGetProcAddress at a fixed CUDA version. No
+// CUDA library is linked, so the library loads and compiles on machines with
+// no GPU; the first use of a missing driver throws Error(NoDevice) that says so.
+#pragma once
+#include <cuda.h>
+
+#include <string>
+
+namespace attnjit::cuda {
+
+// The typed table; each member has the signature of the cu* function it is named after.
+struct DriverApi {
+  decltype(&::cuInit) Init = nullptr;
+  decltype(&::cuDriverGetVersion) DriverGetVersion = nullptr;
+  decltype(&::cuGetErrorName) GetErrorName = nullptr;
+  decltype(&::cuGetErrorString) GetErrorString = nullptr;
+  decltype(&::cuDeviceGetCount) DeviceGetCount = nullptr;
+  decltype(&::cuDeviceGet) DeviceGet = nullptr;
+  decltype(&::cuDeviceGetName) DeviceGetName = nullptr;
+  decltype(&::cuDeviceGetAttribute) DeviceGetAttribute = nullptr;
+  decltype(&::cuDeviceTotalMem) DeviceTotalMem = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) DevicePrimaryCtxRetain = nullptr;
+  decltype(&::cuDevicePrimaryCtxRelease) DevicePrimaryCtxRelease = nullptr;
+  decltype(&::cuCtxGetCurrent) CtxGetCurrent = nullptr;
+  decltype(&::cuCtxSetCurrent) CtxSetCurrent = nullptr;
+  decltype(&::cuCtxPushCurrent) CtxPushCurrent = nullptr;
+  decltype(&::cuCtxPopCurrent) CtxPopCurrent = nullptr;
+  decltype(&::cuCtxGetDevice) CtxGetDevice = nullptr;
+  decltype(&::cuCtxSynchronize) CtxSynchronize = nullptr;
+  decltype(&::cuStreamGetCtx) StreamGetCtx = nullptr;
+  decltype(&::cuLibraryLoadData) LibraryLoadData = nullptr;
+  decltype(&::cuLibraryUnload) LibraryUnload = nullptr;
+  decltype(&::cuLibraryGetKernel) LibraryGetKernel = nullptr;
+  decltype(&::cuKernelSetAttribute) KernelSetAttribute = nullptr;
+  decltype(&::cuKernelGetAttribute) KernelGetAttribute = nullptr;
+  decltype(&::cuLaunchKernelEx) LaunchKernelEx = nullptr;
+  decltype(&::cuMemAlloc) MemAlloc = nullptr;
+  decltype(&::cuMemFree) MemFree = nullptr;
+  decltype(&::cuMemcpyHtoD) MemcpyHtoD = nullptr;
+  decltype(&::cuMemcpyDtoH) MemcpyDtoH = nullptr;
+  decltype(&::cuMemcpyDtoDAsync) MemcpyDtoDAsync = nullptr;
+  decltype(&::cuMemsetD8Async) MemsetD8Async = nullptr;
+  decltype(&::cuStreamCreate) StreamCreate = nullptr;
+  decltype(&::cuStreamDestroy) StreamDestroy = nullptr;
+  decltype(&::cuStreamSynchronize) StreamSynchronize = nullptr;
+  decltype(&::cuStreamBeginCapture) StreamBeginCapture = nullptr;
+  decltype(&::cuStreamEndCapture) StreamEndCapture = nullptr;
+  decltype(&::cuStreamIsCapturing) StreamIsCapturing = nullptr;
+  decltype(&::cuGraphInstantiate) GraphInstantiate = nullptr;
+  decltype(&::cuGraphLaunch) GraphLaunch = nullptr;
+  decltype(&::cuGraphExecDestroy) GraphExecDestroy = nullptr;
+  decltype(&::cuGraphDestroy) GraphDestroy = nullptr;
+  decltype(&::cuEventCreate) EventCreate = nullptr;
+  decltype(&::cuEventDestroy) EventDestroy = nullptr;
+  decltype(&::cuEventRecord) EventRecord = nullptr;
+  decltype(&::cuEventSynchronize) EventSynchronize = nullptr;
+  decltype(&::cuEventElapsedTime) EventElapsedTime = nullptr;
+};
+
+// Loads libcuda once (thread-safe) and calls cuInit(0). Throws Error(NoDevice)
+// naming what is missing (the library, an entry point, or a device).
+const DriverApi& driver();
+// True when libcuda loads and cuInit succeeds; never throws.
+bool driver_available() noexcept;
+// Why driver_available() is false ("" when it is true).
+std::string driver_unavailable_reason();
+
+// Throws Error(CudaError) with the call text, the CUresult name and its description.
+void check(CUresult r, const char* call);
+#define ATTNJIT_CU(call) ::attnjit::cuda::check((call), #call)
+
+// "sm_90a" for a compute-capability 9.0 device; the "a" suffix on 9.0+ enables
+// wgmma/TMA, which is fine because the cubin never leaves this arch.
+std::string arch_of_device(int device);
+
+// Makes the device's primary context current for the scope, restoring the caller's after.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device);
+  ~ScopedDevice();
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+}  // namespace attnjit::cuda

@@ -1,0 +1,28 @@
+// GPU tests are tagged [gpu]; without a driver and device they SKIP with a
+// message saying why (Catch2 v2 has no SKIP: we WARN and return, and the
+// message is printed in the run's output).
+#pragma once
+#include <catch2/catch.hpp>
+
+#include "cuda/driver.hpp"
+
+namespace attnjit::test {
+
+// True when a CUDA device is usable; otherwise emits the reason once per test.
+inline bool gpu_available() {
+  if (cuda::driver_available()) {
+    int n = 0;
+    if (cuda::driver().DeviceGetCount(&n) == CUDA_SUCCESS && n > 0) return true;
+    WARN("SKIPPED (no GPU): the driver loaded but reports no CUDA device");
+    return false;
+  }
+  WARN("SKIPPED (no GPU): " << cuda::driver_unavailable_reason());
+  return false;
+}
+
+}  // namespace attnjit::test
+
+#define ATTNJIT_REQUIRE_GPU() \
+  do {                        \
+    if (!::attnjit::test::gpu_available()) return; \
+  } while (0)
