@@ -34,6 +34,7 @@ struct DriverApi {
   decltype(&::cuLibraryGetKernel) LibraryGetKernel = nullptr;
   decltype(&::cuKernelSetAttribute) KernelSetAttribute = nullptr;
   decltype(&::cuKernelGetAttribute) KernelGetAttribute = nullptr;
+  decltype(&::cuKernelGetFunction) KernelGetFunction = nullptr;
   decltype(&::cuLaunchKernelEx) LaunchKernelEx = nullptr;
   decltype(&::cuMemAlloc) MemAlloc = nullptr;
   decltype(&::cuMemFree) MemFree = nullptr;

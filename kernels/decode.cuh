@@ -1,0 +1,163 @@
+// Decode attention skeleton: one query token per head against a KV sequence.
+//
+// Grid (num_splits, num_kv_heads, group_size / kHeads); a CTA owns kHeads
+// query heads that share one KV head and one chunk of the sequence, so each K
+// and V row is read from memory once for the whole group. Within the CTA a row
+// is spread over kLanesPerRow lanes, 8 elements (one 16-byte or 8-byte load)
+// each; a warp covers kRowsPerWarpStep rows per step and kUnroll steps per
+// iteration, keeping 2*kUnroll independent loads in flight per thread. Each
+// lane group keeps its own online-softmax state; the states are merged across
+// lanes, then warps, at the end. With more than one split, each CTA writes a
+// normalized partial state and merge.cuh combines them.
+#pragma once
+#include "decode_params.h"
+#include "numeric.cuh"
+#include "pos_encoding.cuh"
+#include "softmax_state.cuh"
+#include "variant.cuh"
+
+namespace attnjit {
+
+template <int HeadDim, int HeadsPerCta, class QT, class KVT, class OT, int PosMode, bool SoftCap, int Warps,
+          int Unroll>
+struct DecodeTraits {
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim must be 64, 128 or 256");
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kHeads = HeadsPerCta;
+  static constexpr int kWarps = Warps;
+  static constexpr int kUnroll = Unroll;
+  static constexpr int kThreads = Warps * 32;
+  static constexpr int kLanesPerRow = HeadDim / 8;
+  static constexpr int kRowsPerWarpStep = 32 / kLanesPerRow;
+  static constexpr int kRowsPerIter = Warps * kRowsPerWarpStep * Unroll;
+  static constexpr int kSmemBytes = kernels::decode_smem_bytes(Warps, HeadsPerCta, HeadDim);
+  using q_t = QT;
+  using kv_t = KVT;
+  using o_t = OT;
+  using Variant = AttentionVariant<PosMode, SoftCap>;
+};
+
+extern __shared__ __align__(16) float attnjit_decode_smem[];
+
+template <class Tr>
+ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
+  using kv_t = typename Tr::kv_t;
+  constexpr int kKvBytes = storage_bytes<kv_t>::value;
+  constexpr int kQBytes = storage_bytes<typename Tr::q_t>::value;
+
+  const int split = blockIdx.x;
+  const int kv_head = blockIdx.y;
+  const int head0 = kv_head * p.group_size + blockIdx.z * Tr::kHeads;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int slice = lane % Tr::kLanesPerRow;        // which 8 dims of a row
+  const int row_in_step = lane / Tr::kLanesPerRow;  // which row of a warp step
+  const int dim0 = slice * 8;
+  constexpr int kRopePartner = Tr::kLanesPerRow / 2;  // lane holding dims +- D/2
+
+  // The query heads, rotated and pre-scaled once.
+  typename Tr::Variant variant[Tr::kHeads] = {};
+  frag8 q[Tr::kHeads];
+#pragma unroll
+  for (int h = 0; h < Tr::kHeads; ++h) {
+    variant[h] = typename Tr::Variant(p.sm_scale, p.soft_cap, head0 + h, p.num_qo_heads, p.kv_len);
+    q[h] = load8<typename Tr::q_t>(static_cast<const char*>(p.q) + ((head0 + h) * p.q_stride_h + dim0) * kQBytes);
+    if (Tr::Variant::kRope)
+      rope_llama<Tr::kHeadDim>(q[h], dim0, float(p.kv_len - 1), kRopePartner, p.rope_rcp_scale, p.rope_log2_theta);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[h].x[i] *= variant[h].q_scale;
+  }
+
+  SoftmaxState state[Tr::kHeads];
+#pragma unroll
+  for (int h = 0; h < Tr::kHeads; ++h) state[h].init();
+
+  const int begin = p.kv_begin + split * p.chunk_size;
+  const int end = min(begin + p.chunk_size, p.kv_len);
+  const char* k_head = static_cast<const char*>(p.k) + (kv_head * p.k_stride_h + dim0) * kKvBytes;
+  const char* v_head = static_cast<const char*>(p.v) + (kv_head * p.v_stride_h + dim0) * kKvBytes;
+
+  for (int base = begin; base < end; base += Tr::kRowsPerIter) {
+    int row[Tr::kUnroll];
+    frag8 k[Tr::kUnroll], v[Tr::kUnroll];
+    // Rows past the end load the last row (always valid memory) and are
+    // masked below, so the loads carry no branch and all issue together.
+#pragma unroll
+    for (int u = 0; u < Tr::kUnroll; ++u) {
+      row[u] = base + (u * Tr::kWarps + warp) * Tr::kRowsPerWarpStep + row_in_step;
+      const int r = min(row[u], end - 1);
+      k[u] = load8<kv_t>(k_head + r * p.k_stride_n * kKvBytes);
+      v[u] = load8<kv_t>(v_head + r * p.v_stride_n * kKvBytes);
+    }
+    if (Tr::Variant::kRope) {
+#pragma unroll
+      for (int u = 0; u < Tr::kUnroll; ++u)
+        rope_llama<Tr::kHeadDim>(k[u], dim0, float(row[u]), kRopePartner, p.rope_rcp_scale, p.rope_log2_theta);
+    }
+#pragma unroll
+    for (int h = 0; h < Tr::kHeads; ++h) {
+      float s[Tr::kUnroll];
+#pragma unroll
+      for (int u = 0; u < Tr::kUnroll; ++u) {
+        float dot = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) dot = fmaf(q[h].x[i], k[u].x[i], dot);
+        dot = sum_over_lanes<Tr::kLanesPerRow>(dot);
+        s[u] = row[u] < end ? variant[h].logit(dot, row[u]) : neg_inf();
+      }
+      state[h].update(s, v);
+    }
+  }
+
+  // Merge the lane groups of each warp (they hold disjoint rows).
+#pragma unroll
+  for (int h = 0; h < Tr::kHeads; ++h) {
+#pragma unroll
+    for (int off = Tr::kLanesPerRow; off < 32; off *= 2) state[h].merge_lane_xor(off);
+  }
+
+  // Then the warps, through shared memory: [warp][head][m, d, o...].
+  constexpr int kStride = Tr::kHeadDim + 2;
+  float* smem = attnjit_decode_smem;
+  if (row_in_step == 0) {
+#pragma unroll
+    for (int h = 0; h < Tr::kHeads; ++h) {
+      float* rec = smem + (warp * Tr::kHeads + h) * kStride;
+      if (slice == 0) {
+        rec[0] = state[h].m;
+        rec[1] = state[h].d;
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) rec[2 + dim0 + i] = state[h].o.x[i];
+    }
+  }
+  __syncthreads();
+
+  for (int item = threadIdx.x; item < Tr::kHeads * Tr::kLanesPerRow; item += Tr::kThreads) {
+    const int h = item / Tr::kLanesPerRow;
+    const int d0 = (item % Tr::kLanesPerRow) * 8;
+    SoftmaxState acc;
+    acc.init();
+    for (int w = 0; w < Tr::kWarps; ++w) {
+      const float* rec = smem + (w * Tr::kHeads + h) * kStride;
+      frag8 o;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o.x[i] = rec[2 + d0 + i];
+      acc.merge(rec[0], rec[1], o);
+    }
+    frag8 out = acc.normalized();
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out.x[i] *= p.v_scale;
+    const int head = head0 + h;
+    if (p.num_splits == 1) {
+      store8<typename Tr::o_t>(static_cast<char*>(p.o) + (head * p.o_stride_h + d0) * storage_bytes<typename Tr::o_t>::value, out);
+      if (p.lse && d0 == 0) p.lse[head] = acc.lse();
+    } else {
+      const int64_t r = int64_t(split) * p.num_qo_heads + head;
+      store8<f32>(p.partial_o + r * Tr::kHeadDim + d0, out);
+      if (d0 == 0) p.partial_lse[r] = acc.lse();
+    }
+  }
+}
+
+}  // namespace attnjit

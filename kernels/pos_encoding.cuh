@@ -1,0 +1,37 @@
+// Positional encodings applied inside attention: rotary (LLaMA style,
+// rotate-half pairing d <-> d + D/2) and ALiBi slopes.
+#pragma once
+#include "math.cuh"
+#include "numeric.cuh"
+
+namespace attnjit {
+
+// Rotates a thread's 8-wide slice x of a head vector at position `pos`. The
+// slice starts at dim0; its rotation partner (dim0 +- D/2) lives in the lane
+// `partner_lane_xor` away, which holds the matching slice of the same row.
+template <int HeadDim>
+ATTNJIT_DEVICE void rope_llama(frag8& x, int dim0, float pos, int partner_lane_xor, float rcp_scale,
+                               float log2_theta) {
+  frag8 partner;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) partner.x[i] = __shfl_xor_sync(0xffffffffu, x.x[i], partner_lane_xor);
+  const bool first_half = dim0 < HeadDim / 2;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int pair = (dim0 + i) % (HeadDim / 2);
+    const float inv_freq = rcp_scale * exp2f(-log2_theta * float(2 * pair) / float(HeadDim));
+    float s, c;
+    sincosf(pos * inv_freq, &s, &c);
+    x.x[i] = first_half ? x.x[i] * c - partner.x[i] * s : x.x[i] * c + partner.x[i] * s;
+  }
+}
+
+// ALiBi slope of head h among num_heads (Press et al.; the same geometric
+// sequence FlashInfer and the reference implementations use).
+ATTNJIT_DEVICE float alibi_slope(int h, int num_heads) {
+  int n = 1;
+  while (2 * n <= num_heads) n *= 2;
+  return h < n ? exp2f(-8.f * float(h + 1) / float(n)) : exp2f(-4.f * float(2 * (h - n) + 1) / float(n));
+}
+
+}  // namespace attnjit

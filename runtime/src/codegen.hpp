@@ -1,0 +1,25 @@
+// Codegen: a KernelSpec filled into its template from templates/ becomes one
+// translation unit, which includes only the embedded headers from kernels/.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernel_spec.hpp"
+
+namespace attnjit {
+
+struct TranslationUnit {
+  std::string name;    // "<spec name>.cu"
+  std::string source;  // the generated text
+  std::vector<std::pair<std::string, std::string>> headers;  // every embedded kernels/ header
+};
+
+// Throws Error(Internal) if a placeholder is left unfilled or a value has no placeholder.
+TranslationUnit generate(const KernelSpec& spec);
+
+// Replaces each {{KEY}} in text; throws Error(Internal) naming leftovers.
+std::string fill_template(const std::string& text, const std::vector<std::pair<std::string, std::string>>& values,
+                          const std::string& template_name);
+
+}  // namespace attnjit

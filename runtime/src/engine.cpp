@@ -1,0 +1,217 @@
+#include "engine.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "attnjit/error.hpp"
+#include "cache_key.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/nvrtc.hpp"
+#include "log.hpp"
+
+namespace attnjit::detail {
+
+namespace {
+
+std::string iso_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+const char* to_string(Origin o) noexcept {
+  switch (o) {
+    case Origin::Memory: return "memory";
+    case Origin::Disk: return "disk";
+    case Origin::Compiled: return "compiled";
+  }
+  return "?";
+}
+
+Engine::Engine(Config config)
+    : config_(std::move(config)),
+      disk_(config_.cache),
+      // -std=c++17 for the headers; no include path is ever given, so every
+      // #include must resolve to an embedded header.
+      options_{"-std=c++17"} {
+  log::set_level(config_.log_level);
+}
+
+Engine::~Engine() {
+  // Workspaces are device memory owned by us; the libraries stay loaded until
+  // process exit (unloading under live graphs that reference them would be worse).
+  if (!workspaces_.empty() && cuda::driver_available()) {
+    for (auto& [dev, ws] : workspaces_) {
+      try {
+        cuda::ScopedDevice scope(dev);
+        cuda::driver().MemFree(ws.first);
+      } catch (...) {
+      }
+    }
+  }
+}
+
+std::string Engine::key_for(const KernelSpec& spec, const std::string& arch) const {
+  const TranslationUnit tu = generate(spec);
+  KeyInputs in;
+  in.tu = &tu;
+  in.nvrtc_version = cuda::nvrtc_info(config_.nvrtc_library).version();
+  in.options = options_;
+  in.arch = arch;
+  in.library_version = ATTNJIT_VERSION_STRING;
+  return make_cache_key(in);
+}
+
+Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
+  const std::string memo = spec.name() + "@" + arch;
+  std::shared_ptr<std::mutex> flight;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = registry_.find(memo); it != registry_.end()) return {it->second, Origin::Memory};
+    auto& f = in_flight_[memo];
+    if (!f) f = std::make_shared<std::mutex>();
+    flight = f;
+  }
+  // Single flight in this process: one thread builds, the others wait here and
+  // then find it in the registry.
+  std::lock_guard<std::mutex> building(*flight);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = registry_.find(memo); it != registry_.end()) return {it->second, Origin::Memory};
+  }
+
+  const TranslationUnit tu = generate(spec);
+  const auto& nvrtc = cuda::nvrtc_info(config_.nvrtc_library);
+  KeyInputs in;
+  in.tu = &tu;
+  in.nvrtc_version = nvrtc.version();
+  in.options = options_;
+  in.arch = arch;
+  in.library_version = ATTNJIT_VERSION_STRING;
+  const std::string key = make_cache_key(in);
+
+  double seconds = 0;
+  auto produce = [&]() {
+    cuda::CompileRequest req;
+    req.source = tu.source;
+    req.name = tu.name;
+    req.headers = tu.headers;
+    req.options = options_;
+    req.arch = arch;
+    cuda::CompileResult res = cuda::compile(config_.nvrtc_library, req);
+    seconds = res.seconds;
+    if (!res.log.empty()) log::debug("NVRTC log for {}:\n{}", tu.name, res.log);
+    cache::Entry e;
+    e.key = key;
+    e.arch = arch;
+    e.kernel_names = {spec.entry_name()};
+    e.shared_mem_bytes = static_cast<uint32_t>(spec.dynamic_smem_bytes());
+    e.metadata = {{"name", spec.name()},
+                  {"spec", spec.to_json()},
+                  {"nvrtc_version", nvrtc.version()},
+                  {"nvrtc_options", options_},
+                  {"arch", arch},
+                  {"attnjit_version", ATTNJIT_VERSION_STRING},
+                  {"compile_seconds", res.seconds},
+                  {"created", iso_now()}};
+    e.cubin = std::move(res.cubin);
+    log::info("compiled {} for {} in {:.2f} s", spec.name(), arch, res.seconds);
+    return e;
+  };
+  auto [entry, source] = disk_.get_or_produce(arch, key, spec.name() + " for " + arch, produce);
+
+  auto kernel = std::make_shared<Kernel>();
+  kernel->spec = spec;
+  kernel->arch = arch;
+  kernel->key = key;
+  kernel->entry = std::make_shared<const cache::Entry>(std::move(entry));
+  kernel->compile_seconds = seconds;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    registry_[memo] = kernel;
+    in_flight_.erase(memo);
+  }
+  return {kernel, source == cache::DiskCache::Source::Disk ? Origin::Disk : Origin::Compiled};
+}
+
+std::shared_ptr<Kernel> Engine::load_on_device(const KernelSpec& spec, int device) {
+  auto kernel = prepare(spec, arch_of(device)).kernel;
+  std::lock_guard<std::mutex> lock(kernel->mutex);
+  if (kernel->ready_devices.count(device)) return kernel;
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(device);
+  if (!kernel->library) {
+    ATTNJIT_CU(cu.LibraryLoadData(&kernel->library, kernel->entry->cubin.data(), nullptr, nullptr, 0, nullptr,
+                                  nullptr, 0));
+    ATTNJIT_CU(cu.LibraryGetKernel(&kernel->kernel, kernel->library, spec.entry_name()));
+  }
+  CUdevice dev;
+  ATTNJIT_CU(cu.DeviceGet(&dev, device));
+  const int smem = spec.dynamic_smem_bytes();
+  if (smem > 48 * 1024) {
+    int optin = 0;
+    ATTNJIT_CU(cu.DeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+    if (smem > optin)
+      throw Error(Status::Unsupported, fmt::format("{} needs {} bytes of shared memory; device {} allows {}",
+                                                   spec.name(), smem, device, optin));
+    ATTNJIT_CU(cu.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, kernel->kernel, dev));
+  }
+  // Load the module into this context now, so run() never triggers a lazy
+  // load (which would break CUDA-graph capture).
+  CUfunction fn = nullptr;
+  ATTNJIT_CU(cu.KernelGetFunction(&fn, kernel->kernel));
+  kernel->ready_devices.insert(device);
+  return kernel;
+}
+
+std::string Engine::arch_of(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = archs_.find(device);
+  if (it != archs_.end()) return it->second;
+  return archs_[device] = cuda::arch_of_device(device);
+}
+
+int Engine::sm_count(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = sm_counts_.find(device); it != sm_counts_.end()) return it->second;
+  const auto& cu = cuda::driver();
+  CUdevice dev;
+  ATTNJIT_CU(cu.DeviceGet(&dev, device));
+  int n = 0;
+  ATTNJIT_CU(cu.DeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  return sm_counts_[device] = n;
+}
+
+void* Engine::workspace(int device, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& ws = workspaces_[device];
+  if (ws.second >= bytes) return reinterpret_cast<void*>(ws.first);
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(device);
+  if (ws.first) ATTNJIT_CU(cu.MemFree(ws.first));
+  ws = {0, 0};
+  const size_t grown = std::max<size_t>(bytes, 16u << 20);
+  ATTNJIT_CU(cu.MemAlloc(&ws.first, grown));
+  ws.second = grown;
+  return reinterpret_cast<void*>(ws.first);
+}
+
+std::shared_ptr<const void> Engine::find_plan(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = plans_.find(key);
+  return it == plans_.end() ? nullptr : it->second;
+}
+
+void Engine::remember_plan(const std::string& key, std::shared_ptr<const void> plan) {
+  constexpr size_t kMaxPlans = 4096;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (plans_.size() >= kMaxPlans) plans_.clear();  // a runaway set of shapes; start over
+  plans_[key] = std::move(plan);
+}
+
+}  // namespace attnjit::detail

@@ -1,0 +1,92 @@
+// The Engine behind attnjit::Runtime: turns KernelSpecs into launchable
+// kernels. Memory registry first (keyed by spec name + arch, so a hit costs a
+// hash lookup, not a SHA-256 over the sources), then the disk cache, then
+// NVRTC. Thread-safe; every kernel is compiled at most once per process and,
+// through the disk cache's per-key lock, once across processes.
+#pragma once
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "attnjit/config.hpp"
+#include "cache/disk_cache.hpp"
+#include "codegen.hpp"
+#include "kernel_spec.hpp"
+
+namespace attnjit::detail {
+
+enum class Origin { Memory, Disk, Compiled };
+const char* to_string(Origin o) noexcept;
+
+// A cubin for one spec and arch, loaded context-independently on first use.
+struct Kernel {
+  KernelSpec spec;
+  std::string arch;
+  std::string key;
+  std::shared_ptr<const cache::Entry> entry;
+  double compile_seconds = 0;  // 0 unless this process compiled it
+
+  // Launch-side state, filled by Engine::load_on_device.
+  std::mutex mutex;
+  CUlibrary library = nullptr;
+  CUkernel kernel = nullptr;
+  std::set<int> ready_devices;  // attributes set and module loaded in the device's primary context
+};
+
+struct Prepared {
+  std::shared_ptr<Kernel> kernel;
+  Origin origin = Origin::Memory;
+};
+
+class Engine {
+ public:
+  explicit Engine(Config config);
+  ~Engine();
+
+  const Config& config() const { return config_; }
+  cache::DiskCache& disk_cache() { return disk_; }
+
+  // NVRTC options every compile uses (arch excluded); part of the key.
+  const std::vector<std::string>& compile_options() const { return options_; }
+  std::string key_for(const KernelSpec& spec, const std::string& arch) const;
+
+  // Compiles or finds the cubin (no device needed: this is prewarm's path).
+  Prepared prepare(const KernelSpec& spec, const std::string& arch);
+  // prepare() for the device's arch, then load the library, set the dynamic
+  // shared-memory limit and load the module into the device's context, once.
+  std::shared_ptr<Kernel> load_on_device(const KernelSpec& spec, int device);
+
+  // The arch to compile for on `device` (cached), and the local default.
+  std::string arch_of(int device);
+  int sm_count(int device);
+
+  // The Runtime's own per-device workspace, grown on demand (never shrinks).
+  void* workspace(int device, size_t bytes);
+
+  // Memoized plans of the one-call operator entry points, keyed by a problem
+  // description (bounded: a serving loop sees few distinct problems).
+  std::shared_ptr<const void> find_plan(const std::string& key);
+  void remember_plan(const std::string& key, std::shared_ptr<const void> plan);
+
+ private:
+  Config config_;
+  cache::DiskCache disk_;
+  std::vector<std::string> options_;
+
+  std::mutex mutex_;
+  // spec name + "@" + arch -> kernel; a placeholder while being prepared.
+  std::unordered_map<std::string, std::shared_ptr<Kernel>> registry_;
+  std::unordered_map<std::string, std::shared_ptr<std::mutex>> in_flight_;
+  std::map<int, std::string> archs_;
+  std::map<int, int> sm_counts_;
+  std::map<int, std::pair<CUdeviceptr, size_t>> workspaces_;
+  std::unordered_map<std::string, std::shared_ptr<const void>> plans_;
+};
+
+}  // namespace attnjit::detail

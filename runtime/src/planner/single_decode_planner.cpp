@@ -1,0 +1,148 @@
+#include "planner/single_decode_planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "attnjit/error.hpp"
+
+namespace attnjit::planner {
+
+namespace {
+
+constexpr int kMaxHeadsPerCta = 8;  // q/o fragments per thread grow with it (registers)
+constexpr int kMinRowsPerSplit = 256;  // below this a split's fixed cost dominates
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
+
+void check_positive_finite(const std::optional<float>& v, const char* name) {
+  if (v && !(std::isfinite(*v) && *v > 0.f))
+    invalid(fmt::format("{}={} is not allowed; it must be a finite number > 0", name, *v));
+}
+
+int heads_per_cta(int group) {
+  for (int h = std::min(group, kMaxHeadsPerCta); h > 1; --h)
+    if (group % h == 0) return h;
+  return 1;
+}
+
+size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+KernelSpec decode_spec(const SingleDecodeProblem& p) {
+  KernelSpec s;
+  s.op = KernelOp::SingleDecode;
+  s.head_dim = p.head_dim;
+  s.q_dtype = p.q_dtype;
+  s.kv_dtype = p.kv_dtype;
+  s.o_dtype = p.q_dtype;
+  s.pos_encoding = p.options.pos_encoding_mode;
+  s.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
+  s.heads_per_cta = heads_per_cta(p.num_qo_heads / p.num_kv_heads);
+  s.warps = 4;
+  // Each thread holds heads_per_cta q and o fragments plus 2*unroll K/V
+  // fragments; past 4 heads (or with 256-wide heads) halve the unroll to stay
+  // within registers.
+  s.unroll = (s.heads_per_cta > 4 || (p.head_dim == 256 && s.heads_per_cta > 2)) ? 2 : 4;
+  return s;
+}
+
+KernelSpec merge_spec(const SingleDecodeProblem& p) {
+  KernelSpec s;
+  s.op = KernelOp::MergeStates;
+  s.head_dim = p.head_dim;
+  s.o_dtype = p.q_dtype;
+  s.warps = 4;
+  return s;
+}
+
+}  // namespace
+
+void validate(const SingleDecodeProblem& p) {
+  if (p.num_qo_heads <= 0) invalid(fmt::format("num_qo_heads={} must be > 0", p.num_qo_heads));
+  if (p.num_kv_heads <= 0) invalid(fmt::format("num_kv_heads={} must be > 0", p.num_kv_heads));
+  if (p.num_qo_heads % p.num_kv_heads != 0)
+    invalid(fmt::format("num_qo_heads={} must be a multiple of num_kv_heads={} (grouped-query attention)",
+                        p.num_qo_heads, p.num_kv_heads));
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
+    throw Error(Status::Unsupported, fmt::format("head_dim={} is not supported; supported: 64, 128, 256", p.head_dim));
+  if (p.kv_len < 1 || p.kv_len > std::numeric_limits<int32_t>::max() / 2)
+    invalid(fmt::format("kv_len={} is not allowed; it must be in [1, {}]", p.kv_len,
+                        std::numeric_limits<int32_t>::max() / 2));
+  if (p.q_dtype != DType::F16 && p.q_dtype != DType::BF16)
+    invalid(fmt::format("q.dtype={} is not supported; allowed: float16, bfloat16", to_string(p.q_dtype)));
+  const bool kv16 = p.kv_dtype == DType::F16 || p.kv_dtype == DType::BF16;
+  const bool kv8 = p.kv_dtype == DType::E4M3 || p.kv_dtype == DType::E5M2;
+  if (!kv16 && !kv8)
+    invalid(fmt::format("k.dtype={} is not supported; allowed: float16, bfloat16, float8_e4m3fn, float8_e5m2",
+                        to_string(p.kv_dtype)));
+  if (kv16 && p.kv_dtype != p.q_dtype)
+    invalid(fmt::format("k.dtype={} must equal q.dtype={} for 16-bit KV (fp8 KV may pair with either)",
+                        to_string(p.kv_dtype), to_string(p.q_dtype)));
+  if (p.device < 0) invalid(fmt::format("device={} must be >= 0", p.device));
+  const auto& o = p.options;
+  if (o.window_left < -1) invalid(fmt::format("window_left={} is not allowed; use -1 (no window) or >= 0", o.window_left));
+  check_positive_finite(o.q_scale, "q_scale");
+  check_positive_finite(o.k_scale, "k_scale");
+  check_positive_finite(o.v_scale, "v_scale");
+  check_positive_finite(o.sm_scale, "sm_scale");
+  check_positive_finite(o.rope_scale, "rope_scale");
+  check_positive_finite(o.rope_theta, "rope_theta");
+  if (o.logits_soft_cap && !(std::isfinite(*o.logits_soft_cap) && *o.logits_soft_cap >= 0.f))
+    invalid(fmt::format("logits_soft_cap={} is not allowed; it must be >= 0 (0: no capping)", *o.logits_soft_cap));
+}
+
+std::vector<KernelSpec> kernels_for(const SingleDecodeProblem& p) {
+  validate(p);
+  return {decode_spec(p), merge_spec(p)};
+}
+
+SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const DeviceFigures& device) {
+  validate(p);
+  SingleDecodeLayout L;
+  L.decode = decode_spec(p);
+  const auto& o = p.options;
+
+  const int kv_len = static_cast<int>(p.kv_len);
+  L.kv_begin = o.window_left >= 0 ? std::max(0, kv_len - 1 - o.window_left) : 0;
+  const int rows = kv_len - L.kv_begin;
+
+  const int group = p.num_qo_heads / p.num_kv_heads;
+  const int lanes_per_row = p.head_dim / 8;
+  const int rows_per_iter = L.decode.warps * (32 / lanes_per_row) * L.decode.unroll;
+  const int ctas_per_split = p.num_kv_heads * (group / L.decode.heads_per_cta);
+  const int target_ctas = device.sm_count * device.ctas_per_sm;
+  const int max_splits_by_rows = std::max(1, rows / std::max(kMinRowsPerSplit, rows_per_iter));
+  int splits = std::clamp((target_ctas + ctas_per_split - 1) / ctas_per_split, 1, max_splits_by_rows);
+  int chunk = (rows + splits - 1) / splits;
+  chunk = (chunk + rows_per_iter - 1) / rows_per_iter * rows_per_iter;
+  splits = (rows + chunk - 1) / chunk;
+  L.num_splits = splits;
+  L.chunk_size = chunk;
+
+  L.decode_shape.grid[0] = splits;
+  L.decode_shape.grid[1] = p.num_kv_heads;
+  L.decode_shape.grid[2] = group / L.decode.heads_per_cta;
+  L.decode_shape.threads = L.decode.threads();
+  L.decode_shape.smem_bytes = L.decode.dynamic_smem_bytes();
+
+  if (splits > 1) {
+    L.merge = merge_spec(p);
+    L.merge_shape.threads = L.merge->threads();
+    L.merge_shape.grid[0] = (p.num_qo_heads + L.merge->warps - 1) / L.merge->warps;
+    L.partial_o_offset = 0;
+    L.partial_lse_offset = align256(size_t(splits) * p.num_qo_heads * p.head_dim * sizeof(float));
+    L.workspace_bytes = L.partial_lse_offset + align256(size_t(splits) * p.num_qo_heads * sizeof(float));
+  }
+
+  const float q_scale = o.q_scale.value_or(1.f), k_scale = o.k_scale.value_or(1.f);
+  L.sm_scale = o.sm_scale.value_or(1.f / std::sqrt(float(p.head_dim))) * q_scale * k_scale;
+  L.v_scale = o.v_scale.value_or(1.f);
+  L.soft_cap = o.logits_soft_cap.value_or(0.f);
+  L.rope_rcp_scale = 1.f / o.rope_scale.value_or(1.f);
+  L.rope_log2_theta = std::log2(o.rope_theta.value_or(1e4f));
+  return L;
+}
+
+}  // namespace attnjit::planner
