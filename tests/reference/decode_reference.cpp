@@ -1,0 +1,79 @@
+#include "reference/decode_reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace attnjit::test {
+
+namespace {
+
+// LLaMA rotary embedding (rotate-half) of one head vector at position pos.
+std::vector<double> rope(const double* x, int d, double pos, double rope_scale, double theta) {
+  std::vector<double> y(d);
+  const int half = d / 2;
+  for (int i = 0; i < half; ++i) {
+    const double inv_freq = 1.0 / rope_scale * std::pow(theta, -2.0 * i / d);
+    const double a = pos * inv_freq, c = std::cos(a), s = std::sin(a);
+    y[i] = x[i] * c - x[i + half] * s;
+    y[i + half] = x[i + half] * c + x[i] * s;
+  }
+  return y;
+}
+
+double alibi_slope(int h, int n_heads) {
+  int n = 1;
+  while (2 * n <= n_heads) n *= 2;
+  return h < n ? std::pow(2.0, -8.0 * (h + 1) / n) : std::pow(2.0, -4.0 * (2 * (h - n) + 1) / n);
+}
+
+}  // namespace
+
+DecodeReference reference_single_decode(const SingleDecodeProblem& p, const std::vector<double>& q,
+                                        const std::vector<double>& k, const std::vector<double>& v) {
+  const int H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, group = H / Hk;
+  const int64_t N = p.kv_len;
+  const auto& o = p.options;
+  const double sm_scale = o.sm_scale ? *o.sm_scale : 1.0 / std::sqrt(double(D));
+  const double qs = o.q_scale.value_or(1.f), ks = o.k_scale.value_or(1.f), vs = o.v_scale.value_or(1.f);
+  const double cap = o.logits_soft_cap.value_or(0.f);
+  const double rope_scale = o.rope_scale.value_or(1.f), theta = o.rope_theta.value_or(1e4f);
+  const bool nhd = o.kv_layout == KVLayout::NHD;
+  auto row = [&](const std::vector<double>& t, int64_t n, int h) { return &t[nhd ? (n * Hk + h) * D : (h * N + n) * D]; };
+  const int64_t first = o.window_left >= 0 ? std::max<int64_t>(0, N - 1 - o.window_left) : 0;
+
+  DecodeReference ref;
+  ref.o.assign(size_t(H) * D, 0.0);
+  ref.lse.assign(H, 0.0);
+  for (int h = 0; h < H; ++h) {
+    const int hk = h / group;
+    std::vector<double> qh(q.begin() + int64_t(h) * D, q.begin() + int64_t(h + 1) * D);
+    if (o.pos_encoding_mode == PosEncoding::RopeLlama) qh = rope(qh.data(), D, double(N - 1), rope_scale, theta);
+    std::vector<double> s(N, -INFINITY);
+    double m = -INFINITY;
+    for (int64_t n = first; n < N; ++n) {
+      const double* kr = row(k, n, hk);
+      std::vector<double> kv(kr, kr + D);
+      if (o.pos_encoding_mode == PosEncoding::RopeLlama) kv = rope(kr, D, double(n), rope_scale, theta);
+      double dot = 0;
+      for (int d = 0; d < D; ++d) dot += qh[d] * qs * kv[d] * ks;
+      double x = dot * sm_scale;
+      if (o.pos_encoding_mode == PosEncoding::Alibi) x += alibi_slope(h, H) * double(n - (N - 1));
+      if (cap > 0) x = cap * std::tanh(x / cap);
+      s[n] = x;
+      m = std::max(m, x);
+    }
+    double denom = 0;
+    std::vector<double> acc(D, 0.0);
+    for (int64_t n = first; n < N; ++n) {
+      const double w = std::exp(s[n] - m);
+      denom += w;
+      const double* vr = row(v, n, hk);
+      for (int d = 0; d < D; ++d) acc[d] += w * vr[d] * vs;
+    }
+    for (int d = 0; d < D; ++d) ref.o[size_t(h) * D + d] = acc[d] / denom;
+    ref.lse[h] = (m + std::log(denom)) / std::log(2.0);
+  }
+  return ref;
+}
+
+}  // namespace attnjit::test

@@ -1,0 +1,20 @@
+// Double-precision reference for single decode, written from the definition
+// (FlashInfer's semantics), independent of the kernels' structure.
+#pragma once
+#include <vector>
+
+#include "attnjit/single_decode.hpp"
+
+namespace attnjit::test {
+
+struct DecodeReference {
+  std::vector<double> o;    // [num_qo_heads, head_dim]
+  std::vector<double> lse;  // [num_qo_heads], base 2
+};
+
+// q [H, D]; k, v dense in the problem's kv_layout; values already dequantized
+// from their storage dtype (scales are applied here, from the options).
+DecodeReference reference_single_decode(const SingleDecodeProblem& p, const std::vector<double>& q,
+                                        const std::vector<double>& k, const std::vector<double>& v);
+
+}  // namespace attnjit::test
