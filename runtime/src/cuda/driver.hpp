@@ -9,6 +9,12 @@
 
 namespace attnjit::cuda {
 
+// Every entry point is resolved at this CUDA version (12.0: the first with
+// cuLibrary*/cuKernel*), so each gets the ABI declared below whatever the
+// installed driver; driver_table.cpp proves that against cudaTypedefs.h.
+// A driver older than 12.0 is reported as such by driver().
+constexpr int kDriverApiVersion = 12000;
+
 // The typed table; each member has the signature of the cu* function it is named after.
 struct DriverApi {
   decltype(&::cuInit) Init = nullptr;
@@ -73,9 +79,17 @@ void check(CUresult r, const char* call);
 
 // "sm_90a" for a compute-capability 9.0 device; the "a" suffix on 9.0+ enables
 // wgmma/TMA, which is fine because the cubin never leaves this arch.
+// Throws Error(InvalidArgument) naming the ordinal and the device count when
+// `device` is not a valid ordinal.
 std::string arch_of_device(int device);
+// The naming rule alone, for a compute capability (testable without a GPU):
+// (9,0) -> "sm_90a", (10,0) -> "sm_100a", (8,6) -> "sm_86".
+std::string arch_for_compute_capability(int major, int minor);
 
 // Makes the device's primary context current for the scope, restoring the caller's after.
+// If the calling thread's current context is already on `device` (e.g. PyTorch's),
+// it is left alone. Primary contexts are retained once per device and kept for
+// the life of the process.
 class ScopedDevice {
  public:
   explicit ScopedDevice(int device);
