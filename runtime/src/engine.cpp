@@ -58,13 +58,22 @@ Engine::~Engine() {
 
 std::string Engine::key_for(const KernelSpec& spec, const std::string& arch) const {
   const TranslationUnit tu = generate(spec);
+  return make_cache_key(key_inputs(tu, arch));
+}
+
+KeyInputs Engine::key_inputs(const TranslationUnit& tu, const std::string& arch) const {
   KeyInputs in;
   in.tu = &tu;
   in.nvrtc_version = cuda::nvrtc_info(config_.nvrtc_library).version();
-  in.options = options_;
+  // The exact option list NVRTC receives, minus the arch (its own field).
+  cuda::CompileRequest req;
+  req.options = options_;
+  req.arch = arch;
+  for (auto& o : cuda::compile_options(req))
+    if (o.rfind("--gpu-architecture=", 0) != 0) in.options.push_back(o);
   in.arch = arch;
   in.library_version = ATTNJIT_VERSION_STRING;
-  return make_cache_key(in);
+  return in;
 }
 
 Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
@@ -87,13 +96,7 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
 
   const TranslationUnit tu = generate(spec);
   const auto& nvrtc = cuda::nvrtc_info(config_.nvrtc_library);
-  KeyInputs in;
-  in.tu = &tu;
-  in.nvrtc_version = nvrtc.version();
-  in.options = options_;
-  in.arch = arch;
-  in.library_version = ATTNJIT_VERSION_STRING;
-  const std::string key = make_cache_key(in);
+  const std::string key = make_cache_key(key_inputs(tu, arch));
 
   double seconds = 0;
   auto produce = [&]() {

@@ -16,6 +16,7 @@
 
 #include "attnjit/config.hpp"
 #include "cache/disk_cache.hpp"
+#include "cache_key.hpp"
 #include "codegen.hpp"
 #include "kernel_spec.hpp"
 
@@ -55,6 +56,7 @@ class Engine {
   // NVRTC options every compile uses (arch excluded); part of the key.
   const std::vector<std::string>& compile_options() const { return options_; }
   std::string key_for(const KernelSpec& spec, const std::string& arch) const;
+  KeyInputs key_inputs(const TranslationUnit& tu, const std::string& arch) const;
 
   // Compiles or finds the cubin (no device needed: this is prewarm's path).
   Prepared prepare(const KernelSpec& spec, const std::string& arch);

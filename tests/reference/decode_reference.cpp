@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 namespace attnjit::test {
 
@@ -38,25 +39,33 @@ DecodeReference reference_single_decode(const SingleDecodeProblem& p, const std:
   const double cap = o.logits_soft_cap.value_or(0.f);
   const double rope_scale = o.rope_scale.value_or(1.f), theta = o.rope_theta.value_or(1e4f);
   const bool nhd = o.kv_layout == KVLayout::NHD;
-  auto row = [&](const std::vector<double>& t, int64_t n, int h) { return &t[nhd ? (n * Hk + h) * D : (h * N + n) * D]; };
+  const bool use_rope = o.pos_encoding_mode == PosEncoding::RopeLlama;
+  auto at = [&](int64_t n, int h) { return nhd ? (n * Hk + h) * D : (h * N + n) * D; };
   const int64_t first = o.window_left >= 0 ? std::max<int64_t>(0, N - 1 - o.window_left) : 0;
+
+  // Keys as the attention sees them: rotated once per (row, kv head).
+  std::vector<double> keys = k;
+  if (use_rope)
+    for (int64_t n = 0; n < N; ++n)
+      for (int h = 0; h < Hk; ++h) {
+        auto r = rope(&k[at(n, h)], D, double(n), rope_scale, theta);
+        std::copy(r.begin(), r.end(), keys.begin() + at(n, h));
+      }
 
   DecodeReference ref;
   ref.o.assign(size_t(H) * D, 0.0);
   ref.lse.assign(H, 0.0);
-  for (int h = 0; h < H; ++h) {
+  auto one_head = [&](int h) {
     const int hk = h / group;
     std::vector<double> qh(q.begin() + int64_t(h) * D, q.begin() + int64_t(h + 1) * D);
-    if (o.pos_encoding_mode == PosEncoding::RopeLlama) qh = rope(qh.data(), D, double(N - 1), rope_scale, theta);
+    if (use_rope) qh = rope(qh.data(), D, double(N - 1), rope_scale, theta);
     std::vector<double> s(N, -INFINITY);
     double m = -INFINITY;
     for (int64_t n = first; n < N; ++n) {
-      const double* kr = row(k, n, hk);
-      std::vector<double> kv(kr, kr + D);
-      if (o.pos_encoding_mode == PosEncoding::RopeLlama) kv = rope(kr, D, double(n), rope_scale, theta);
+      const double* kr = &keys[at(n, hk)];
       double dot = 0;
-      for (int d = 0; d < D; ++d) dot += qh[d] * qs * kv[d] * ks;
-      double x = dot * sm_scale;
+      for (int d = 0; d < D; ++d) dot += qh[d] * kr[d];
+      double x = dot * qs * ks * sm_scale;
       if (o.pos_encoding_mode == PosEncoding::Alibi) x += alibi_slope(h, H) * double(n - (N - 1));
       if (cap > 0) x = cap * std::tanh(x / cap);
       s[n] = x;
@@ -67,12 +76,18 @@ DecodeReference reference_single_decode(const SingleDecodeProblem& p, const std:
     for (int64_t n = first; n < N; ++n) {
       const double w = std::exp(s[n] - m);
       denom += w;
-      const double* vr = row(v, n, hk);
-      for (int d = 0; d < D; ++d) acc[d] += w * vr[d] * vs;
+      const double* vr = &v[at(n, hk)];
+      for (int d = 0; d < D; ++d) acc[d] += w * vr[d];
     }
-    for (int d = 0; d < D; ++d) ref.o[size_t(h) * D + d] = acc[d] / denom;
+    for (int d = 0; d < D; ++d) ref.o[size_t(h) * D + d] = acc[d] * vs / denom;
     ref.lse[h] = (m + std::log(denom)) / std::log(2.0);
-  }
+  };
+  // Heads are independent: spread them over the machine's cores.
+  const int workers = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), unsigned(H)));
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] { for (int h = w; h < H; h += workers) one_head(h); });
+  for (auto& t : pool) t.join();
   return ref;
 }
 

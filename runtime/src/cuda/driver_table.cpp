@@ -49,6 +49,7 @@ ATTNJIT_ABI_AT_12000(LibraryUnload, PFN_cuLibraryUnload_v12000);
 ATTNJIT_ABI_AT_12000(LibraryGetKernel, PFN_cuLibraryGetKernel_v12000);
 ATTNJIT_ABI_AT_12000(KernelSetAttribute, PFN_cuKernelSetAttribute_v12000);
 ATTNJIT_ABI_AT_12000(KernelGetAttribute, PFN_cuKernelGetAttribute_v12000);
+ATTNJIT_ABI_AT_12000(KernelGetFunction, PFN_cuKernelGetFunction_v12000);
 ATTNJIT_ABI_AT_12000(LaunchKernelEx, PFN_cuLaunchKernelEx_v11060);
 ATTNJIT_ABI_AT_12000(MemAlloc, PFN_cuMemAlloc_v3020);                          // = cuMemAlloc_v2
 ATTNJIT_ABI_AT_12000(MemFree, PFN_cuMemFree_v3020);                            // = cuMemFree_v2
@@ -167,6 +168,7 @@ std::string resolve_driver_api(void* libcuda, DriverApi& api) {
       resolve(r, "cuLibraryGetKernel", api.LibraryGetKernel, &error) &&
       resolve(r, "cuKernelSetAttribute", api.KernelSetAttribute, &error) &&
       resolve(r, "cuKernelGetAttribute", api.KernelGetAttribute, &error) &&
+      resolve(r, "cuKernelGetFunction", api.KernelGetFunction, &error) &&
       resolve(r, "cuLaunchKernelEx", api.LaunchKernelEx, &error) &&
       resolve(r, "cuMemAlloc", api.MemAlloc, &error) &&
       resolve(r, "cuMemFree", api.MemFree, &error) &&

@@ -1,0 +1,96 @@
+// Codegen: templates fill completely, generated code includes only embedded
+// headers, and specs round-trip through JSON.
+#include <catch2/catch.hpp>
+
+#include <regex>
+#include <set>
+
+#include "attnjit/error.hpp"
+#include "codegen.hpp"
+#include "embedded_sources.hpp"
+#include "planner/single_decode_planner.hpp"
+
+using namespace attnjit;
+
+namespace {
+
+KernelSpec sample_decode() {
+  KernelSpec s;
+  s.op = KernelOp::SingleDecode;
+  s.head_dim = 128;
+  s.q_dtype = DType::BF16;
+  s.kv_dtype = DType::E4M3;
+  s.o_dtype = DType::BF16;
+  s.pos_encoding = PosEncoding::RopeLlama;
+  s.soft_cap = true;
+  s.heads_per_cta = 4;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("generated code includes only embedded headers, with quotes", "[codegen]") {
+  std::set<std::string> embedded;
+  for (const auto& h : embedded::headers()) embedded.insert(std::string(h.name));
+  REQUIRE(embedded.count("decode.cuh"));
+  REQUIRE(embedded.count("merge.cuh"));
+  const std::regex include_re(R"(#\s*include\s*([<"])([^>"]+)[>"])");
+  KernelSpec merge;
+  merge.op = KernelOp::MergeStates;
+  for (const KernelSpec& spec : {sample_decode(), merge}) {
+    const TranslationUnit tu = generate(spec);
+    CHECK(tu.source.find("{{") == std::string::npos);
+    CHECK(tu.source.find(spec.entry_name()) != std::string::npos);
+    std::vector<std::string> texts = {tu.source};
+    for (const auto& [n, t] : tu.headers) texts.push_back(t);
+    for (const auto& text : texts)
+      for (std::sregex_iterator it(text.begin(), text.end(), include_re), end; it != end; ++it) {
+        INFO("include " << (*it)[0]);
+        CHECK((*it)[1] == "\"");
+        CHECK(embedded.count((*it)[2]) == 1);
+      }
+  }
+}
+
+TEST_CASE("kernel specs round-trip through JSON and have distinct names", "[codegen]") {
+  const KernelSpec s = sample_decode();
+  CHECK(KernelSpec::from_json(s.to_json()) == s);
+  CHECK(s.name() == "single_decode_d128_g4_bf16_e4m3_bf16_rope_softcap_w4_u4");
+  KernelSpec t = s;
+  t.soft_cap = false;
+  CHECK(t.name() != s.name());
+  CHECK_THROWS_AS(KernelSpec::from_json(nlohmann::json{{"op", "prefill"}}), Error);
+  try {
+    KernelSpec::from_json(nlohmann::json{{"op", "single_decode"}, {"head_dim", 128}, {"o_dtype", "float99"}});
+    FAIL("accepted a bad dtype");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("spec.o_dtype='float99'") != std::string::npos);
+  }
+}
+
+TEST_CASE("fill_template reports missing and leftover placeholders", "[codegen]") {
+  CHECK(fill_template("a {{X}} b {{X}}", {{"X", "1"}}, "t") == "a 1 b 1");
+  CHECK_THROWS_AS(fill_template("a {{X}} {{Y}}", {{"X", "1"}}, "t"), Error);
+  CHECK_THROWS_AS(fill_template("a", {{"X", "1"}}, "t"), Error);
+}
+
+TEST_CASE("run-time values do not change the kernel", "[codegen][planner]") {
+  SingleDecodeProblem a;
+  a.num_qo_heads = 32;
+  a.num_kv_heads = 8;
+  a.head_dim = 128;
+  a.kv_len = 100;
+  a.q_dtype = a.kv_dtype = DType::BF16;
+  SingleDecodeProblem b = a;
+  b.kv_len = 100000;
+  b.options.kv_layout = KVLayout::HND;
+  b.options.window_left = 50;
+  b.options.sm_scale = 0.3f;
+  b.options.rope_theta = 5e5f;
+  b.options.return_lse = true;
+  const auto ka = planner::kernels_for(a), kb = planner::kernels_for(b);
+  REQUIRE(ka.size() == kb.size());
+  for (size_t i = 0; i < ka.size(); ++i) CHECK(ka[i].name() == kb[i].name());
+  b.options.logits_soft_cap = 30.f;  // changes generated code
+  CHECK(planner::kernels_for(b)[0].name() != ka[0].name());
+}

@@ -1,0 +1,207 @@
+// single_decode_with_kv_cache on the GPU against the double-precision CPU
+// reference, over the parameter grid the operator claims. Skips without a GPU.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "attnjit/attnjit.hpp"
+#include "device_buffer.hpp"
+#include "engine.hpp"
+#include "gpu_support.hpp"
+#include "planner/single_decode_planner.hpp"
+#include "reference/decode_grid.hpp"
+#include "reference/decode_reference.hpp"
+#include "reference/host_dtypes.hpp"
+
+namespace attnjit::test {
+namespace {
+
+using Case = DecodeCase;
+
+double tolerance(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
+
+struct Errors {
+  double o_rel = 0, lse_abs = 0;
+};
+
+Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
+  const auto& p = c.p;
+  const int64_t H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, N = p.kv_len;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto randv = [&](size_t n, float scale) {
+    std::vector<float> x(n);
+    for (auto& e : x) e = uni(rng) * scale;
+    return x;
+  };
+  std::vector<uint8_t> qb, kb, vb;
+  // Large enough logits that the softmax is far from uniform.
+  const auto q = encode(p.q_dtype, randv(H * D, 2.f), qb);
+  const auto k = encode(p.kv_dtype, randv(N * Hk * D, 2.f), kb);
+  const auto v = encode(p.kv_dtype, randv(N * Hk * D, 1.f), vb);
+
+  DeviceBuffer dq(qb.size()), dk(kb.size()), dv(vb.size()), dout(H * D * dtype_size(p.q_dtype)), dlse(H * 4);
+  dq.upload(qb);
+  dk.upload(kb);
+  dv.upload(vb);
+  dout.poison();
+  dlse.poison();
+
+  SingleDecodePlan plan(rt, p);
+  DeviceBuffer ws(plan.workspace_bytes());
+  const bool nhd = p.options.kv_layout == KVLayout::NHD;
+  TensorView tq = make_tensor(dq.get(), p.q_dtype, {H, D});
+  TensorView tk = make_tensor(dk.get(), p.kv_dtype, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D});
+  TensorView tv = make_tensor(dv.get(), p.kv_dtype, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D});
+  TensorView to = make_tensor(dout.get(), p.q_dtype, {H, D});
+  TensorView tl = make_tensor(dlse.get(), DType::F32, {H});
+  plan.run(tq, tk, tv, to, c.with_lse ? &tl : nullptr, ws.get(), ws.bytes(), nullptr);
+  ATTNJIT_CU(cuda::driver().CtxSynchronize());
+
+  const auto out = decode(p.q_dtype, dout.download());
+  const auto lse = decode(DType::F32, dlse.download());
+  const auto ref = reference_single_decode(p, q, k, v);
+
+  Errors e;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) {
+      FAIL_CHECK(c.label() << ": o[" << i << "] = " << out[i] << " (not written or not finite)");
+      return {INFINITY, INFINITY};
+    }
+    num += (out[i] - ref.o[i]) * (out[i] - ref.o[i]);
+    den += ref.o[i] * ref.o[i];
+  }
+  e.o_rel = std::sqrt(num / std::max(den, 1e-30));
+  if (c.with_lse)
+    for (int64_t h = 0; h < H; ++h) e.lse_abs = std::max(e.lse_abs, std::fabs(lse[h] - ref.lse[h]) / std::max(1.0, std::fabs(ref.lse[h])));
+  return e;
+}
+
+// Compiles every kernel of the grid up front, in parallel, so the test's time
+// goes to checking rather than to serial NVRTC runs.
+void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
+  std::map<std::string, KernelSpec> specs;
+  for (const auto& c : cases)
+    for (const auto& s : planner::kernels_for(c.p)) specs.emplace(s.name(), s);
+  const std::string arch = rt.engine().arch_of(0);
+  std::vector<KernelSpec> list;
+  for (auto& [n, s] : specs) list.push_back(s);
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
+  for (unsigned w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next++) < list.size();) rt.engine().prepare(list[i], arch);
+    });
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+TEST_CASE("single decode matches the float64 reference across the grid", "[gpu][decode]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  auto cases = decode_grid();
+  if (const char* quick = std::getenv("ATTNJIT_TEST_QUICK")) {
+    // A smoke subset for quick iterations: every 7th case.
+    std::vector<Case> sub;
+    for (size_t i = 0; i < cases.size(); i += 7) sub.push_back(cases[i]);
+    cases.swap(sub);
+  }
+  prewarm(rt, cases);
+  std::map<std::string, Errors> worst;  // by dtype pair
+  size_t passed = 0;
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    INFO(c.label());
+    Errors e = run_case(rt, c, seed++);
+    const double tol = tolerance(c.p.q_dtype);
+    CHECK(e.o_rel <= tol);
+    CHECK(e.lse_abs <= 2e-3);
+    if (e.o_rel <= tol && e.lse_abs <= 2e-3) ++passed;
+    auto& w = worst[fmt::format("{}/{}", to_string(c.p.q_dtype), to_string(c.p.kv_dtype))];
+    w.o_rel = std::max(w.o_rel, e.o_rel);
+    w.lse_abs = std::max(w.lse_abs, e.lse_abs);
+  }
+  std::string table = fmt::format("single decode grid: {}/{} cases within tolerance\n", passed, cases.size());
+  for (auto& [k, e] : worst) table += fmt::format("  {:<28} worst rel L2 err(o) {:.2e}  worst rel err(lse) {:.2e}\n", k, e.o_rel, e.lse_abs);
+  WARN(table);
+}
+
+TEST_CASE("single decode runs inside a CUDA graph and replays", "[gpu][decode][graph]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(0);
+  SingleDecodeProblem p;
+  p.num_qo_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.kv_len = 20000;
+  p.q_dtype = p.kv_dtype = DType::BF16;
+  SingleDecodePlan plan(rt, p);
+  REQUIRE(plan.num_splits() > 1);  // exercise the merge kernel in the graph too
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto randv = [&](size_t n) { std::vector<float> x(n); for (auto& e : x) e = uni(rng); return x; };
+  std::vector<uint8_t> qb, kb, vb;
+  auto q = encode(p.q_dtype, randv(32 * 128), qb);
+  auto k = encode(p.kv_dtype, randv(p.kv_len * 8 * 128), kb);
+  auto v = encode(p.kv_dtype, randv(p.kv_len * 8 * 128), vb);
+  DeviceBuffer dq(qb.size()), dk(kb.size()), dv(vb.size()), dout(32 * 128 * 2), ws(plan.workspace_bytes());
+  dq.upload(qb); dk.upload(kb); dv.upload(vb); dout.poison();
+  auto tq = make_tensor(dq.get(), p.q_dtype, {32, 128});
+  auto tk = make_tensor(dk.get(), p.kv_dtype, {p.kv_len, 8, 128});
+  auto tv = make_tensor(dv.get(), p.kv_dtype, {p.kv_len, 8, 128});
+  auto to = make_tensor(dout.get(), p.q_dtype, {32, 128});
+
+  CUstream stream;
+  ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  // Global capture mode: any allocation or synchronization inside run() would
+  // invalidate the capture, so a clean capture proves run() does neither.
+  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  plan.run(tq, tk, tv, to, nullptr, ws.get(), ws.bytes(), stream);
+  CUgraph graph;
+  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
+  CUgraphExec exec;
+  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  ATTNJIT_CU(cu.StreamSynchronize(stream));
+  const auto out = decode(p.q_dtype, dout.download());
+  const auto ref = reference_single_decode(p, q, k, v);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) { num += (out[i] - ref.o[i]) * (out[i] - ref.o[i]); den += ref.o[i] * ref.o[i]; }
+  CHECK(std::sqrt(num / den) <= 1e-2);
+  cu.GraphExecDestroy(exec);
+  cu.GraphDestroy(graph);
+  cu.StreamDestroy(stream);
+}
+
+TEST_CASE("single decode works on every device of the process", "[gpu][decode][multi]") {
+  ATTNJIT_REQUIRE_GPU();
+  int n = 0;
+  ATTNJIT_CU(cuda::driver().DeviceGetCount(&n));
+  if (n < 2) {
+    WARN("SKIPPED (one GPU): multi-device check needs 2+ devices; this machine has " << n);
+    return;
+  }
+  Runtime rt;
+  for (int dev = 0; dev < n; ++dev) {
+    cuda::ScopedDevice scope(dev);
+    Case c;
+    c.p.num_qo_heads = 8; c.p.num_kv_heads = 2; c.p.head_dim = 128; c.p.kv_len = 3000;
+    c.p.q_dtype = c.p.kv_dtype = DType::F16; c.p.device = dev;
+    Errors e = run_case(rt, c, 99 + dev);
+    CHECK(e.o_rel <= 2e-3);
+  }
+}
+
+}  // namespace attnjit::test

@@ -1,0 +1,54 @@
+#include "reference/decode_grid.hpp"
+
+#include <fmt/format.h>
+
+#include <random>
+
+namespace attnjit::test {
+
+std::string DecodeCase::label() const {
+  const auto& o = p.options;
+  return fmt::format("D={} Hqo={} Hkv={} kv_len={} q={} kv={} {} {} window={} cap={} lse={}", p.head_dim,
+                     p.num_qo_heads, p.num_kv_heads, p.kv_len, to_string(p.q_dtype), to_string(p.kv_dtype),
+                     to_string(o.kv_layout), to_string(o.pos_encoding_mode), o.window_left,
+                     o.logits_soft_cap.value_or(0.f), with_lse);
+}
+
+std::vector<DecodeCase> decode_grid() {
+  std::vector<DecodeCase> cases;
+  std::mt19937 rng(1234);
+  const std::vector<std::pair<DType, DType>> dtypes = {
+      {DType::F16, DType::F16}, {DType::BF16, DType::BF16}, {DType::BF16, DType::E4M3}, {DType::F16, DType::E5M2}};
+  for (int d : {64, 128, 256})
+    for (auto [qt, kt] : dtypes)
+      for (int group : {1, 3, 4, 8, 16})
+        for (int64_t n : {1, 7, 16, 1000, 32768}) {
+          DecodeCase c;
+          auto& p = c.p;
+          p.head_dim = d;
+          p.q_dtype = qt;
+          p.kv_dtype = kt;
+          p.num_kv_heads = 2;
+          p.num_qo_heads = 2 * group;
+          p.kv_len = n;
+          auto& o = p.options;
+          o.kv_layout = rng() % 2 ? KVLayout::HND : KVLayout::NHD;
+          o.pos_encoding_mode = static_cast<PosEncoding>(rng() % 3);
+          if (rng() % 3 == 0) o.window_left = static_cast<int>(rng() % (n + 1));
+          if (rng() % 3 == 0) o.logits_soft_cap = 5.f + float(rng() % 30);
+          if (rng() % 4 == 0) o.sm_scale = 0.05f + 0.01f * float(rng() % 10);
+          if (kt == DType::E4M3 || kt == DType::E5M2) {
+            o.k_scale = 0.5f + 0.25f * float(rng() % 6);
+            o.v_scale = 0.5f + 0.25f * float(rng() % 6);
+          }
+          if (o.pos_encoding_mode == PosEncoding::RopeLlama && rng() % 2) {
+            o.rope_scale = 2.f;
+            o.rope_theta = 5e5f;
+          }
+          c.with_lse = rng() % 4 != 0;
+          cases.push_back(c);
+        }
+  return cases;
+}
+
+}  // namespace attnjit::test
