@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attnjit/config.hpp"
+#include "cache/single_flight.hpp"
 
 namespace attnjit::cache {
 
@@ -63,6 +64,10 @@ class DiskCache {
   // load(); on a miss take the per-key lock (in-process and cross-process),
   // load again, else call produce() and store its result. Mode `require`
   // turns a miss into Error(CacheMiss) whose message includes `what`.
+  // Threads of one process that wait on another's produce() receive a copy
+  // of its result and its Source (where the bytes came from), so produce()
+  // runs once even when the cache cannot be written. A store that fails
+  // after produce() is logged, not thrown: the produced entry is still good.
   std::pair<Entry, Source> get_or_produce(const std::string& arch, const std::string& key,
                                           const std::string& what,
                                           const std::function<Entry()>& produce);
@@ -76,10 +81,30 @@ class DiskCache {
   // Removes temporary files left by writers that died, older than `age`.
   size_t reap_temporaries(std::chrono::seconds age);
 
+  // Temporaries older than this belong to dead writers (a live one finishes a
+  // cubin in well under a second); store() and gc() reap them.
+  static constexpr std::chrono::seconds kStaleTemporaryAge{600};
+
  private:
+  bool disk_allowed() const { return config_.mode != CacheMode::Off; }
+  // The mode lets this object change the folder (it may still turn out unwritable).
+  bool mode_writes() const { return config_.mode == CacheMode::ReadWrite || config_.mode == CacheMode::Require; }
+  // Switches to memory-only after an unwritable folder; warns only the first time.
+  void degrade(const std::string& step, const std::filesystem::path& where, int err);
+  // Handles a failed write: degrades for "cannot write here" errors, throws
+  // Error(CacheError) for the rest.
+  void write_failed(const std::string& step, const std::filesystem::path& where, int err);
+  // Deletes least-recently-used entries until the total is at most `cap`,
+  // sparing the entry keep_arch/keep_key (empty: spare none).
+  void evict_to(uint64_t cap, const std::string& keep_arch, const std::string& keep_key, GcReport& report);
+  std::pair<Entry, Source> produce_locked(const std::string& arch, const std::string& key,
+                                          const std::function<Entry()>& produce);
+
   CacheConfig config_;
-  mutable std::mutex mutex_;  // guards degraded_ and the in-process key locks
+  mutable std::mutex mutex_;  // guards degraded_ and reaped_
   bool degraded_ = false;
+  bool reaped_ = false;       // stale temporaries reaped once, on the first store
+  SingleFlight<std::pair<Entry, Source>> flights_;  // in-process single flight per arch/key
 };
 
 }  // namespace attnjit::cache

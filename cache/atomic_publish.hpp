@@ -1,0 +1,24 @@
+// Publishing a file so that readers see either nothing or all of it: write a
+// uniquely named temporary beside the final name, fsync it, rename it over
+// the final name, fsync the folder. A crash at any point leaves at most a
+// temporary (reaped later by age), never a half-written entry.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace attnjit::cache {
+
+struct PublishResult {
+  int err = 0;                  // 0 on success, else the errno of the failed step
+  std::string step;             // "create folder", "create", "write", "fsync", "rename"
+  std::filesystem::path where;  // the path that step worked on
+  bool ok() const { return err == 0; }
+};
+
+// `temp_prefix` starts the temporary's name (".<key>.tmp."); a pid and a random
+// suffix follow, so concurrent writers, even across hosts, never share one.
+PublishResult publish_atomically(const std::filesystem::path& final_path, std::string_view bytes,
+                                 const std::string& temp_prefix);
+
+}  // namespace attnjit::cache
