@@ -3,6 +3,8 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "attnjit/export.h"
@@ -32,7 +34,15 @@ struct ATTNJIT_API TensorView {
 ATTNJIT_API TensorView make_tensor(void* data, DType dtype, std::initializer_list<int64_t> shape, int device = 0);
 
 // Converts a DLTensor (CUDA device memory, supported dtype, ndim <= 4).
-// `arg` names the argument in error messages.
+// `arg` names the argument in error messages. fp8 arrives either with the
+// DLPack 1.1 codes (kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12; see
+// attnjit_fp8.h) or as raw bytes with a dtype override, below.
 ATTNJIT_API TensorView from_dlpack(const DLTensor* t, const char* arg);
+
+// As above, but the elements are `dtype_override` when given: the DLTensor
+// must then be an integer type of the same width (raw bytes, e.g. an fp8
+// tensor viewed as uint8 because the producer cannot export fp8) or already
+// that dtype. std::nullopt behaves exactly like the two-argument form.
+ATTNJIT_API TensorView from_dlpack(const DLTensor* t, const char* arg, std::optional<DType> dtype_override);
 
 }  // namespace attnjit

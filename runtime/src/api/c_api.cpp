@@ -1,0 +1,192 @@
+// attnjit's C API (attnjit.h, attnjit_fp8.h): thin wrappers that check the C
+// caller's pointers, convert to the C++ API's types and run the C++ call in
+// guard(), so no exception crosses the boundary.
+//
+// Conventions kept by every function here:
+//  * A NULL handle or out pointer is ATTNJIT_ERROR_INVALID_ARGUMENT naming the
+//    parameter; an out pointer is set to NULL first, so it is NULL on failure.
+//  * *_destroy(NULL) is a no-op returning ATTNJIT_OK, like free(NULL).
+//  * A NULL options pointer means attnjit_decode_options_init's defaults.
+//  * attnjit_last_error() is errno-like: kept until this thread's next failure.
+#include "api/dlpack_compat.hpp"  // first: see why there
+
+#include "attnjit/attnjit.h"
+#include "attnjit/attnjit_fp8.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <optional>
+
+#include "api/c_api_convert.hpp"
+#include "api/c_api_guard.hpp"
+#include "api/dlpack_codes.hpp"
+#include "attnjit/error.hpp"
+#include "attnjit/runtime.hpp"
+#include "attnjit/single_decode.hpp"
+#include "attnjit/tensor.hpp"
+#include "attnjit/version.h"
+
+#ifndef ATTNJIT_VERSION_STRING
+#error "ATTNJIT_VERSION_STRING must come from CMake (the project version)"
+#endif
+
+// The handles: opaque to C, plain wrappers here.
+struct attnjit_runtime {
+  attnjit::Runtime runtime;
+};
+struct attnjit_single_decode_plan {
+  attnjit::SingleDecodePlan plan;
+};
+
+namespace {
+
+using attnjit::Status;
+using attnjit::capi::guard;
+using attnjit::capi::require_non_null;
+
+// The C and C++ status numbering is one contract (error.hpp says so).
+#define ATTNJIT_SAME_CODE(c, cpp) static_assert(static_cast<int>(c) == static_cast<int>(Status::cpp), #c)
+ATTNJIT_SAME_CODE(ATTNJIT_OK, Ok);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_INVALID_ARGUMENT, InvalidArgument);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_UNSUPPORTED, Unsupported);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_NO_DEVICE, NoDevice);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_CUDA, CudaError);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_COMPILE, CompileError);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_CACHE, CacheError);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_CACHE_MISS, CacheMiss);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_NOT_PLANNED, NotPlanned);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_WORKSPACE_TOO_SMALL, WorkspaceTooSmall);
+ATTNJIT_SAME_CODE(ATTNJIT_ERROR_INTERNAL, Internal);
+#undef ATTNJIT_SAME_CODE
+
+constexpr const char* kRuntimeHandle = "an attnjit_runtime_t* from attnjit_runtime_create";
+constexpr const char* kPlanHandle = "an attnjit_single_decode_plan_t* from attnjit_single_decode_plan";
+
+void require_flag(int value, const char* function, const char* param) {
+  if (value != 0 && value != 1)
+    throw attnjit::Error(Status::InvalidArgument,
+                         fmt::format("{}: {}={} is not a flag; allowed: 0, 1", function, param, value));
+}
+
+attnjit::Stream as_stream(void* stream) { return static_cast<attnjit::Stream>(stream); }
+
+}  // namespace
+
+extern "C" {
+
+const char* attnjit_version(void) { return ATTNJIT_VERSION_STRING; }
+
+int attnjit_version_number(void) { return ATTNJIT_VERSION_NUMBER; }
+
+const char* attnjit_status_string(attnjit_status_t status) {
+  // status_name covers every Status; other integers read "unknown status".
+  return attnjit::status_name(static_cast<Status>(status));
+}
+
+const char* attnjit_last_error(void) { return attnjit::capi::last_error(); }
+
+attnjit_status_t attnjit_runtime_create(attnjit_runtime_t** out) {
+  return guard([&] {
+    require_non_null(out, "attnjit_runtime_create", "out", "a place for the runtime handle");
+    *out = nullptr;
+    *out = new attnjit_runtime_t{attnjit::Runtime()};
+  });
+}
+
+attnjit_status_t attnjit_runtime_destroy(attnjit_runtime_t* rt) {
+  return guard([&] { delete rt; });
+}
+
+void attnjit_decode_options_init(attnjit_decode_options_t* options) {
+  if (options == nullptr) return;  // nothing to report through: the function is void
+  *options = attnjit_decode_options_t{};
+  options->kv_layout = ATTNJIT_KV_LAYOUT_NHD;
+  options->pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
+  options->use_tensor_cores = 0;
+  options->window_left = -1;
+  // Floats stay 0: "not provided", i.e. FlashInfer's defaults.
+}
+
+attnjit_status_t attnjit_single_decode_plan(attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k,
+                                            const DLTensor* v, const attnjit_decode_options_t* options,
+                                            int return_lse, attnjit_single_decode_plan_t** out) {
+  if (out) *out = nullptr;
+  return guard([&] {
+    constexpr const char* fn = "attnjit_single_decode_plan";
+    require_non_null(rt, fn, "rt", kRuntimeHandle);
+    require_non_null(out, fn, "out", "a place for the plan handle");
+    require_flag(return_lse, fn, "return_lse");
+    const attnjit::SingleDecodeOptions opts = attnjit::capi::to_options(options, return_lse == 1);
+    const attnjit::SingleDecodeProblem problem = attnjit::capi::to_problem(
+        attnjit::from_dlpack(q, "q"), attnjit::from_dlpack(k, "k"), attnjit::from_dlpack(v, "v"), opts);
+    *out = new attnjit_single_decode_plan_t{attnjit::SingleDecodePlan(rt->runtime, problem)};
+  });
+}
+
+attnjit_status_t attnjit_single_decode_plan_workspace_bytes(const attnjit_single_decode_plan_t* plan, size_t* out) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_single_decode_plan_workspace_bytes";
+    require_non_null(plan, fn, "plan", kPlanHandle);
+    require_non_null(out, fn, "out", "a place for the byte count");
+    *out = plan->plan.workspace_bytes();
+  });
+}
+
+attnjit_status_t attnjit_single_decode_run(const attnjit_single_decode_plan_t* plan, const DLTensor* q,
+                                           const DLTensor* k, const DLTensor* v, DLTensor* o, DLTensor* lse,
+                                           void* workspace, size_t workspace_bytes, void* stream) {
+  return guard([&] {
+    require_non_null(plan, "attnjit_single_decode_run", "plan", kPlanHandle);
+    const attnjit::TensorView qv = attnjit::from_dlpack(q, "q"), kv = attnjit::from_dlpack(k, "k"),
+                              vv = attnjit::from_dlpack(v, "v"), ov = attnjit::from_dlpack(o, "o");
+    std::optional<attnjit::TensorView> lv;
+    if (lse) lv = attnjit::from_dlpack(lse, "lse");
+    plan->plan.run(qv, kv, vv, ov, lv ? &*lv : nullptr, workspace, workspace_bytes, as_stream(stream));
+  });
+}
+
+attnjit_status_t attnjit_single_decode_plan_destroy(attnjit_single_decode_plan_t* plan) {
+  return guard([&] { delete plan; });
+}
+
+attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k,
+                                                     const DLTensor* v, DLTensor* o, DLTensor* lse,
+                                                     const attnjit_decode_options_t* options, void* workspace,
+                                                     size_t workspace_bytes, void* stream) {
+  return guard([&] {
+    require_non_null(rt, "attnjit_single_decode_with_kv_cache", "rt", kRuntimeHandle);
+    const attnjit::SingleDecodeOptions opts = attnjit::capi::to_options(options, lse != nullptr);
+    const attnjit::TensorView qv = attnjit::from_dlpack(q, "q"), kv = attnjit::from_dlpack(k, "k"),
+                              vv = attnjit::from_dlpack(v, "v"), ov = attnjit::from_dlpack(o, "o");
+    std::optional<attnjit::TensorView> lv;
+    if (lse) lv = attnjit::from_dlpack(lse, "lse");
+    // Same checks and messages as plan(): rank, k/v agreement, head_dim, device.
+    (void)attnjit::capi::to_problem(qv, kv, vv, opts);
+    attnjit::single_decode_with_kv_cache(rt->runtime, qv, kv, vv, ov, lv ? &*lv : nullptr, opts, as_stream(stream),
+                                         workspace, workspace_bytes);
+  });
+}
+
+attnjit_status_t attnjit_dltensor_view_as(const DLTensor* src, const char* dtype, DLTensor* out) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_dltensor_view_as";
+    require_non_null(src, fn, "src", "a DLTensor*");
+    require_non_null(dtype, fn, "dtype", "a dtype name such as \"float8_e4m3fn\"");
+    require_non_null(out, fn, "out", "a DLTensor to write");
+    const attnjit::DType want = attnjit::parse_dtype(dtype, "dtype");
+    const DLDataType have = src->dtype;
+    const int bits = static_cast<int>(attnjit::dtype_size(want) * 8);
+    if (attnjit::dlpack::to_dtype(have) != want && !attnjit::dlpack::is_raw_integer(have, bits))
+      throw attnjit::Error(Status::InvalidArgument,
+                           fmt::format("{}: src dtype {} cannot be viewed as {}; allowed: a {}-bit integer tensor "
+                                       "(raw bytes) or a {} tensor",
+                                       fn, attnjit::dlpack::describe(have), attnjit::to_string(want), bits,
+                                       attnjit::to_string(want)));
+    DLTensor copy = *src;
+    copy.dtype = attnjit::dlpack::to_dlpack(want);
+    *out = copy;
+  });
+}
+
+}  // extern "C"
