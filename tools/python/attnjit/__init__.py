@@ -1,0 +1,24 @@
+"""attnjit from Python: a ctypes binding of libattnjit's C API.
+
+Pure Python; torch is imported only inside calls that take tensors, so
+``import attnjit`` and ``attnjit.version()`` work without it.
+"""
+
+from .decode import single_decode_with_kv_cache
+from .errors import AttnjitError, Status
+
+__all__ = ["AttnjitError", "Status", "single_decode_with_kv_cache", "version", "version_number"]
+
+
+def version():
+    """The loaded library's version string, e.g. "0.1.0"."""
+    from ._library import lib
+
+    return lib().attnjit_version().decode()
+
+
+def version_number():
+    """The loaded library's ATTNJIT_VERSION_NUMBER (major*10000 + minor*100 + patch)."""
+    from ._library import lib
+
+    return lib().attnjit_version_number()

@@ -1,0 +1,43 @@
+"""ctypes mirrors of the C structs that cross the boundary by value.
+
+DLTensor is DLPack's (0.6 through 1.x share this layout); DecodeOptions is
+attnjit.h's attnjit_decode_options_t. Keep both in step with the headers.
+"""
+
+import ctypes
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DecodeOptions(ctypes.Structure):
+    _fields_ = [
+        ("kv_layout", ctypes.c_int32),
+        ("pos_encoding_mode", ctypes.c_int32),
+        ("use_tensor_cores", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("q_scale", ctypes.c_float),
+        ("k_scale", ctypes.c_float),
+        ("v_scale", ctypes.c_float),
+        ("logits_soft_cap", ctypes.c_float),
+        ("sm_scale", ctypes.c_float),
+        ("rope_scale", ctypes.c_float),
+        ("rope_theta", ctypes.c_float),
+    ]

@@ -1,0 +1,94 @@
+"""Finds and opens libattnjit.so, declaring the C API's signatures once.
+
+Search order: $ATTNJIT_LIBRARY; a copy inside this package (an installed
+wheel); the repository's build/ folder when run from a checkout
+(tools/python/../../build); then the system's search (find_library).
+Opening is lazy, so ``import attnjit`` works before the library is built.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+
+from . import _ctypes_types as T
+from .errors import AttnjitError
+
+_lock = threading.Lock()
+_lib = None
+
+
+def _candidates():
+    env = os.environ.get("ATTNJIT_LIBRARY")
+    if env:
+        # An explicit choice is the only candidate: falling back would hide a typo.
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = [
+        os.path.join(here, "libattnjit.so"),
+        os.path.normpath(os.path.join(here, "..", "..", "..", "build", "libattnjit.so")),
+    ]
+    system = ctypes.util.find_library("attnjit")
+    if system:
+        found.append(system)
+    return found
+
+
+def _declare(lib):
+    c_int, c_size_t, c_char_p, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p
+    pp = ctypes.POINTER(c_void_p)  # out-parameter for a handle
+    opts = ctypes.POINTER(T.DecodeOptions)
+    signatures = {
+        "attnjit_version": (c_char_p, []),
+        "attnjit_version_number": (c_int, []),
+        "attnjit_status_string": (c_char_p, [c_int]),
+        "attnjit_last_error": (c_char_p, []),
+        "attnjit_runtime_create": (c_int, [pp]),
+        "attnjit_runtime_destroy": (c_int, [c_void_p]),
+        "attnjit_decode_options_init": (None, [opts]),
+        "attnjit_single_decode_plan": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, opts, c_int, pp]),
+        "attnjit_single_decode_plan_workspace_bytes": (c_int, [c_void_p, ctypes.POINTER(c_size_t)]),
+        "attnjit_single_decode_run": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p]),
+        "attnjit_single_decode_plan_destroy": (c_int, [c_void_p]),
+        "attnjit_single_decode_with_kv_cache": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, opts, c_void_p, c_size_t, c_void_p]),
+        "attnjit_dltensor_view_as": (c_int, [c_void_p, c_char_p, c_void_p]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def lib():
+    """The opened library (opened on first use)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            errors = []
+            for path in _candidates():
+                if not (os.path.exists(path) or "/" not in path):
+                    errors.append(f"{path}: not found")
+                    continue
+                try:
+                    candidate = ctypes.CDLL(path)
+                    _declare(candidate)
+                except (OSError, AttributeError) as e:
+                    errors.append(f"{path}: {e}")
+                    continue
+                _lib = candidate
+                break
+            else:
+                raise OSError(
+                    "attnjit: cannot open libattnjit.so; set ATTNJIT_LIBRARY to its path or build it "
+                    "(cmake -S . -B build && make -C build attnjit). Tried: " + "; ".join(errors))
+    return _lib
+
+
+def check(status):
+    """Raises AttnjitError with this thread's last error unless status is OK."""
+    if status != 0:
+        raise AttnjitError(status, lib().attnjit_last_error().decode("utf-8", "replace"))
