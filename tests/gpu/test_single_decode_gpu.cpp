@@ -34,6 +34,7 @@ struct Errors {
 Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
   const auto& p = c.p;
   const int64_t H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, N = p.kv_len;
+  cuda::ScopedDevice scope(p.device);  // test buffers live in the device's primary context
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
   auto randv = [&](size_t n, float scale) {

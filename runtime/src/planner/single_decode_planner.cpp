@@ -13,7 +13,7 @@ namespace attnjit::planner {
 namespace {
 
 constexpr int kMaxHeadsPerCta = 8;  // q/o fragments per thread grow with it (registers)
-constexpr int kMinRowsPerSplit = 256;  // below this a split's fixed cost dominates
+constexpr int kMinRowsPerSplit = 128;  // below this a split's fixed cost (q load, merge) dominates
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
@@ -112,9 +112,13 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   const int lanes_per_row = p.head_dim / 8;
   const int rows_per_iter = L.decode.warps * (32 / lanes_per_row) * L.decode.unroll;
   const int ctas_per_split = p.num_kv_heads * (group / L.decode.heads_per_cta);
-  const int target_ctas = device.sm_count * device.ctas_per_sm;
+  // Fill exactly one wave of resident CTAs, rounding the split count down: a
+  // second, nearly empty wave (e.g. 544 CTAs on 528 slots) costs almost as
+  // much as the first, while one wave short by a few slots costs a few percent.
+  const int ctas_per_sm = L.decode.heads_per_cta > 4 ? std::max(1, device.ctas_per_sm / 2) : device.ctas_per_sm;
+  const int wave = device.sm_count * ctas_per_sm;
   const int max_splits_by_rows = std::max(1, rows / std::max(kMinRowsPerSplit, rows_per_iter));
-  int splits = std::clamp((target_ctas + ctas_per_split - 1) / ctas_per_split, 1, max_splits_by_rows);
+  int splits = std::clamp(wave / ctas_per_split, 1, max_splits_by_rows);
   int chunk = (rows + splits - 1) / splits;
   chunk = (chunk + rows_per_iter - 1) / rows_per_iter * rows_per_iter;
   splits = (rows + chunk - 1) / chunk;
