@@ -57,7 +57,10 @@ class DiskCache {
   // writable) and reported as a miss. Bumps the entry's LRU time on a hit.
   std::optional<Entry> load(const std::string& arch, const std::string& key);
   // Atomic publish; then evicts least-recently-used entries above max_bytes.
-  // Returns false (after one warning) when the cache cannot be written.
+  // Returns false (after one warning) when the cache cannot be written, and
+  // false without a warning in modes readonly and off. Throws
+  // Error(CacheError) for failures that are not about permission or space
+  // (e.g. EIO), naming the path and the errno text.
   bool store(const Entry& entry);
 
   enum class Source { Disk, Produced };

@@ -13,7 +13,7 @@ typedef unsigned int uint32_t;
 typedef long long int64_t;
 typedef unsigned long long uint64_t;
 #else
-#include <cstdint>
+#include <cstdint>  // host builds only (the params structs are shared)
 #endif
 
 #if defined(__CUDACC__)

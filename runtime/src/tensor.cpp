@@ -3,7 +3,6 @@
 // so it checks everything an operator would otherwise trip over (device,
 // dtype, rank, negative sizes or strides, element-count overflow) and says
 // which argument was wrong, with its value and what is allowed.
-#include "api/dlpack_compat.hpp"  // before tensor.hpp: see why there
 #include "attnjit/tensor.hpp"
 
 #include <fmt/format.h>

@@ -2,7 +2,8 @@
 // a DLPack producer would hand us. The data pointer is a made-up device
 // address: CPU tests only validate and convert, they never dereference it.
 #pragma once
-#include "api/dlpack_compat.hpp"  // first: see why there
+
+#include <dlpack/dlpack.h>
 
 #include <cstdint>
 #include <utility>

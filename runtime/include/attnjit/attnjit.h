@@ -11,14 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <dlpack/dlpack.h>
+
 #include "attnjit/export.h"
 #include "attnjit/version.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-struct DLTensor;
 
 typedef enum attnjit_status {
   ATTNJIT_OK = 0,
@@ -70,23 +70,23 @@ ATTNJIT_API void attnjit_decode_options_init(attnjit_decode_options_t* options);
 
 /* Plan once (compiles/loads kernels, sizes the workspace), run many times.
  * q, k, v here only describe shapes and dtypes (data pointers unused). */
-ATTNJIT_API attnjit_status_t attnjit_single_decode_plan(attnjit_runtime_t* rt, const struct DLTensor* q,
-                                                        const struct DLTensor* k, const struct DLTensor* v,
+ATTNJIT_API attnjit_status_t attnjit_single_decode_plan(attnjit_runtime_t* rt, const DLTensor* q,
+                                                        const DLTensor* k, const DLTensor* v,
                                                         const attnjit_decode_options_t* options, int return_lse,
                                                         attnjit_single_decode_plan_t** out);
 ATTNJIT_API attnjit_status_t attnjit_single_decode_plan_workspace_bytes(const attnjit_single_decode_plan_t* plan,
                                                                         size_t* out);
 /* Launches on `stream` only: no allocation, no synchronization (graph-capturable). */
-ATTNJIT_API attnjit_status_t attnjit_single_decode_run(const attnjit_single_decode_plan_t* plan, const struct DLTensor* q,
-                                                       const struct DLTensor* k, const struct DLTensor* v,
-                                                       struct DLTensor* o, struct DLTensor* lse, void* workspace,
+ATTNJIT_API attnjit_status_t attnjit_single_decode_run(const attnjit_single_decode_plan_t* plan, const DLTensor* q,
+                                                       const DLTensor* k, const DLTensor* v,
+                                                       DLTensor* o, DLTensor* lse, void* workspace,
                                                        size_t workspace_bytes, void* stream);
 ATTNJIT_API attnjit_status_t attnjit_single_decode_plan_destroy(attnjit_single_decode_plan_t* plan);
 
 /* Plan (memoized) + run. lse may be NULL; workspace may be NULL (the runtime's own). */
-ATTNJIT_API attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime_t* rt, const struct DLTensor* q,
-                                                                 const struct DLTensor* k, const struct DLTensor* v,
-                                                                 struct DLTensor* o, struct DLTensor* lse,
+ATTNJIT_API attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime_t* rt, const DLTensor* q,
+                                                                 const DLTensor* k, const DLTensor* v,
+                                                                 DLTensor* o, DLTensor* lse,
                                                                  const attnjit_decode_options_t* options,
                                                                  void* workspace, size_t workspace_bytes, void* stream);
 

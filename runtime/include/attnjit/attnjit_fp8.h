@@ -31,8 +31,8 @@ extern "C" {
  * that dtype. Only the struct is copied: out->data, out->shape and
  * out->strides point where src's do, so src's owner must outlive every use of
  * *out. On failure *out is left untouched. */
-ATTNJIT_API attnjit_status_t attnjit_dltensor_view_as(const struct DLTensor* src, const char* dtype,
-                                                      struct DLTensor* out);
+ATTNJIT_API attnjit_status_t attnjit_dltensor_view_as(const DLTensor* src, const char* dtype,
+                                                      DLTensor* out);
 
 #ifdef __cplusplus
 }

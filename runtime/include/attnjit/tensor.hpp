@@ -10,7 +10,8 @@
 #include "attnjit/export.h"
 #include "attnjit/types.hpp"
 
-struct DLTensor;
+#include <dlpack/dlpack.h>
+
 struct CUstream_st;
 
 namespace attnjit {

@@ -8,7 +8,6 @@
 //  * *_destroy(NULL) is a no-op returning ATTNJIT_OK, like free(NULL).
 //  * A NULL options pointer means attnjit_decode_options_init's defaults.
 //  * attnjit_last_error() is errno-like: kept until this thread's next failure.
-#include "api/dlpack_compat.hpp"  // first: see why there
 
 #include "attnjit/attnjit.h"
 #include "attnjit/attnjit_fp8.h"

@@ -2,7 +2,8 @@
 // and to readable names for error messages. One place, so from_dlpack and the
 // C API's attnjit_dltensor_view_as agree on how fp8 is spelled.
 #pragma once
-#include "api/dlpack_compat.hpp"  // first: see why there
+
+#include <dlpack/dlpack.h>
 
 #include <optional>
 #include <string>

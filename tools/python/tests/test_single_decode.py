@@ -11,7 +11,7 @@ bound only leaves room for a kernel that dequantizes into 16-bit registers.
 The reference follows FlashInfer's semantics, written out below:
   s_j   = (q · k_j) * sm_scale                  sm_scale defaults to 1/sqrt(head_dim)
   ALiBi:     s_j += slope_h * j                 added after sm_scale. FlashInfer's decode kernel
-             passes qo_idx = 0 to its bias (slope * (kv_idx - qo_idx)), not kv_len-1; softmax
+             passes qo_idx = 0 to its bias; attnjit uses the relative distance kv_idx - (kv_len-1) (same output); softmax
              and o do not depend on that constant shift, but lse does, so we pin FlashInfer's.
   soft cap:  s_j  = cap * tanh(s_j / cap)
   window:    keep j >= kv_len-1-window_left     (window_left >= 0)
@@ -81,7 +81,7 @@ def reference(q, k, v, kv_layout="NHD", pos_encoding_mode="NONE", window_left=-1
     position = torch.arange(kv_len, device=q.device, dtype=torch.float64)
     distance = position - (kv_len - 1)  # <= 0: how far behind the query each key is
     if pos_encoding_mode == "ALIBI":
-        s = s + alibi_slopes(num_qo_heads)[:, None] * position[None, :]  # FlashInfer's qo_idx = 0
+        s = s + alibi_slopes(num_qo_heads)[:, None] * (position[None, :] - (kv_len - 1))  # relative to the query at kv_len - 1
     if logits_soft_cap:
         s = logits_soft_cap * torch.tanh(s / logits_soft_cap)
     if window_left >= 0:
