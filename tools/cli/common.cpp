@@ -1,0 +1,87 @@
+#include "common.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <ctime>
+#include <set>
+
+#include "attnjit/error.hpp"
+
+namespace attnjit::cli {
+
+Config load_config(const std::string& cache_dir) {
+  Config c = Config::from_env();
+  if (!cache_dir.empty()) c.cache.dir = cache_dir;
+  return c;
+}
+
+void add_cache_dir_option(CLI::App* sub, std::string& cache_dir) {
+  sub->add_option("--cache-dir", cache_dir,
+                  "Kernel cache folder (default: $ATTNJIT_CACHE_DIR, else $XDG_CACHE_HOME/attnjit, else "
+                  "~/.cache/attnjit)");
+}
+
+uint64_t parse_byte_count(const std::string& text, const char* arg) {
+  auto bad = [&]() {
+    return Error(Status::InvalidArgument,
+                 fmt::format("{}='{}' is not a byte count; use a number with an optional K, M, G or T suffix "
+                             "(powers of 1024), e.g. 4G or 512MiB",
+                             arg, text));
+  };
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  std::string suffix = text.substr(pos);
+  for (auto& ch : suffix) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  static const std::pair<const char*, int> units[] = {{"", 0}, {"B", 0}, {"K", 1}, {"KB", 1}, {"KIB", 1},
+                                                      {"M", 2}, {"MB", 2}, {"MIB", 2}, {"G", 3}, {"GB", 3},
+                                                      {"GIB", 3}, {"T", 4}, {"TB", 4}, {"TIB", 4}};
+  for (const auto& [name, power] : units) {
+    if (suffix != name) continue;
+    const double bytes = value * std::pow(1024.0, power);
+    if (!std::isfinite(bytes) || bytes < 1 || bytes > 1.8e19) throw bad();
+    return static_cast<uint64_t>(bytes);
+  }
+  throw bad();
+}
+
+std::string format_bytes(uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string format_local_time(std::filesystem::file_time_type t) {
+  // C++17 has no clock_cast: carry the offset from "now" across the clocks.
+  using namespace std::chrono;
+  const auto sys = time_point_cast<system_clock::duration>(t - std::filesystem::file_time_type::clock::now() +
+                                                           system_clock::now());
+  const std::time_t tt = system_clock::to_time_t(sys);
+  std::tm tm{};
+  localtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
+
+std::vector<KernelSpec> dedupe_by_name(const std::vector<KernelSpec>& specs) {
+  std::vector<KernelSpec> out;
+  std::set<std::string> seen;
+  for (const auto& s : specs)
+    if (seen.insert(s.name()).second) out.push_back(s);
+  return out;
+}
+
+}  // namespace attnjit::cli

@@ -1,0 +1,335 @@
+// attnjit prewarm: compile every kernel a model (or a manifest) needs into the
+// disk cache, so serving processes load cubins instead of compiling them.
+// Needs NVRTC, not a GPU: --arch names the target.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "attnjit/error.hpp"
+#include "attnjit/runtime.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+#include "engine.hpp"
+#include "planner/single_decode_planner.hpp"
+#include "presets.hpp"
+
+namespace attnjit::cli {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct PrewarmOptions {
+  std::string model, manifest, arch, cache_dir;
+  unsigned jobs = 0;
+  bool list_models = false;
+};
+
+struct KernelList {
+  std::string label;  // the model name or the manifest's file name
+  std::string arch;   // from the manifest, if it names one
+  std::vector<KernelSpec> specs;
+  std::vector<std::string> notes;  // problems skipped, and why
+};
+
+// ---- manifest ---------------------------------------------------------------
+
+[[noreturn]] void manifest_error(const std::string& file, const std::string& where, const std::string& what) {
+  throw Error(Status::InvalidArgument, fmt::format("manifest {}: {}: {}", file, where.empty() ? "/" : where, what));
+}
+
+void reject_unknown_keys(const json& obj, const std::set<std::string>& allowed, const std::string& file,
+                         const std::string& where) {
+  for (const auto& item : obj.items())
+    if (!allowed.count(item.key()))
+      manifest_error(file, where + "/" + item.key(),
+                     fmt::format("unknown key; allowed: {}", fmt::join(allowed, ", ")));
+}
+
+const char* json_kind(const json& j) { return j.type_name(); }
+
+int get_int(const json& obj, const char* key, const std::string& file, const std::string& where) {
+  if (!obj.contains(key)) manifest_error(file, where, fmt::format("missing \"{}\" (an integer)", key));
+  const json& v = obj.at(key);
+  if (!v.is_number_integer())
+    manifest_error(file, where + "/" + key, fmt::format("expected an integer, got {} {}", json_kind(v), v.dump()));
+  return v.get<int>();
+}
+
+std::string get_string(const json& obj, const char* key, const std::string& fallback, const std::string& file,
+                       const std::string& where) {
+  if (!obj.contains(key)) {
+    if (fallback.empty()) manifest_error(file, where, fmt::format("missing \"{}\" (a string)", key));
+    return fallback;
+  }
+  const json& v = obj.at(key);
+  if (!v.is_string())
+    manifest_error(file, where + "/" + key, fmt::format("expected a string, got {} {}", json_kind(v), v.dump()));
+  return v.get<std::string>();
+}
+
+// Runs f; an attnjit::Error from it is re-thrown with the file and JSON path in front.
+template <typename F>
+auto at_path(const std::string& file, const std::string& where, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("manifest {}: {}: {}", file, where, e.what()));
+  }
+}
+
+SingleDecodeProblem problem_from_json(const json& j, const std::string& file, const std::string& where) {
+  if (!j.is_object()) manifest_error(file, where, fmt::format("expected an object, got {}", json_kind(j)));
+  reject_unknown_keys(j,
+                      {"num_qo_heads", "num_kv_heads", "head_dim", "q_dtype", "kv_dtype", "pos_encoding_mode",
+                       "logits_soft_cap"},
+                      file, where);
+  SingleDecodeProblem p;
+  p.kv_len = 1;  // the kernel set does not depend on it
+  p.num_qo_heads = get_int(j, "num_qo_heads", file, where);
+  p.num_kv_heads = get_int(j, "num_kv_heads", file, where);
+  p.head_dim = get_int(j, "head_dim", file, where);
+  const std::string q = get_string(j, "q_dtype", "bfloat16", file, where);
+  p.q_dtype = at_path(file, where + "/q_dtype", [&] { return parse_dtype(q, "q_dtype"); });
+  const std::string kv = get_string(j, "kv_dtype", q, file, where);
+  p.kv_dtype = at_path(file, where + "/kv_dtype", [&] { return parse_dtype(kv, "kv_dtype"); });
+  const std::string pos = get_string(j, "pos_encoding_mode", "NONE", file, where);
+  p.options.pos_encoding_mode =
+      at_path(file, where + "/pos_encoding_mode", [&] { return parse_pos_encoding(pos, "pos_encoding_mode"); });
+  if (j.contains("logits_soft_cap")) {
+    const json& v = j.at("logits_soft_cap");
+    if (!v.is_number())
+      manifest_error(file, where + "/logits_soft_cap",
+                     fmt::format("expected a number (0: no capping), got {} {}", json_kind(v), v.dump()));
+    p.options.logits_soft_cap = v.get<float>();
+  }
+  return p;
+}
+
+KernelList read_manifest(const std::string& file) {
+  std::ifstream in(file);
+  if (!in)
+    throw Error(Status::InvalidArgument, fmt::format("--manifest='{}' cannot be opened: {}", file, std::strerror(errno)));
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw Error(Status::InvalidArgument, fmt::format("manifest {} is not valid JSON: {}", file, e.what()));
+  }
+  if (!doc.is_object())
+    manifest_error(file, "", fmt::format("expected an object with \"kernels\" and/or \"problems\", got {}",
+                                         json_kind(doc)));
+  reject_unknown_keys(doc, {"arch", "kernels", "problems"}, file, "");
+  if (!doc.contains("kernels") && !doc.contains("problems"))
+    manifest_error(file, "", "needs \"kernels\" (a list of kernel specs) and/or \"problems\" (a list of decode problems)");
+
+  KernelList list;
+  list.label = std::filesystem::path(file).filename().string();
+  if (doc.contains("arch")) list.arch = get_string(doc, "arch", "", file, "");
+
+  std::vector<KernelSpec> specs;
+  if (doc.contains("kernels")) {
+    const json& ks = doc.at("kernels");
+    if (!ks.is_array()) manifest_error(file, "/kernels", fmt::format("expected a list, got {}", json_kind(ks)));
+    // Every key a spec can have, taken from the spec's own serialization.
+    KernelSpec decode;
+    decode.op = KernelOp::SingleDecode;
+    const json all_keys = decode.to_json();
+    std::set<std::string> keys;
+    for (const auto& item : all_keys.items()) keys.insert(item.key());
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const std::string where = fmt::format("/kernels/{}", i);
+      if (!ks[i].is_object()) manifest_error(file, where, fmt::format("expected a kernel spec object, got {}", json_kind(ks[i])));
+      reject_unknown_keys(ks[i], keys, file, where);
+      specs.push_back(at_path(file, where, [&] { return KernelSpec::from_json(ks[i]); }));
+    }
+  }
+  if (doc.contains("problems")) {
+    const json& ps = doc.at("problems");
+    if (!ps.is_array()) manifest_error(file, "/problems", fmt::format("expected a list, got {}", json_kind(ps)));
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const std::string where = fmt::format("/problems/{}", i);
+      const SingleDecodeProblem p = problem_from_json(ps[i], file, where);
+      for (auto& s : at_path(file, where, [&] { return planner::kernels_for(p); })) specs.push_back(s);
+    }
+  }
+  list.specs = dedupe_by_name(specs);
+  return list;
+}
+
+KernelList kernels_for_model(const std::string& name) {
+  const ModelPreset& m = find_preset(name);
+  KernelList list;
+  list.label = m.name;
+  std::vector<KernelSpec> specs;
+  for (const auto& p : decode_problems(m)) {
+    try {
+      for (auto& s : planner::kernels_for(p)) specs.push_back(s);
+    } catch (const Error& e) {
+      if (e.status() != Status::Unsupported) throw;
+      list.notes.push_back(fmt::format("skipped q={} kv={} pos={}: {}", to_string(p.q_dtype), to_string(p.kv_dtype),
+                                       to_string(p.options.pos_encoding_mode), e.what()));
+    }
+  }
+  list.specs = dedupe_by_name(specs);
+  return list;
+}
+
+void print_models() {
+  fmt::print("{:<16} {:>8} {:>8} {:>8} {:>9} {:>8}  {}\n", "model", "q_heads", "kv_heads", "head_dim", "dtype",
+             "soft_cap", "source");
+  for (const auto& m : model_presets())
+    fmt::print("{:<16} {:>8} {:>8} {:>8} {:>9} {:>8}  {}\n", m.name, m.num_qo_heads, m.num_kv_heads, m.head_dim,
+               to_string(m.dtype), m.logits_soft_cap > 0 ? fmt::format("{:g}", m.logits_soft_cap) : "-", m.source);
+}
+
+// ---- the work ---------------------------------------------------------------
+
+struct Outcome {
+  enum Kind { Pending, Compiled, Cached, Failed, Skipped } kind = Pending;
+  double seconds = 0;
+  std::string error;
+};
+
+// One progress line per finished kernel: rewritten in place on a terminal,
+// one line each otherwise (logs, pipes).
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), tty_(stderr_is_terminal()) {}
+  void report(const char* what, const std::string& name, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++done_;
+    const int width = static_cast<int>(std::to_string(total_).size());
+    fmt::print(stderr, "{}[{:>{}}/{}] {} {} {:.2f} s{}", tty_ ? "\r\033[K" : "", done_, width, total_, what, name,
+               seconds, tty_ ? "" : "\n");
+    std::fflush(stderr);
+  }
+  void finish() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (tty_ && done_ > 0) fmt::print(stderr, "\n");
+  }
+
+ private:
+  std::mutex mutex_;
+  size_t total_, done_ = 0;
+  bool tty_;
+};
+
+void run_prewarm(const PrewarmOptions& o) {
+  if (o.list_models) {
+    print_models();
+    return;
+  }
+  if (o.model.empty() == o.manifest.empty())
+    throw Error(Status::InvalidArgument,
+                fmt::format("prewarm needs exactly one of --model NAME (known: {}) or --manifest FILE.json",
+                            preset_names()));
+  KernelList list = o.model.empty() ? read_manifest(o.manifest) : kernels_for_model(o.model);
+  for (const auto& note : list.notes) fmt::print(stderr, "note: {}\n", note);
+
+  Config config = load_config(o.cache_dir);
+  if (config.cache.mode == CacheMode::Require) {
+    // Prewarm exists to fill the cache; "fail on miss" is for the fleet that reads it.
+    config.cache.mode = CacheMode::ReadWrite;
+  }
+  Runtime rt(config);
+  detail::Engine& engine = rt.engine();
+  const std::string arch = !o.arch.empty() ? o.arch : !list.arch.empty() ? list.arch : rt.default_arch();
+  if (!engine.disk_cache().writable())
+    fmt::print(stderr, "warning: the cache at {} is not writable (mode {}): kernels are compiled but not kept\n",
+               config.cache.dir, to_string(config.cache.mode));
+
+  const size_t n = list.specs.size();
+  std::vector<Outcome> outcomes(n);
+  unsigned jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(n, 1)));
+
+  Progress progress(n);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  const auto start = Clock::now();
+  auto worker = [&]() {
+    for (size_t i; !stop && (i = next++) < n;) {
+      const auto t0 = Clock::now();
+      Outcome& out = outcomes[i];
+      try {
+        const detail::Prepared p = engine.prepare(list.specs[i], arch);
+        out.kind = p.origin == detail::Origin::Compiled ? Outcome::Compiled : Outcome::Cached;
+      } catch (const std::exception& e) {
+        out.kind = Outcome::Failed;
+        out.error = e.what();
+        // A bad request (typically --arch) fails every kernel alike: stop taking more.
+        if (const auto* err = dynamic_cast<const Error*>(&e); err && err->status() == Status::InvalidArgument)
+          stop = true;
+      }
+      out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      progress.report(out.kind == Outcome::Compiled ? "compiled" : out.kind == Outcome::Cached ? "cached  " : "FAILED  ",
+                      list.specs[i].name(), out.seconds);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < jobs; ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  progress.finish();
+  const double total = std::chrono::duration<double>(Clock::now() - start).count();
+
+  size_t compiled = 0, cached = 0, failed = 0, skipped = 0;
+  for (auto& out : outcomes) {
+    if (out.kind == Outcome::Pending) out.kind = Outcome::Skipped;
+    compiled += out.kind == Outcome::Compiled;
+    cached += out.kind == Outcome::Cached;
+    failed += out.kind == Outcome::Failed;
+    skipped += out.kind == Outcome::Skipped;
+  }
+  fmt::print("prewarm {} for {}: {} kernels: {} compiled, {} already cached, {} failed{} in {:.1f} s (cache: {})\n",
+             list.label, arch, n, compiled, cached, failed,
+             skipped ? fmt::format(", {} not attempted", skipped) : std::string(), total, config.cache.dir);
+  if (failed == 0) return;
+
+  // One message per distinct error, naming the kernels it hit.
+  std::map<std::string, std::vector<std::string>> by_error;
+  for (size_t i = 0; i < n; ++i)
+    if (outcomes[i].kind == Outcome::Failed) by_error[outcomes[i].error].push_back(list.specs[i].name());
+  for (const auto& [error, names] : by_error)
+    fmt::print(stderr, "failed: {}\n  {}\n", fmt::join(names, ", "), error);
+  if (skipped)
+    fmt::print(stderr, "stopped after an invalid-argument error (such as an unsupported --arch); {} not attempted\n",
+               skipped);
+  throw CLI::RuntimeError(1);
+}
+
+}  // namespace
+
+void register_prewarm(CLI::App& app) {
+  auto o = std::make_shared<PrewarmOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "prewarm",
+      "Compile every kernel a model or a manifest needs into the disk cache (NVRTC only; no GPU needed). "
+      "ATTNJIT_CACHE_MODE=require is treated as readwrite here.");
+  auto* model = sub->add_option("--model", o->model, "Model preset (see --list-models): " + preset_names());
+  auto* manifest = sub->add_option("--manifest", o->manifest,
+                                   "JSON file: {\"arch\": optional, \"kernels\": [kernel spec, ...]} and/or "
+                                   "{\"problems\": [{\"num_qo_heads\", \"num_kv_heads\", \"head_dim\", \"q_dtype\", "
+                                   "\"kv_dtype\", \"pos_encoding_mode\", \"logits_soft_cap\"}, ...]}");
+  model->excludes(manifest);
+  sub->add_option("--arch", o->arch,
+                  "Target arch, e.g. sm_90a or sm_80 (default: the manifest's, else the first GPU's, else sm_90a)");
+  sub->add_option("-j,--jobs", o->jobs, "Parallel compiles (default: the number of hardware threads)")
+      ->check(CLI::Range(1u, 1024u));
+  add_cache_dir_option(sub, o->cache_dir);
+  sub->add_flag("--list-models", o->list_models, "Print the model presets and exit");
+  sub->callback([o] { run_prewarm(*o); });
+}
+
+}  // namespace attnjit::cli
