@@ -1,11 +1,13 @@
 // Decode attention skeleton: one query token per head against a KV sequence.
 //
-// Grid (num_splits, num_kv_heads, group_size / kHeads); a CTA owns kHeads
+// Grid (group_size / kHeads, num_splits, num_kv_heads); a CTA owns kHeads
 // query heads that share one KV head and one chunk of the sequence, so each K
-// and V row is read from memory once for the whole group. Within the CTA a row
+// and V row is read from memory once per CTA; sibling CTAs of a larger group
+// are adjacent in launch order and find the rows in L2. Within the CTA a row
 // is spread over kLanesPerRow lanes, 8 elements (one 16-byte or 8-byte load)
 // each; a warp covers kRowsPerWarpStep rows per step and kUnroll steps per
-// iteration, keeping 2*kUnroll independent loads in flight per thread. Each
+// iteration, keeping 2*kUnroll independent loads in flight per thread, and
+// the next iteration's loads are issued before this one computes. Each
 // lane group keeps its own online-softmax state; the states are merged across
 // lanes, then warps, at the end. With more than one split, each CTA writes a
 // normalized partial state and merge.cuh combines them.
@@ -45,9 +47,9 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   constexpr int kKvBytes = storage_bytes<kv_t>::value;
   constexpr int kQBytes = storage_bytes<typename Tr::q_t>::value;
 
-  const int split = blockIdx.x;
-  const int kv_head = blockIdx.y;
-  const int head0 = kv_head * p.group_size + blockIdx.z * Tr::kHeads;
+  const int split = blockIdx.y;
+  const int kv_head = blockIdx.z;
+  const int head0 = kv_head * p.group_size + blockIdx.x * Tr::kHeads;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int slice = lane % Tr::kLanesPerRow;        // which 8 dims of a row
@@ -77,17 +79,32 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   const char* k_head = static_cast<const char*>(p.k) + (kv_head * p.k_stride_h + dim0) * kKvBytes;
   const char* v_head = static_cast<const char*>(p.v) + (kv_head * p.v_stride_h + dim0) * kKvBytes;
 
+  // Rows past the end load the last row (always valid memory) and are masked
+  // below, so the loads carry no branch and all issue together.
+  auto load_rows = [&](int base, raw8<kv_t>(&kr)[Tr::kUnroll], raw8<kv_t>(&vr)[Tr::kUnroll]) {
+#pragma unroll
+    for (int u = 0; u < Tr::kUnroll; ++u) {
+      const int r = min(base + (u * Tr::kWarps + warp) * Tr::kRowsPerWarpStep + row_in_step, end - 1);
+      kr[u] = load_raw8<kv_t>(k_head + r * p.k_stride_n * kKvBytes);
+      vr[u] = load_raw8<kv_t>(v_head + r * p.v_stride_n * kKvBytes);
+    }
+  };
+  // Software pipeline: the next iteration's K/V loads are in flight while this
+  // iteration computes, so each warp always has memory requests outstanding.
+  raw8<kv_t> k_raw[Tr::kUnroll], v_raw[Tr::kUnroll];
+  if (begin < end) load_rows(begin, k_raw, v_raw);
   for (int base = begin; base < end; base += Tr::kRowsPerIter) {
+    raw8<kv_t> k_next[Tr::kUnroll], v_next[Tr::kUnroll];
+    const bool more = base + Tr::kRowsPerIter < end;  // uniform across the CTA
+    if (more) load_rows(base + Tr::kRowsPerIter, k_next, v_next);
+
     int row[Tr::kUnroll];
     frag8 k[Tr::kUnroll], v[Tr::kUnroll];
-    // Rows past the end load the last row (always valid memory) and are
-    // masked below, so the loads carry no branch and all issue together.
 #pragma unroll
     for (int u = 0; u < Tr::kUnroll; ++u) {
       row[u] = base + (u * Tr::kWarps + warp) * Tr::kRowsPerWarpStep + row_in_step;
-      const int r = min(row[u], end - 1);
-      k[u] = load8<kv_t>(k_head + r * p.k_stride_n * kKvBytes);
-      v[u] = load8<kv_t>(v_head + r * p.v_stride_n * kKvBytes);
+      k[u] = to_frag8(k_raw[u]);
+      v[u] = to_frag8(v_raw[u]);
     }
     if (Tr::Variant::kRope) {
 #pragma unroll
@@ -106,6 +123,13 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
         s[u] = row[u] < end ? variant[h].logit(dot, row[u]) : neg_inf();
       }
       state[h].update(s, v);
+    }
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < Tr::kUnroll; ++u) {
+        k_raw[u] = k_next[u];
+        v_raw[u] = v_next[u];
+      }
     }
   }
 

@@ -81,40 +81,54 @@ ATTNJIT_DEVICE void e4m3x4_to_f32(uint32_t v, float* out) {
 
 }  // namespace detail
 
-// load8<T>(p): eight consecutive elements of type T at p, as floats.
-template <class T> ATTNJIT_DEVICE frag8 load8(const void* p);
+// raw8<T>: eight elements of T as loaded, not yet converted: 16 bytes for
+// 16-bit types, 8 for fp8. Kernels prefetch in this form, which costs half
+// the registers of the float fragment, and convert just before use.
+template <class T>
+struct raw8 {
+  uint32_t r[2 * storage_bytes<T>::value];
+};
 
-template <> ATTNJIT_DEVICE frag8 load8<f16>(const void* p) {
-  uint32_t r[4];
-  detail::ld_stream_16(p, r);
+template <class T>
+ATTNJIT_DEVICE raw8<T> load_raw8(const void* p) {
+  raw8<T> x;
+  if (storage_bytes<T>::value == 2) {
+    detail::ld_stream_16(p, reinterpret_cast<uint32_t(&)[4]>(x.r));
+  } else {
+    detail::ld_stream_8(p, reinterpret_cast<uint32_t(&)[2]>(x.r));
+  }
+  return x;
+}
+
+ATTNJIT_DEVICE frag8 to_frag8(const raw8<f16>& x) {
   frag8 f;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) detail::f16x2_to_f32(r[i], f.x[2 * i], f.x[2 * i + 1]);
+  for (int i = 0; i < 4; ++i) detail::f16x2_to_f32(x.r[i], f.x[2 * i], f.x[2 * i + 1]);
   return f;
 }
-template <> ATTNJIT_DEVICE frag8 load8<bf16>(const void* p) {
-  uint32_t r[4];
-  detail::ld_stream_16(p, r);
+ATTNJIT_DEVICE frag8 to_frag8(const raw8<bf16>& x) {
   frag8 f;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) detail::bf16x2_to_f32(r[i], f.x[2 * i], f.x[2 * i + 1]);
+  for (int i = 0; i < 4; ++i) detail::bf16x2_to_f32(x.r[i], f.x[2 * i], f.x[2 * i + 1]);
   return f;
 }
-template <> ATTNJIT_DEVICE frag8 load8<e5m2>(const void* p) {
-  uint32_t r[2];
-  detail::ld_stream_8(p, r);
+ATTNJIT_DEVICE frag8 to_frag8(const raw8<e5m2>& x) {
   frag8 f;
-  detail::e5m2x4_to_f32(r[0], f.x);
-  detail::e5m2x4_to_f32(r[1], f.x + 4);
+  detail::e5m2x4_to_f32(x.r[0], f.x);
+  detail::e5m2x4_to_f32(x.r[1], f.x + 4);
   return f;
 }
-template <> ATTNJIT_DEVICE frag8 load8<e4m3>(const void* p) {
-  uint32_t r[2];
-  detail::ld_stream_8(p, r);
+ATTNJIT_DEVICE frag8 to_frag8(const raw8<e4m3>& x) {
   frag8 f;
-  detail::e4m3x4_to_f32(r[0], f.x);
-  detail::e4m3x4_to_f32(r[1], f.x + 4);
+  detail::e4m3x4_to_f32(x.r[0], f.x);
+  detail::e4m3x4_to_f32(x.r[1], f.x + 4);
   return f;
+}
+
+// load8<T>(p): eight consecutive elements of type T at p, as floats.
+template <class T>
+ATTNJIT_DEVICE frag8 load8(const void* p) {
+  return to_frag8(load_raw8<T>(p));
 }
 
 // store8<T>(p, f): rounds to nearest even and writes 8 elements.
@@ -137,7 +151,8 @@ template <> ATTNJIT_DEVICE void store8<f32>(void* p, const frag8& f) {
   d[0] = make_float4(f.x[0], f.x[1], f.x[2], f.x[3]);
   d[1] = make_float4(f.x[4], f.x[5], f.x[6], f.x[7]);
 }
-template <> ATTNJIT_DEVICE frag8 load8<f32>(const void* p) {
+template <>
+ATTNJIT_DEVICE frag8 load8<f32>(const void* p) {
   const float4* s = reinterpret_cast<const float4*>(p);
   float4 a = s[0], b = s[1];
   frag8 f;

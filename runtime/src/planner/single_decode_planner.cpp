@@ -22,10 +22,28 @@ void check_positive_finite(const std::optional<float>& v, const char* name) {
     invalid(fmt::format("{}={} is not allowed; it must be a finite number > 0", name, *v));
 }
 
+// Query heads per CTA. Up to 4 share one CTA's registers comfortably; a larger
+// group is split across sibling CTAs that the grid launches back to back, so
+// the second reads the same K/V rows from L2, not memory. A prime group above
+// 4 (5, 7) would otherwise fall to 1 head per CTA, so it stays whole.
 int heads_per_cta(int group) {
-  for (int h = std::min(group, kMaxHeadsPerCta); h > 1; --h)
+  for (int h = std::min(group, 4); h > 1; --h)
     if (group % h == 0) return h;
-  return 1;
+  return group <= kMaxHeadsPerCta ? group : 1;
+}
+
+// Tile shape by heads per CTA, with the resident CTAs per SM it gets (from
+// the compiler's register counts for 4 warps, as data: the planner never
+// needs a compiled kernel). All loads of the next iteration are in flight
+// while one computes, so registers grow with unroll * 2 raw fragments.
+struct DecodeTile {
+  int unroll;
+  int ctas_per_sm;
+};
+DecodeTile decode_tile(int heads) {
+  if (heads <= 2) return {4, 4};  // <= 128 registers
+  if (heads <= 4) return {2, 3};  // ~150 registers
+  return {1, 2};                  // 5-8 heads: ~220 registers
 }
 
 size_t align256(size_t x) { return (x + 255) / 256 * 256; }
@@ -41,10 +59,7 @@ KernelSpec decode_spec(const SingleDecodeProblem& p) {
   s.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
   s.heads_per_cta = heads_per_cta(p.num_qo_heads / p.num_kv_heads);
   s.warps = 4;
-  // Each thread holds heads_per_cta q and o fragments plus 2*unroll K/V
-  // fragments; past 4 heads (or with 256-wide heads) halve the unroll to stay
-  // within registers.
-  s.unroll = (s.heads_per_cta > 4 || (p.head_dim == 256 && s.heads_per_cta > 2)) ? 2 : 4;
+  s.unroll = decode_tile(s.heads_per_cta).unroll;
   return s;
 }
 
@@ -115,8 +130,7 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   // Fill exactly one wave of resident CTAs, rounding the split count down: a
   // second, nearly empty wave (e.g. 544 CTAs on 528 slots) costs almost as
   // much as the first, while one wave short by a few slots costs a few percent.
-  const int ctas_per_sm = L.decode.heads_per_cta > 4 ? std::max(1, device.ctas_per_sm / 2) : device.ctas_per_sm;
-  const int wave = device.sm_count * ctas_per_sm;
+  const int wave = device.sm_count * decode_tile(L.decode.heads_per_cta).ctas_per_sm;
   const int max_splits_by_rows = std::max(1, rows / std::max(kMinRowsPerSplit, rows_per_iter));
   int splits = std::clamp(wave / ctas_per_split, 1, max_splits_by_rows);
   int chunk = (rows + splits - 1) / splits;
@@ -125,9 +139,10 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   L.num_splits = splits;
   L.chunk_size = chunk;
 
-  L.decode_shape.grid[0] = splits;
-  L.decode_shape.grid[1] = p.num_kv_heads;
-  L.decode_shape.grid[2] = group / L.decode.heads_per_cta;
+  // Head subgroups fastest, so sibling CTAs of one split run together.
+  L.decode_shape.grid[0] = group / L.decode.heads_per_cta;
+  L.decode_shape.grid[1] = splits;
+  L.decode_shape.grid[2] = p.num_kv_heads;
   L.decode_shape.threads = L.decode.threads();
   L.decode_shape.smem_bytes = L.decode.dynamic_smem_bytes();
 

@@ -14,8 +14,7 @@
 namespace attnjit::planner {
 
 struct DeviceFigures {
-  int sm_count = 132;     // H100 SXM / H200
-  int ctas_per_sm = 4;    // resident decode CTAs the split aims to fill
+  int sm_count = 132;  // H100 SXM / H200
 };
 
 struct SingleDecodeLayout {
