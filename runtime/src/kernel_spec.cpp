@@ -37,7 +37,8 @@ const char* to_string(KernelOp op) noexcept {
 }
 
 const char* KernelSpec::template_name() const {
-  return op == KernelOp::SingleDecode ? "single_decode.cu.in" : "merge_states.cu.in";
+  if (op == KernelOp::MergeStates) return "merge_states.cu.in";
+  return tensor_cores ? "single_decode_tc.cu.in" : "single_decode.cu.in";
 }
 
 const char* KernelSpec::entry_name() const {
@@ -45,14 +46,17 @@ const char* KernelSpec::entry_name() const {
 }
 
 int KernelSpec::dynamic_smem_bytes() const {
-  return op == KernelOp::SingleDecode ? kernels::decode_smem_bytes(warps, heads_per_cta, head_dim) : 0;
+  if (op == KernelOp::MergeStates) return 0;
+  return tensor_cores ? kernels::decode_mma_smem_bytes(warps, head_dim)
+                      : kernels::decode_smem_bytes(warps, heads_per_cta, head_dim);
 }
 
 std::string KernelSpec::name() const {
   if (op == KernelOp::MergeStates) return fmt::format("merge_states_d{}_{}_w{}", head_dim, device_type(o_dtype), warps);
   std::string pos = pos_encoding == PosEncoding::None ? "none" : pos_encoding == PosEncoding::RopeLlama ? "rope" : "alibi";
-  return fmt::format("single_decode_d{}_g{}_{}_{}_{}_{}{}_w{}_u{}", head_dim, heads_per_cta, device_type(q_dtype),
-                     device_type(kv_dtype), device_type(o_dtype), pos, soft_cap ? "_softcap" : "", warps, unroll);
+  const std::string tile = tensor_cores ? fmt::format("w{}_tc", warps) : fmt::format("w{}_u{}", warps, unroll);
+  return fmt::format("single_decode_d{}_g{}_{}_{}_{}_{}{}_{}", head_dim, heads_per_cta, device_type(q_dtype),
+                     device_type(kv_dtype), device_type(o_dtype), pos, soft_cap ? "_softcap" : "", tile);
 }
 
 nlohmann::json KernelSpec::to_json() const {
@@ -63,7 +67,8 @@ nlohmann::json KernelSpec::to_json() const {
     j["pos_encoding"] = to_string(pos_encoding);
     j["soft_cap"] = soft_cap;
     j["heads_per_cta"] = heads_per_cta;
-    j["unroll"] = unroll;
+    if (tensor_cores) j["tensor_cores"] = true;
+    else j["unroll"] = unroll;
   }
   return j;
 }
@@ -84,7 +89,8 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
       s.pos_encoding = parse_pos_encoding(j.value("pos_encoding", "NONE"), "spec.pos_encoding");
       s.soft_cap = j.value("soft_cap", false);
       s.heads_per_cta = j.at("heads_per_cta").get<int>();
-      s.unroll = j.value("unroll", 4);
+      s.tensor_cores = j.value("tensor_cores", false);
+      s.unroll = s.tensor_cores ? 4 : j.value("unroll", 4);
     }
     return s;
   } catch (const nlohmann::json::exception& e) {
@@ -105,8 +111,8 @@ std::vector<std::pair<std::string, std::string>> KernelSpec::template_values() c
                        {"Q_TYPE", device_type(q_dtype)},
                        {"KV_TYPE", device_type(kv_dtype)},
                        {"POS_MODE", std::to_string(pos_mode_value(pos_encoding))},
-                       {"SOFT_CAP", soft_cap ? "true" : "false"},
-                       {"UNROLL", std::to_string(unroll)}});
+                       {"SOFT_CAP", soft_cap ? "true" : "false"}});
+    if (!tensor_cores) v.emplace_back("UNROLL", std::to_string(unroll));
   }
   return v;
 }

@@ -25,7 +25,8 @@ struct KernelSpec {
   bool soft_cap = false;                         // decode only
   int heads_per_cta = 1;                         // decode: query heads sharing a KV head per CTA
   int warps = 4;
-  int unroll = 4;                                // decode: rows in flight per lane group
+  int unroll = 4;                                // decode (CUDA cores): rows in flight per lane group
+  bool tensor_cores = false;                     // decode: the mma.m16n8k16 skeleton (decode_mma.cuh)
 
   // Where the generated source comes from, and the one extern "C" entry in it.
   const char* template_name() const;

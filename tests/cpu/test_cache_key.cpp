@@ -80,5 +80,6 @@ TEST_CASE("every KernelSpec field changes the generated source", "[key][codegen]
   CHECK(differs([](KernelSpec& t) { t.heads_per_cta = 3; }));
   CHECK(differs([](KernelSpec& t) { t.warps = 8; }));
   CHECK(differs([](KernelSpec& t) { t.unroll = 2; }));
+  CHECK(differs([](KernelSpec& t) { t.tensor_cores = true; }));
   CHECK(differs([](KernelSpec& t) { t.op = KernelOp::MergeStates; }));
 }

@@ -164,7 +164,7 @@ TEST_CASE("attnjit explain prints each kernel's spec, 64-hex-digit key and cache
   std::smatch m;
   REQUIRE(std::regex_search(r.output, m, std::regex("key: +([0-9a-f]{64})\n")));
   CHECK(contains(r.output, (tmp.path / "sm_90a").string() + "/" + m[1].str().substr(0, 2) + "/" + m[1].str() + ".cubin"));
-  CHECK(contains(r.output, "single_decode_d128_g4_bf16_e4m3_bf16_none_w4_u2"));
+  CHECK(contains(r.output, "single_decode_d128_g4_bf16_e4m3_bf16_none_w4_tc"));
   CHECK(contains(r.output, "\"op\":\"single_decode\""));
   CHECK(contains(r.output, "cached: no"));
   CHECK(contains(r.output, "extern \"C\" __global__"));  // --source

@@ -25,7 +25,10 @@ namespace {
 
 using Case = DecodeCase;
 
+// Relative L2 error of o, and relative error of lse, by q's dtype: the tensor
+// cores take q, k (after RoPE) and p rounded to that dtype.
 double tolerance(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
+double lse_tolerance(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
 
 struct Errors {
   double o_rel = 0, lse_abs = 0;
@@ -126,8 +129,8 @@ TEST_CASE("single decode matches the float64 reference across the grid", "[gpu][
     Errors e = run_case(rt, c, seed++);
     const double tol = tolerance(c.p.q_dtype);
     CHECK(e.o_rel <= tol);
-    CHECK(e.lse_abs <= 2e-3);
-    if (e.o_rel <= tol && e.lse_abs <= 2e-3) ++passed;
+    CHECK(e.lse_abs <= lse_tolerance(c.p.q_dtype));
+    if (e.o_rel <= tol && e.lse_abs <= lse_tolerance(c.p.q_dtype)) ++passed;
     auto& w = worst[fmt::format("{}/{}", to_string(c.p.q_dtype), to_string(c.p.kv_dtype))];
     w.o_rel = std::max(w.o_rel, e.o_rel);
     w.lse_abs = std::max(w.lse_abs, e.lse_abs);

@@ -8,10 +8,10 @@ namespace attnjit::test {
 
 std::string DecodeCase::label() const {
   const auto& o = p.options;
-  return fmt::format("D={} Hqo={} Hkv={} kv_len={} q={} kv={} {} {} window={} cap={} lse={}", p.head_dim,
+  return fmt::format("D={} Hqo={} Hkv={} kv_len={} q={} kv={} {} {} window={} cap={} lse={} tc={}", p.head_dim,
                      p.num_qo_heads, p.num_kv_heads, p.kv_len, to_string(p.q_dtype), to_string(p.kv_dtype),
                      to_string(o.kv_layout), to_string(o.pos_encoding_mode), o.window_left,
-                     o.logits_soft_cap.value_or(0.f), with_lse);
+                     o.logits_soft_cap.value_or(0.f), with_lse, o.use_tensor_cores);
 }
 
 std::vector<DecodeCase> decode_grid() {
@@ -46,6 +46,7 @@ std::vector<DecodeCase> decode_grid() {
             o.rope_theta = 5e5f;
           }
           c.with_lse = rng() % 4 != 0;
+          o.use_tensor_cores = rng() % 2 == 0;
           cases.push_back(c);
         }
   return cases;

@@ -76,13 +76,16 @@ double copy_bandwidth(CUstream stream) {
 
 struct DecodeRow {
   int hq, hkv, d;
+  bool tensor_cores;
   int64_t kv_len;
   double us, kv_bytes_per_s, ratio;
   int splits;
 };
 
-DecodeRow bench_decode(const Runtime& rt, int hq, int hkv, int d, int64_t kv_len, double copy_bw, CUstream stream) {
+DecodeRow bench_decode(const Runtime& rt, int hq, int hkv, int d, bool tc, int64_t kv_len, double copy_bw,
+                       CUstream stream) {
   SingleDecodeProblem p;
+  p.options.use_tensor_cores = tc;
   p.num_qo_heads = hq;
   p.num_kv_heads = hkv;
   p.head_dim = d;
@@ -116,7 +119,7 @@ DecodeRow bench_decode(const Runtime& rt, int hq, int hkv, int d, int64_t kv_len
   };
   const double us = median_us(launch_batch, batch, 30, stream);
   const double bw = 2.0 * kv_bytes / (us * 1e-6);
-  return {hq, hkv, d, kv_len, us, bw, bw / copy_bw, plan.num_splits()};
+  return {hq, hkv, d, tc, kv_len, us, bw, bw / copy_bw, plan.num_splits()};
 }
 
 struct JitRow {
@@ -201,13 +204,16 @@ void register_bench(CLI::App& app) {
       out["device"] = info.devices.empty() ? "" : info.devices[0].name;
       out["copy_bytes_per_s"] = copy;
       fmt::print("device: {}  copy (read+write): {:.0f} GB/s\n", out["device"].get<std::string>(), copy / 1e9);
-      fmt::print("{:>5} {:>5} {:>4} {:>8} {:>7} {:>10} {:>10} {:>7}\n", "Hq", "Hkv", "D", "kv_len", "splits", "time(us)", "KV GB/s", "x copy");
+      fmt::print("{:>5} {:>5} {:>4} {:>3} {:>8} {:>7} {:>10} {:>10} {:>7}\n", "Hq", "Hkv", "D", "tc", "kv_len", "splits",
+                 "time(us)", "KV GB/s", "x copy");
       for (auto [hq, hkv] : std::vector<std::pair<int, int>>{{32, 8}, {32, 32}, {64, 8}, {32, 4}})
+        for (bool tc : {false, true})
         for (int64_t n : o->kv_lens) {
-          const DecodeRow r = bench_decode(rt, hq, hkv, 128, n, copy, stream);
-          fmt::print("{:>5} {:>5} {:>4} {:>8} {:>7} {:>10.1f} {:>10.0f} {:>7.2f}\n", r.hq, r.hkv, r.d, r.kv_len, r.splits, r.us,
-                     r.kv_bytes_per_s / 1e9, r.ratio);
-          out["decode"].push_back({{"num_qo_heads", r.hq}, {"num_kv_heads", r.hkv}, {"head_dim", r.d}, {"kv_len", r.kv_len},
+          const DecodeRow r = bench_decode(rt, hq, hkv, 128, tc, n, copy, stream);
+          fmt::print("{:>5} {:>5} {:>4} {:>3} {:>8} {:>7} {:>10.1f} {:>10.0f} {:>7.2f}\n", r.hq, r.hkv, r.d, tc ? "yes" : "no",
+                     r.kv_len, r.splits, r.us, r.kv_bytes_per_s / 1e9, r.ratio);
+          out["decode"].push_back({{"num_qo_heads", r.hq}, {"num_kv_heads", r.hkv}, {"head_dim", r.d},
+                                   {"use_tensor_cores", r.tensor_cores}, {"kv_len", r.kv_len},
                                    {"dtype", "bfloat16"}, {"splits", r.splits}, {"us", r.us},
                                    {"kv_bytes_per_s", r.kv_bytes_per_s}, {"ratio_to_copy", r.ratio}});
         }

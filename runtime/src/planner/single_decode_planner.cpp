@@ -12,7 +12,8 @@ namespace attnjit::planner {
 
 namespace {
 
-constexpr int kMaxHeadsPerCta = 8;  // q/o fragments per thread grow with it (registers)
+constexpr int kMaxHeadsPerCta = 8;      // CUDA cores: q/o fragments per thread grow with it (registers)
+constexpr int kTensorCoreMinGroup = 4;  // from here on the mma skeleton is faster without being asked
 constexpr int kMinRowsPerSplit = 128;  // below this a split's fixed cost (q load, merge) dominates
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
@@ -39,11 +40,21 @@ int heads_per_cta(int group) {
 struct DecodeTile {
   int unroll;
   int ctas_per_sm;
+  int rows_per_iter(int head_dim, int warps) const { return unroll == 0 ? 16 * warps : warps * (256 / head_dim) * unroll; }
 };
-DecodeTile decode_tile(int heads) {
-  if (heads <= 2) return {4, 4};  // <= 128 registers
-  if (heads <= 4) return {2, 3};  // ~150 registers
-  return {1, 2};                  // 5-8 heads: ~220 registers
+DecodeTile decode_tile(const KernelSpec& s) {
+  if (s.tensor_cores) return {0, 2};  // 16 rows per warp per tile; ~215 registers
+  if (s.heads_per_cta <= 2) return {4, 4};  // <= 128 registers
+  if (s.heads_per_cta <= 4) return {2, 3};  // ~150 registers
+  return {1, 2};                            // 5-8 heads: ~220 registers
+}
+
+// The tensor-core skeleton takes the whole group as its 16-row M dimension
+// (a larger group splits into sibling CTAs of at most 16 heads).
+int tensor_core_heads_per_cta(int group) {
+  for (int h = std::min(group, 16); h > 1; --h)
+    if (group % h == 0) return h;
+  return 1;
 }
 
 size_t align256(size_t x) { return (x + 255) / 256 * 256; }
@@ -57,9 +68,16 @@ KernelSpec decode_spec(const SingleDecodeProblem& p) {
   s.o_dtype = p.q_dtype;
   s.pos_encoding = p.options.pos_encoding_mode;
   s.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
-  s.heads_per_cta = heads_per_cta(p.num_qo_heads / p.num_kv_heads);
+  const int group = p.num_qo_heads / p.num_kv_heads;
+  // The mma skeleton covers head_dim 64 and 128 (256-wide heads' O fragments
+  // would not fit in registers). use_tensor_cores asks for it; without it the
+  // planner still takes it from a group of kTensorCoreMinGroup up, where it
+  // measured faster (docs/PERFORMANCE.md: 0.68x vs 0.57x copy at group 4,
+  // 0.66x vs 0.37x at group 8, kv_len 32768).
+  s.tensor_cores = p.head_dim <= 128 && (p.options.use_tensor_cores || group >= kTensorCoreMinGroup);
+  s.heads_per_cta = s.tensor_cores ? tensor_core_heads_per_cta(group) : heads_per_cta(group);
   s.warps = 4;
-  s.unroll = decode_tile(s.heads_per_cta).unroll;
+  s.unroll = s.tensor_cores ? 4 : decode_tile(s).unroll;
   return s;
 }
 
@@ -124,13 +142,13 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   const int rows = kv_len - L.kv_begin;
 
   const int group = p.num_qo_heads / p.num_kv_heads;
-  const int lanes_per_row = p.head_dim / 8;
-  const int rows_per_iter = L.decode.warps * (32 / lanes_per_row) * L.decode.unroll;
+  const DecodeTile tile = decode_tile(L.decode);
+  const int rows_per_iter = tile.rows_per_iter(p.head_dim, L.decode.warps);
   const int ctas_per_split = p.num_kv_heads * (group / L.decode.heads_per_cta);
   // Fill exactly one wave of resident CTAs, rounding the split count down: a
   // second, nearly empty wave (e.g. 544 CTAs on 528 slots) costs almost as
   // much as the first, while one wave short by a few slots costs a few percent.
-  const int wave = device.sm_count * decode_tile(L.decode.heads_per_cta).ctas_per_sm;
+  const int wave = device.sm_count * tile.ctas_per_sm;
   const int max_splits_by_rows = std::max(1, rows / std::max(kMinRowsPerSplit, rows_per_iter));
   int splits = std::clamp(wave / ctas_per_split, 1, max_splits_by_rows);
   int chunk = (rows + splits - 1) / splits;

@@ -1,0 +1,241 @@
+// Decode attention on tensor cores, for grouped-query heads: the kHeads query
+// heads sharing a KV head are the M dimension (padded to 16) of
+// mma.m16n8k16, so q.k and p.v for 16 KV rows cost a few MMAs per warp
+// instead of kHeads x (dot products + shuffles) per row.
+//
+// Grid (group_size / kHeads, num_splits, num_kv_heads), 4 warps. Each
+// iteration the CTA stages a tile of 16 rows per warp: every thread loads its
+// 8-element slices of K and V (the next tile's loads are in flight while this
+// one computes), converts them (fp8 -> the q dtype, RoPE on K) and stores
+// them to shared memory; each warp then computes S = Q K^T on its 16 rows,
+// the online softmax on the S fragments, and O += P V. Warps merge their
+// states at the end, like the CUDA-core skeleton.
+#pragma once
+#include "decode_params.h"
+#include "mma.cuh"
+#include "numeric.cuh"
+#include "pos_encoding.cuh"
+#include "softmax_state.cuh"
+#include "variant.cuh"
+
+namespace attnjit {
+
+template <int HeadDim, int HeadsPerCta, class QT, class KVT, class OT, int PosMode, bool SoftCap, int Warps>
+struct DecodeMmaTraits {
+  static_assert(HeadDim == 64 || HeadDim == 128, "tensor-core decode supports head_dim 64 and 128");
+  static_assert(HeadsPerCta >= 1 && HeadsPerCta <= 16, "the group is the 16-row M dimension");
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kHeads = HeadsPerCta;
+  static constexpr int kWarps = Warps;
+  static constexpr int kThreads = Warps * 32;
+  static constexpr int kTileRows = 16 * Warps;                  // 16 KV rows per warp
+  static constexpr int kLanesPerRow = HeadDim / 8;
+  static constexpr int kRowsPerPass = kThreads / kLanesPerRow;
+  static constexpr int kPasses = kTileRows / kRowsPerPass;       // slices per thread per tile
+  static constexpr int kStride = HeadDim + 8;                    // smem row pitch: ldmatrix without bank conflicts
+  static constexpr int kSmemBytes = kernels::decode_mma_smem_bytes(Warps, HeadDim);
+  using q_t = QT;  // also the tensor cores' input type
+  using kv_t = KVT;
+  using o_t = OT;
+  using Variant = AttentionVariant<PosMode, SoftCap>;
+};
+
+extern __shared__ __align__(16) unsigned char attnjit_decode_mma_smem[];
+
+template <class Tr>
+ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
+  using T = typename Tr::q_t;
+  using kv_t = typename Tr::kv_t;
+  constexpr int D = Tr::kHeadDim;
+  constexpr int kKvBytes = storage_bytes<kv_t>::value;
+  constexpr int kRowBytes = Tr::kStride * 2;
+  constexpr int kTileBytes = Tr::kTileRows * kRowBytes;
+  constexpr int kRopePartner = Tr::kLanesPerRow / 2;
+
+  const int split = blockIdx.y;
+  const int kv_head = blockIdx.z;
+  const int head0 = kv_head * p.group_size + blockIdx.x * Tr::kHeads;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int slice = tid % Tr::kLanesPerRow, row_in_pass = tid / Tr::kLanesPerRow, dim0 = slice * 8;
+
+  unsigned char* smem = attnjit_decode_mma_smem;
+  unsigned char* q_tile = smem;
+  // Buffers by arithmetic, not a pointer array: a run-time index into an
+  // array would put it in local memory.
+  auto k_tile = [&](int buf) { return smem + 16 * kRowBytes + buf * kTileBytes; };
+  auto v_tile = [&](int buf) { return smem + 16 * kRowBytes + (2 + buf) * kTileBytes; };
+
+  // Q tile: rows are heads (zero past kHeads), rotated, unscaled.
+  for (int item = tid; item < 16 * Tr::kLanesPerRow; item += Tr::kThreads) {
+    const int r = item / Tr::kLanesPerRow, d0 = (item % Tr::kLanesPerRow) * 8;
+    frag8 qf;
+    qf.zero();
+    if (r < Tr::kHeads)
+      qf = load8<typename Tr::q_t>(static_cast<const char*>(p.q) + ((head0 + r) * p.q_stride_h + d0) * 2);
+    if (Tr::Variant::kRope) rope_llama<D>(qf, d0, float(p.kv_len - 1), kRopePartner, p.rope_rcp_scale, p.rope_log2_theta);
+    store_smem8<T>(q_tile + r * kRowBytes + d0 * 2, qf);
+  }
+  // This thread's two query rows (g, g + 8) in the S and O fragments.
+  const typename Tr::Variant var_lo(p.sm_scale, p.soft_cap, head0 + min(g, Tr::kHeads - 1), p.num_qo_heads, p.kv_len);
+  const typename Tr::Variant var_hi(p.sm_scale, p.soft_cap, head0 + min(g + 8, Tr::kHeads - 1), p.num_qo_heads, p.kv_len);
+
+  const int begin = p.kv_begin + split * p.chunk_size;
+  const int end = min(begin + p.chunk_size, p.kv_len);
+  const char* k_head = static_cast<const char*>(p.k) + (kv_head * p.k_stride_h + dim0) * kKvBytes;
+  const char* v_head = static_cast<const char*>(p.v) + (kv_head * p.v_stride_h + dim0) * kKvBytes;
+
+  raw8<kv_t> k_raw[Tr::kPasses], v_raw[Tr::kPasses];
+  auto load_tile = [&](int base) {
+#pragma unroll
+    for (int s = 0; s < Tr::kPasses; ++s) {
+      const int r = min(base + s * Tr::kRowsPerPass + row_in_pass, end - 1);  // past the end: masked later
+      k_raw[s] = load_raw8<kv_t>(k_head + r * p.k_stride_n * kKvBytes);
+      v_raw[s] = load_raw8<kv_t>(v_head + r * p.v_stride_n * kKvBytes);
+    }
+  };
+  auto store_tile = [&](int buf, int base) {
+#pragma unroll
+    for (int s = 0; s < Tr::kPasses; ++s) {
+      const int r = s * Tr::kRowsPerPass + row_in_pass;
+      frag8 kf = to_frag8(k_raw[s]);
+      if (Tr::Variant::kRope) rope_llama<D>(kf, dim0, float(base + r), kRopePartner, p.rope_rcp_scale, p.rope_log2_theta);
+      store_smem8<T>(k_tile(buf) + r * kRowBytes + dim0 * 2, kf);
+      store_smem8<T>(v_tile(buf) + r * kRowBytes + dim0 * 2, to_frag8(v_raw[s]));
+    }
+  };
+
+  load_tile(begin);
+  store_tile(0, begin);
+  __syncthreads();
+
+  frag_a qa[D / 16];
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks)
+    ldmatrix_x4(qa[ks].x, q_tile + (lane % 16) * kRowBytes + (ks * 16 + (lane / 16) * 8) * 2);
+
+  float m[2] = {neg_inf(), neg_inf()}, d[2] = {0.f, 0.f};
+  frag_c o[D / 8];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n].zero();
+
+  int buf = 0;
+  for (int base = begin; base < end; base += Tr::kTileRows) {
+    const bool more = base + Tr::kTileRows < end;  // uniform across the CTA
+    if (more) load_tile(base + Tr::kTileRows);
+
+    // S = Q K^T on this warp's 16 rows: two 8-row n-tiles.
+    frag_c s[2];
+    s[0].zero();
+    s[1].zero();
+    const unsigned char* kw = k_tile(buf) + warp * 16 * kRowBytes;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t r[4];
+      ldmatrix_x4(r, kw + ((lane & 7) + ((lane >> 4) << 3)) * kRowBytes + (ks * 16 + ((lane >> 3) & 1) * 8) * 2);
+      mma_16816<T>(s[0], qa[ks], frag_b{{r[0], r[1]}});
+      mma_16816<T>(s[1], qa[ks], frag_b{{r[2], r[3]}});
+    }
+
+    // Online softmax on the fragments: x[0..1] are row g, x[2..3] row g + 8.
+    const int row0 = base + warp * 16 + 2 * t;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const auto& var = h == 0 ? var_lo : var_hi;
+      float x[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = row0 + (e >> 1) * 8 + (e & 1);
+        x[e] = j < end ? var.logit(s[e >> 1].x[2 * h + (e & 1)] * var.q_scale, j) : neg_inf();
+      }
+      float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx);
+      const float scale = exp2_rel(m[h], m_new);
+      m[h] = m_new;
+      d[h] *= scale;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        o[n].x[2 * h] *= scale;
+        o[n].x[2 * h + 1] *= scale;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pe = exp2_rel(x[e], m_new);
+        d[h] += pe;  // this thread's part of the row sum; the quad adds up at the end
+        s[e >> 1].x[2 * h + (e & 1)] = pe;
+      }
+    }
+    // P (16 x 16 KV rows) as an A fragment, then O += P V.
+    frag_a pa;
+    pa.x[0] = pack2<T>(s[0].x[0], s[0].x[1]);
+    pa.x[1] = pack2<T>(s[0].x[2], s[0].x[3]);
+    pa.x[2] = pack2<T>(s[1].x[0], s[1].x[1]);
+    pa.x[3] = pack2<T>(s[1].x[2], s[1].x[3]);
+    const unsigned char* vw = v_tile(buf) + warp * 16 * kRowBytes;
+#pragma unroll
+    for (int nd = 0; nd < D / 16; ++nd) {
+      uint32_t r[4];
+      ldmatrix_x4_trans(r, vw + ((lane & 7) + (((lane >> 3) & 1) << 3)) * kRowBytes + (nd * 16 + (lane >> 4) * 8) * 2);
+      mma_16816<T>(o[2 * nd], pa, frag_b{{r[0], r[1]}});
+      mma_16816<T>(o[2 * nd + 1], pa, frag_b{{r[2], r[3]}});
+    }
+
+    if (more) store_tile(buf ^ 1, base + Tr::kTileRows);
+    __syncthreads();
+    buf ^= 1;
+  }
+
+  // Row sums across the quad, then the warps' states through shared memory
+  // (the tiles are dead: the loop ended with a barrier).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    d[h] += __shfl_xor_sync(0xffffffffu, d[h], 1);
+    d[h] += __shfl_xor_sync(0xffffffffu, d[h], 2);
+  }
+  constexpr int kRec = D + 2;
+  float* states = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float* rec = states + (warp * 16 + g + 8 * h) * kRec;
+    if (t == 0) {
+      rec[0] = m[h];
+      rec[1] = d[h];
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      rec[2 + n * 8 + 2 * t] = o[n].x[2 * h];
+      rec[2 + n * 8 + 2 * t + 1] = o[n].x[2 * h + 1];
+    }
+  }
+  __syncthreads();
+
+  for (int item = tid; item < Tr::kHeads * Tr::kLanesPerRow; item += Tr::kThreads) {
+    const int h = item / Tr::kLanesPerRow;
+    const int d0 = (item % Tr::kLanesPerRow) * 8;
+    SoftmaxState acc;
+    acc.init();
+    for (int w = 0; w < Tr::kWarps; ++w) {
+      const float* rec = states + (w * 16 + h) * kRec;
+      frag8 part;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) part.x[i] = rec[2 + d0 + i];
+      acc.merge(rec[0], rec[1], part);
+    }
+    frag8 out = acc.normalized();
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out.x[i] *= p.v_scale;
+    const int head = head0 + h;
+    if (p.num_splits == 1) {
+      store8<typename Tr::o_t>(static_cast<char*>(p.o) + (head * p.o_stride_h + d0) * storage_bytes<typename Tr::o_t>::value, out);
+      if (p.lse && d0 == 0) p.lse[head] = acc.lse();
+    } else {
+      const int64_t r = int64_t(split) * p.num_qo_heads + head;
+      store8<f32>(p.partial_o + r * D + d0, out);
+      if (d0 == 0) p.partial_lse[r] = acc.lse();
+    }
+  }
+}
+
+}  // namespace attnjit

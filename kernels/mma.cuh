@@ -1,0 +1,60 @@
+// Tensor-core fragments for mma.sync.m16n8k16 (sm_80+), f32 accumulators.
+//
+// With g = lane / 4 and t = lane % 4, a thread holds:
+//   A (16x16, row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
+//   B (16x8, k-major):    b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]
+//   C (16x8):             c0,c1 = C[g][2t..2t+1], c2,c3 = C[g+8][2t..2t+1]
+// ldmatrix gives A and B fragments straight from shared memory: for B = K^T
+// (K rows in smem) without transpose, for B = V (rows = k) with .trans.
+#pragma once
+#include "numeric.cuh"
+
+namespace attnjit {
+
+struct frag_a { uint32_t x[4]; };
+struct frag_b { uint32_t x[2]; };
+struct frag_c {
+  float x[4];
+  ATTNJIT_DEVICE void zero() { x[0] = x[1] = x[2] = x[3] = 0.f; }
+};
+
+ATTNJIT_DEVICE uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+// Four 8x8 16-bit matrices; lane i supplies the row address for matrix i / 8.
+ATTNJIT_DEVICE void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row)));
+}
+ATTNJIT_DEVICE void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row)));
+}
+
+// c += a * b for 16-bit inputs of type T (f16 or bf16).
+template <class T> ATTNJIT_DEVICE void mma_16816(frag_c& c, const frag_a& a, const frag_b& b);
+
+template <> ATTNJIT_DEVICE void mma_16816<f16>(frag_c& c, const frag_a& a, const frag_b& b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c.x[0]), "+f"(c.x[1]), "+f"(c.x[2]), "+f"(c.x[3])
+               : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
+}
+template <> ATTNJIT_DEVICE void mma_16816<bf16>(frag_c& c, const frag_a& a, const frag_b& b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c.x[0]), "+f"(c.x[1]), "+f"(c.x[2]), "+f"(c.x[3])
+               : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
+}
+
+// Two floats packed as one 32-bit pair of T (low element first).
+template <class T> ATTNJIT_DEVICE uint32_t pack2(float lo, float hi);
+template <> ATTNJIT_DEVICE uint32_t pack2<f16>(float lo, float hi) { return detail::f32_to_f16x2(lo, hi); }
+template <> ATTNJIT_DEVICE uint32_t pack2<bf16>(float lo, float hi) { return detail::f32_to_bf16x2(lo, hi); }
+
+// Eight floats as 16 bytes of T, for staging tiles in shared memory.
+template <class T>
+ATTNJIT_DEVICE void store_smem8(void* p, const frag8& f) {
+  const uint32_t a = pack2<T>(f.x[0], f.x[1]), b = pack2<T>(f.x[2], f.x[3]);
+  const uint32_t c = pack2<T>(f.x[4], f.x[5]), d = pack2<T>(f.x[6], f.x[7]);
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(smem_addr(p)), "r"(a), "r"(b), "r"(c), "r"(d));
+}
+
+}  // namespace attnjit
