@@ -12,6 +12,7 @@
 // lanes, then warps, at the end. With more than one split, each CTA writes a
 // normalized partial state and merge.cuh combines them.
 #pragma once
+#include "decode_epilogue.cuh"
 #include "decode_params.h"
 #include "numeric.cuh"
 #include "pos_encoding.cuh"
@@ -157,31 +158,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   }
   __syncthreads();
 
-  for (int item = threadIdx.x; item < Tr::kHeads * Tr::kLanesPerRow; item += Tr::kThreads) {
-    const int h = item / Tr::kLanesPerRow;
-    const int d0 = (item % Tr::kLanesPerRow) * 8;
-    SoftmaxState acc;
-    acc.init();
-    for (int w = 0; w < Tr::kWarps; ++w) {
-      const float* rec = smem + (w * Tr::kHeads + h) * kStride;
-      frag8 o;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) o.x[i] = rec[2 + d0 + i];
-      acc.merge(rec[0], rec[1], o);
-    }
-    frag8 out = acc.normalized();
-#pragma unroll
-    for (int i = 0; i < 8; ++i) out.x[i] *= p.v_scale;
-    const int head = head0 + h;
-    if (p.num_splits == 1) {
-      store8<typename Tr::o_t>(static_cast<char*>(p.o) + (head * p.o_stride_h + d0) * storage_bytes<typename Tr::o_t>::value, out);
-      if (p.lse && d0 == 0) p.lse[head] = acc.lse();
-    } else {
-      const int64_t r = int64_t(split) * p.num_qo_heads + head;
-      store8<f32>(p.partial_o + r * Tr::kHeadDim + d0, out);
-      if (d0 == 0) p.partial_lse[r] = acc.lse();
-    }
-  }
+  merge_warps_and_store<typename Tr::o_t, Tr::kHeadDim, Tr::kHeads, Tr::kWarps, Tr::kHeads>(smem, head0, split, p);
 }
 
 }  // namespace attnjit

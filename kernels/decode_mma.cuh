@@ -11,6 +11,7 @@
 // the online softmax on the S fragments, and O += P V. Warps merge their
 // states at the end, like the CUDA-core skeleton.
 #pragma once
+#include "decode_epilogue.cuh"
 #include "decode_params.h"
 #include "mma.cuh"
 #include "numeric.cuh"
@@ -211,31 +212,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   }
   __syncthreads();
 
-  for (int item = tid; item < Tr::kHeads * Tr::kLanesPerRow; item += Tr::kThreads) {
-    const int h = item / Tr::kLanesPerRow;
-    const int d0 = (item % Tr::kLanesPerRow) * 8;
-    SoftmaxState acc;
-    acc.init();
-    for (int w = 0; w < Tr::kWarps; ++w) {
-      const float* rec = states + (w * 16 + h) * kRec;
-      frag8 part;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) part.x[i] = rec[2 + d0 + i];
-      acc.merge(rec[0], rec[1], part);
-    }
-    frag8 out = acc.normalized();
-#pragma unroll
-    for (int i = 0; i < 8; ++i) out.x[i] *= p.v_scale;
-    const int head = head0 + h;
-    if (p.num_splits == 1) {
-      store8<typename Tr::o_t>(static_cast<char*>(p.o) + (head * p.o_stride_h + d0) * storage_bytes<typename Tr::o_t>::value, out);
-      if (p.lse && d0 == 0) p.lse[head] = acc.lse();
-    } else {
-      const int64_t r = int64_t(split) * p.num_qo_heads + head;
-      store8<f32>(p.partial_o + r * D + d0, out);
-      if (d0 == 0) p.partial_lse[r] = acc.lse();
-    }
-  }
+  merge_warps_and_store<typename Tr::o_t, D, Tr::kHeads, Tr::kWarps, 16>(states, head0, split, p);
 }
 
 }  // namespace attnjit
