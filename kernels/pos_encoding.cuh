@@ -6,6 +6,17 @@
 
 namespace attnjit {
 
+// sin and cos of a rotary angle, which reaches ~1e5 radians at long
+// positions: a Cody-Waite reduction by 2*pi to [-pi, pi], then the hardware
+// approximations, accurate there to ~1e-6. (sincosf's slow path for large
+// arguments made every RoPE kernel several times larger and slower to compile.)
+ATTNJIT_DEVICE void rotary_sincos(float angle, float* s, float* c) {
+  const float k = rintf(angle * 0.159154943091895f);  // angle / (2 pi)
+  float r = fmaf(-k, 6.28318548202514648f, angle);    // 2 pi rounded to float ...
+  r = fmaf(-k, -1.7484556e-7f, r);                    // ... and what that rounding left out
+  __sincosf(r, s, c);
+}
+
 // Rotates a thread's 8-wide slice x of a head vector at position `pos`. The
 // slice starts at dim0; its rotation partner (dim0 +- D/2) lives in the lane
 // `partner_lane_xor` away, which holds the matching slice of the same row.
@@ -21,7 +32,7 @@ ATTNJIT_DEVICE void rope_llama(frag8& x, int dim0, float pos, int partner_lane_x
     const int pair = (dim0 + i) % (HeadDim / 2);
     const float inv_freq = rcp_scale * exp2f(-log2_theta * float(2 * pair) / float(HeadDim));
     float s, c;
-    sincosf(pos * inv_freq, &s, &c);
+    rotary_sincos(pos * inv_freq, &s, &c);
     x.x[i] = first_half ? x.x[i] * c - partner.x[i] * s : x.x[i] * c + partner.x[i] * s;
   }
 }

@@ -93,7 +93,7 @@ SingleDecodeProblem problem_from_json(const json& j, const std::string& file, co
   if (!j.is_object()) manifest_error(file, where, fmt::format("expected an object, got {}", json_kind(j)));
   reject_unknown_keys(j,
                       {"num_qo_heads", "num_kv_heads", "head_dim", "q_dtype", "kv_dtype", "pos_encoding_mode",
-                       "logits_soft_cap"},
+                       "logits_soft_cap", "use_tensor_cores"},
                       file, where);
   SingleDecodeProblem p;
   p.kv_len = 1;  // the kernel set does not depend on it
@@ -113,6 +113,12 @@ SingleDecodeProblem problem_from_json(const json& j, const std::string& file, co
       manifest_error(file, where + "/logits_soft_cap",
                      fmt::format("expected a number (0: no capping), got {} {}", json_kind(v), v.dump()));
     p.options.logits_soft_cap = v.get<float>();
+  }
+  if (j.contains("use_tensor_cores")) {
+    const json& v = j.at("use_tensor_cores");
+    if (!v.is_boolean())
+      manifest_error(file, where + "/use_tensor_cores", fmt::format("expected true or false, got {} {}", json_kind(v), v.dump()));
+    p.options.use_tensor_cores = v.get<bool>();
   }
   return p;
 }
@@ -143,11 +149,14 @@ KernelList read_manifest(const std::string& file) {
     const json& ks = doc.at("kernels");
     if (!ks.is_array()) manifest_error(file, "/kernels", fmt::format("expected a list, got {}", json_kind(ks)));
     // Every key a spec can have, taken from the spec's own serialization.
+    // (both decode skeletons: each serializes only the fields it uses).
     KernelSpec decode;
     decode.op = KernelOp::SingleDecode;
-    const json all_keys = decode.to_json();
+    KernelSpec decode_tc = decode;
+    decode_tc.tensor_cores = true;
     std::set<std::string> keys;
-    for (const auto& item : all_keys.items()) keys.insert(item.key());
+    for (const json& j : {decode.to_json(), decode_tc.to_json()})
+      for (const auto& item : j.items()) keys.insert(item.key());
     for (size_t i = 0; i < ks.size(); ++i) {
       const std::string where = fmt::format("/kernels/{}", i);
       if (!ks[i].is_object()) manifest_error(file, where, fmt::format("expected a kernel spec object, got {}", json_kind(ks[i])));
