@@ -167,7 +167,7 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   if (splits > 1) {
     L.merge = merge_spec(p);
     L.merge_shape.threads = L.merge->threads();
-    L.merge_shape.grid[0] = (p.num_qo_heads + L.merge->warps - 1) / L.merge->warps;
+    L.merge_shape.grid[0] = p.num_qo_heads;  // one CTA per output row
     L.partial_o_offset = 0;
     L.partial_lse_offset = align256(size_t(splits) * p.num_qo_heads * p.head_dim * sizeof(float));
     L.workspace_bytes = L.partial_lse_offset + align256(size_t(splits) * p.num_qo_heads * sizeof(float));
