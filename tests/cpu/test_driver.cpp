@@ -7,10 +7,13 @@
 
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
+#include "error_capture.hpp"
 
 using attnjit::Error;
 using attnjit::Status;
 namespace cuda = attnjit::cuda;
+
+using attnjit::test::error_of;
 
 namespace {
 
@@ -19,18 +22,6 @@ bool libcuda_loads() {
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h) dlclose(h);
   return h != nullptr;
-}
-
-template <typename F>
-std::string error_of(F&& f, Status status) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.status() == status);
-    return e.what();
-  }
-  FAIL("expected attnjit::Error(" << attnjit::status_name(status) << ")");
-  return {};
 }
 
 }  // namespace

@@ -8,10 +8,13 @@
 
 #include "attnjit/error.hpp"
 #include "cuda/nvrtc.hpp"
+#include "error_capture.hpp"
 
 using attnjit::Error;
 using attnjit::Status;
 namespace cuda = attnjit::cuda;
+
+using attnjit::test::error_of;
 
 namespace {
 
@@ -33,19 +36,6 @@ bool is_elf(const std::vector<char>& b) {
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
-}
-
-// Runs f, requires it to throw attnjit::Error with `status`, returns the message.
-template <typename F>
-std::string error_of(F&& f, Status status) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.status() == status);
-    return e.what();
-  }
-  FAIL("expected attnjit::Error(" << attnjit::status_name(status) << ")");
-  return {};
 }
 
 }  // namespace
