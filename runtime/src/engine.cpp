@@ -96,7 +96,8 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
 
   const TranslationUnit tu = generate(spec);
   const auto& nvrtc = cuda::nvrtc_info(config_.nvrtc_library);
-  const std::string key = make_cache_key(key_inputs(tu, arch));
+  const KeyInputs inputs = key_inputs(tu, arch);
+  const std::string key = make_cache_key(inputs);
 
   double seconds = 0;
   auto produce = [&]() {
@@ -117,7 +118,7 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
     e.metadata = {{"name", spec.name()},
                   {"spec", spec.to_json()},
                   {"nvrtc_version", nvrtc.version()},
-                  {"nvrtc_options", options_},
+                  {"nvrtc_options", inputs.options},  // exactly what NVRTC got, as hashed
                   {"arch", arch},
                   {"attnjit_version", ATTNJIT_VERSION_STRING},
                   {"compile_seconds", res.seconds},

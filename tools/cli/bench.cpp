@@ -102,7 +102,8 @@ DecodeRow bench_decode(const Runtime& rt, int hq, int hkv, int d, bool tc, int64
     fill_random(ks.back()->p, kv_bytes, 10 + i);
     fill_random(vs.back()->p, kv_bytes, 100 + i);
   }
-  DeviceMem q(size_t(hq) * d * 2), o(size_t(hq) * d * 2), ws(std::max<size_t>(plan.workspace_bytes(), 256));
+  const size_t ws_bytes = std::max<size_t>(plan.workspace_bytes(), 256);  // never a zero-byte allocation
+  DeviceMem q(size_t(hq) * d * 2), o(size_t(hq) * d * 2), ws(ws_bytes);
   fill_random(q.p, size_t(hq) * d * 2, 7);
   auto tq = make_tensor(q.get(), DType::BF16, {hq, d});
   auto to = make_tensor(o.get(), DType::BF16, {hq, d});
@@ -115,7 +116,7 @@ DecodeRow bench_decode(const Runtime& rt, int hq, int hkv, int d, bool tc, int64
   int next = 0;
   auto launch_batch = [&] {
     for (int i = 0; i < batch; ++i, next = (next + 1) % sets)
-      plan.run(tq, tk[next], tv[next], to, nullptr, ws.get(), ws.get() ? std::max<size_t>(plan.workspace_bytes(), 256) : 0, stream);
+      plan.run(tq, tk[next], tv[next], to, nullptr, ws.get(), ws_bytes, stream);
   };
   const double us = median_us(launch_batch, batch, 30, stream);
   const double bw = 2.0 * kv_bytes / (us * 1e-6);
