@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "attnjit/config.hpp"
+#include "attnjit/cache_config.hpp"
 #include "cache/single_flight.hpp"
 
 namespace attnjit::cache {

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernel_spec.hpp"
+#include "spec/kernel_spec.hpp"
 
 namespace attnjit {
 

@@ -6,7 +6,6 @@
 #include <ctime>
 
 #include "attnjit/error.hpp"
-#include "cache_key.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
 #include "log.hpp"
@@ -42,19 +41,8 @@ Engine::Engine(Config config)
   log::set_level(config_.log_level);
 }
 
-Engine::~Engine() {
-  // Workspaces are device memory owned by us; the libraries stay loaded until
-  // process exit (unloading under live graphs that reference them would be worse).
-  if (!workspaces_.empty() && cuda::driver_available()) {
-    for (auto& [dev, ws] : workspaces_) {
-      try {
-        cuda::ScopedDevice scope(dev);
-        cuda::driver().MemFree(ws.first);
-      } catch (...) {
-      }
-    }
-  }
-}
+Engine::~Engine() = default;  // pools free their buffers; libraries stay loaded until exit
+                              // (unloading under live graphs that reference them would be worse)
 
 std::string Engine::key_for(const KernelSpec& spec, const std::string& arch) const {
   const TranslationUnit tu = generate(spec);
@@ -63,7 +51,8 @@ std::string Engine::key_for(const KernelSpec& spec, const std::string& arch) con
 
 KeyInputs Engine::key_inputs(const TranslationUnit& tu, const std::string& arch) const {
   KeyInputs in;
-  in.tu = &tu;
+  in.source = &tu.source;
+  in.headers = &tu.headers;
   in.nvrtc_version = cuda::nvrtc_info(config_.nvrtc_library).version();
   // The exact option list NVRTC receives, minus the arch (its own field).
   cuda::CompileRequest req;
@@ -77,7 +66,8 @@ KeyInputs Engine::key_inputs(const TranslationUnit& tu, const std::string& arch)
 }
 
 Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
-  const std::string memo = spec.name() + "@" + arch;
+  spec.validate();  // a hand-written manifest spec fails here, before any file or compile
+  const std::string memo = spec.identity() + "@" + arch;
   std::shared_ptr<std::mutex> flight;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -191,18 +181,11 @@ int Engine::sm_count(int device) {
   return sm_counts_[device] = n;
 }
 
-void* Engine::workspace(int device, size_t bytes) {
+WorkspacePool& Engine::workspace_pool(int device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto& ws = workspaces_[device];
-  if (ws.second >= bytes) return reinterpret_cast<void*>(ws.first);
-  const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(device);
-  if (ws.first) ATTNJIT_CU(cu.MemFree(ws.first));
-  ws = {0, 0};
-  const size_t grown = std::max<size_t>(bytes, 16u << 20);
-  ATTNJIT_CU(cu.MemAlloc(&ws.first, grown));
-  ws.second = grown;
-  return reinterpret_cast<void*>(ws.first);
+  auto& pool = pools_[device];
+  if (!pool) pool = std::make_unique<WorkspacePool>(device);
+  return *pool;
 }
 
 std::shared_ptr<const void> Engine::find_plan(const std::string& key) {

@@ -1,7 +1,7 @@
 // The Engine behind attnjit::Runtime: turns KernelSpecs into launchable
-// kernels. Memory registry first (keyed by spec name + arch, so a hit costs a
-// hash lookup, not a SHA-256 over the sources), then the disk cache, then
-// NVRTC. Thread-safe; every kernel is compiled at most once per process and,
+// kernels. Memory registry first (keyed by the spec's full identity, its
+// canonical JSON, plus the arch: a hit costs a hash lookup, not a SHA-256
+// over the sources), then the disk cache (by content key), then NVRTC. Thread-safe; every kernel is compiled at most once per process and,
 // through the disk cache's per-key lock, once across processes.
 #pragma once
 #include <cuda.h>
@@ -16,9 +16,10 @@
 
 #include "attnjit/config.hpp"
 #include "cache/disk_cache.hpp"
-#include "cache_key.hpp"
+#include "cache/cache_key.hpp"
 #include "codegen.hpp"
-#include "kernel_spec.hpp"
+#include "spec/kernel_spec.hpp"
+#include "workspace_pool.hpp"
 
 namespace attnjit::detail {
 
@@ -68,8 +69,9 @@ class Engine {
   std::string arch_of(int device);
   int sm_count(int device);
 
-  // The Runtime's own per-device workspace, grown on demand (never shrinks).
-  void* workspace(int device, size_t bytes);
+  // Workspaces for the one-call entry points, a pool per device (each call
+  // leases its own buffer; see workspace_pool.hpp).
+  WorkspacePool& workspace_pool(int device);
 
   // Memoized plans of the one-call operator entry points, keyed by a problem
   // description (bounded: a serving loop sees few distinct problems).
@@ -82,12 +84,12 @@ class Engine {
   std::vector<std::string> options_;
 
   std::mutex mutex_;
-  // spec name + "@" + arch -> kernel; a placeholder while being prepared.
+  // spec identity + "@" + arch -> kernel.
   std::unordered_map<std::string, std::shared_ptr<Kernel>> registry_;
   std::unordered_map<std::string, std::shared_ptr<std::mutex>> in_flight_;
   std::map<int, std::string> archs_;
   std::map<int, int> sm_counts_;
-  std::map<int, std::pair<CUdeviceptr, size_t>> workspaces_;
+  std::map<int, std::unique_ptr<WorkspacePool>> pools_;
   std::unordered_map<std::string, std::shared_ptr<const void>> plans_;
 };
 

@@ -4,7 +4,7 @@
 
 namespace attnjit::detail {
 
-void launch(const Kernel& kernel, const LaunchShape& shape, const void* params, Stream stream) {
+void launch(const Kernel& kernel, const ops::LaunchShape& shape, const void* params, Stream stream) {
   CUlaunchConfig cfg{};
   cfg.gridDimX = shape.grid[0];
   cfg.gridDimY = shape.grid[1];

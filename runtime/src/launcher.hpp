@@ -5,15 +5,10 @@
 
 #include "attnjit/tensor.hpp"
 #include "engine.hpp"
+#include "ops/launch_shape.hpp"
 
 namespace attnjit::detail {
 
-struct LaunchShape {
-  uint32_t grid[3] = {1, 1, 1};
-  uint32_t threads = 128;
-  uint32_t smem_bytes = 0;
-};
-
-void launch(const Kernel& kernel, const LaunchShape& shape, const void* params, Stream stream);
+void launch(const Kernel& kernel, const ops::LaunchShape& shape, const void* params, Stream stream);
 
 }  // namespace attnjit::detail

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "api/c_api_convert.hpp"
+#include "ops/single_decode/single_decode_problem.hpp"
 #include "attnjit/attnjit.h"
 #include "attnjit/attnjit_fp8.h"
 #include "attnjit/version.h"
@@ -103,7 +104,7 @@ TEST_CASE("NULL handles and out pointers are refused, naming the parameter", "[c
 
   size_t bytes = 0;
   CHECK(attnjit_single_decode_plan_workspace_bytes(nullptr, &bytes) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last_error(), Contains("attnjit_single_decode_plan_workspace_bytes: plan is NULL"));
+  CHECK_THAT(last_error(), Contains("attnjit_plan_workspace_bytes: plan is NULL"));
 
   DLTensorMaker o({8, 128});
   CHECK(attnjit_single_decode_run(nullptr, in.q.get(), in.k.get(), in.v.get(), o.get(), nullptr, nullptr, 0,
@@ -263,7 +264,7 @@ TEST_CASE("options and shapes convert to the C++ problem", "[capi]") {
   // HND: k is [num_kv_heads, kv_len, head_dim].
   DLTensorMaker q({32, 64}, t::kBF16, {kDLCUDA, 2}), k({8, 77, 64}, t::kE4M3, {kDLCUDA, 2}),
       v({8, 77, 64}, t::kE4M3, {kDLCUDA, 2});
-  const attnjit::SingleDecodeProblem p = attnjit::capi::to_problem(
+  const attnjit::SingleDecodeProblem p = attnjit::ops::single_decode_problem_from_tensors(
       attnjit::from_dlpack(q.get(), "q"), attnjit::from_dlpack(k.get(), "k"), attnjit::from_dlpack(v.get(), "v"), o);
   CHECK(p.num_qo_heads == 32);
   CHECK(p.head_dim == 64);
@@ -275,7 +276,7 @@ TEST_CASE("options and shapes convert to the C++ problem", "[capi]") {
   CHECK(p.options.return_lse);
 
   // NHD: k is [kv_len, num_kv_heads, head_dim].
-  const attnjit::SingleDecodeProblem n = attnjit::capi::to_problem(
+  const attnjit::SingleDecodeProblem n = attnjit::ops::single_decode_problem_from_tensors(
       attnjit::from_dlpack(q.get(), "q"), attnjit::from_dlpack(k.get(), "k"), attnjit::from_dlpack(v.get(), "v"),
       defaults);
   CHECK(n.num_kv_heads == 77);

@@ -2,7 +2,7 @@
 // can change the cubin.
 #include <catch2/catch.hpp>
 
-#include "cache_key.hpp"
+#include "cache/cache_key.hpp"
 #include "codegen.hpp"
 
 using namespace attnjit;
@@ -19,7 +19,8 @@ TranslationUnit fixed_tu() {
 
 KeyInputs fixed_inputs(const TranslationUnit& tu) {
   KeyInputs in;
-  in.tu = &tu;
+  in.source = &tu.source;
+  in.headers = &tu.headers;
   in.nvrtc_version = "13.0";
   in.options = {"--frandom-seed=1", "-std=c++17"};
   in.arch = "sm_90a";
@@ -45,7 +46,8 @@ TEST_CASE("cache key changes with every input", "[key]") {
     TranslationUnit t = fixed_tu();
     KeyInputs in = fixed_inputs(t);
     mutate(t, in);
-    in.tu = &t;
+    in.source = &t.source;
+    in.headers = &t.headers;
     return make_cache_key(in) != base;
   };
   CHECK(differs([](TranslationUnit& t, KeyInputs&) { t.source += " "; }));
@@ -62,24 +64,22 @@ TEST_CASE("cache key changes with every input", "[key]") {
 }
 
 TEST_CASE("every KernelSpec field changes the generated source", "[key][codegen]") {
-  KernelSpec s;
-  s.op = KernelOp::SingleDecode;
+  DecodeKernel s;
   s.heads_per_cta = 2;
   const std::string base = generate(s).source;
   auto differs = [&](auto mutate) {
-    KernelSpec t = s;
+    DecodeKernel t = s;
     mutate(t);
     return generate(t).source != base;
   };
-  CHECK(differs([](KernelSpec& t) { t.head_dim = 64; }));
-  CHECK(differs([](KernelSpec& t) { t.q_dtype = DType::BF16; }));
-  CHECK(differs([](KernelSpec& t) { t.kv_dtype = DType::E5M2; }));
-  CHECK(differs([](KernelSpec& t) { t.o_dtype = DType::BF16; }));
-  CHECK(differs([](KernelSpec& t) { t.pos_encoding = PosEncoding::Alibi; }));
-  CHECK(differs([](KernelSpec& t) { t.soft_cap = true; }));
-  CHECK(differs([](KernelSpec& t) { t.heads_per_cta = 3; }));
-  CHECK(differs([](KernelSpec& t) { t.warps = 8; }));
-  CHECK(differs([](KernelSpec& t) { t.unroll = 2; }));
-  CHECK(differs([](KernelSpec& t) { t.tensor_cores = true; }));
-  CHECK(differs([](KernelSpec& t) { t.op = KernelOp::MergeStates; }));
+  CHECK(differs([](DecodeKernel& t) { t.head_dim = 64; }));
+  CHECK(differs([](DecodeKernel& t) { t.variant.q_dtype = DType::BF16; t.variant.kv_dtype = DType::BF16; }));
+  CHECK(differs([](DecodeKernel& t) { t.variant.kv_dtype = DType::E5M2; }));
+  CHECK(differs([](DecodeKernel& t) { t.variant.o_dtype = DType::BF16; }));
+  CHECK(differs([](DecodeKernel& t) { t.variant.pos_encoding = PosEncoding::Alibi; }));
+  CHECK(differs([](DecodeKernel& t) { t.variant.soft_cap = true; }));
+  CHECK(differs([](DecodeKernel& t) { t.heads_per_cta = 3; }));
+  CHECK(differs([](DecodeKernel& t) { t.unroll = 2; }));
+  CHECK(differs([](DecodeKernel& t) { t.tensor_cores = true; }));
+  CHECK(generate(MergeKernel{}).source != base);
 }

@@ -74,8 +74,8 @@ std::vector<fs::path> cubins_under(const fs::path& dir) {
 const char* kManifest = R"({
   "arch": "sm_80",
   "kernels": [
-    {"op": "merge_states", "head_dim": 64, "o_dtype": "float16", "warps": 4},
-    {"op": "single_decode", "head_dim": 64, "q_dtype": "float16", "kv_dtype": "float16", "o_dtype": "float16",
+    {"family": "merge_states", "head_dim": 64, "o_dtype": "float16", "warps": 4},
+    {"family": "decode", "head_dim": 64, "q_dtype": "float16", "kv_dtype": "float16", "o_dtype": "float16",
      "pos_encoding": "NONE", "soft_cap": false, "heads_per_cta": 1, "warps": 4, "unroll": 4}
   ]
 })";
@@ -104,7 +104,7 @@ TEST_CASE("attnjit prewarm --manifest fills the cache; cache ls/stats/verify see
   INFO(ls.output);
   CHECK(ls.status == 0);
   CHECK(contains(ls.output, "merge_states_d64_f16_w4"));
-  CHECK(contains(ls.output, "single_decode_d64_g1_f16_f16_f16_none_w4_u4"));
+  CHECK(contains(ls.output, "decode_d64_g1_f16_f16_f16_none_w4_u4"));
   CHECK(contains(ls.output, "sm_80"));
   CHECK(contains(ls.output, "2 entries"));
 
@@ -164,8 +164,8 @@ TEST_CASE("attnjit explain prints each kernel's spec, 64-hex-digit key and cache
   std::smatch m;
   REQUIRE(std::regex_search(r.output, m, std::regex("key: +([0-9a-f]{64})\n")));
   CHECK(contains(r.output, (tmp.path / "sm_90a").string() + "/" + m[1].str().substr(0, 2) + "/" + m[1].str() + ".cubin"));
-  CHECK(contains(r.output, "single_decode_d128_g4_bf16_e4m3_bf16_none_w4_tc"));
-  CHECK(contains(r.output, "\"op\":\"single_decode\""));
+  CHECK(contains(r.output, "decode_d128_g4_bf16_e4m3_bf16_none_w4_tc"));
+  CHECK(contains(r.output, "\"family\":\"decode\""));
   CHECK(contains(r.output, "cached: no"));
   CHECK(contains(r.output, "extern \"C\" __global__"));  // --source
 }
@@ -198,6 +198,6 @@ TEST_CASE("attnjit reports bad input as 'attnjit: error:' with exit status 2", "
   const Result bad = attnjit("prewarm --manifest " + quote(manifest.string()), tmp.path);
   INFO(bad.output);
   CHECK(bad.status == 2);
-  CHECK(contains(bad.output, "bad.json: /problems/0/kvdtype: unknown key; allowed:"));
+  CHECK(contains(bad.output, "bad.json: /problems/0: problem.kvdtype is not a single_decode field; allowed:"));
   CHECK_FALSE(fs::exists(tmp.path / "sm_90a"));  // nothing compiled
 }

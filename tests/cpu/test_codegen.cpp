@@ -8,21 +8,20 @@
 #include "attnjit/error.hpp"
 #include "codegen.hpp"
 #include "embedded_sources.hpp"
-#include "planner/single_decode_planner.hpp"
+#include "ops/single_decode/single_decode_planner.hpp"
 
 using namespace attnjit;
 
 namespace {
 
-KernelSpec sample_decode() {
-  KernelSpec s;
-  s.op = KernelOp::SingleDecode;
+DecodeKernel sample_decode() {
+  DecodeKernel s;
   s.head_dim = 128;
-  s.q_dtype = DType::BF16;
-  s.kv_dtype = DType::E4M3;
-  s.o_dtype = DType::BF16;
-  s.pos_encoding = PosEncoding::RopeLlama;
-  s.soft_cap = true;
+  s.variant.q_dtype = DType::BF16;
+  s.variant.kv_dtype = DType::E4M3;
+  s.variant.o_dtype = DType::BF16;
+  s.variant.pos_encoding = PosEncoding::RopeLlama;
+  s.variant.soft_cap = true;
   s.heads_per_cta = 4;
   return s;
 }
@@ -35,9 +34,7 @@ TEST_CASE("generated code includes only embedded headers, with quotes", "[codege
   REQUIRE(embedded.count("decode.cuh"));
   REQUIRE(embedded.count("merge.cuh"));
   const std::regex include_re(R"(#\s*include\s*([<"])([^>"]+)[>"])");
-  KernelSpec merge;
-  merge.op = KernelOp::MergeStates;
-  for (const KernelSpec& spec : {sample_decode(), merge}) {
+  for (const KernelSpec& spec : {KernelSpec(sample_decode()), KernelSpec(MergeKernel{})}) {
     const TranslationUnit tu = generate(spec);
     CHECK(tu.source.find("{{") == std::string::npos);
     CHECK(tu.source.find(spec.entry_name()) != std::string::npos);
@@ -59,17 +56,62 @@ TEST_CASE("generated code includes only embedded headers, with quotes", "[codege
 TEST_CASE("kernel specs round-trip through JSON and have distinct names", "[codegen]") {
   const KernelSpec s = sample_decode();
   CHECK(KernelSpec::from_json(s.to_json()) == s);
-  CHECK(s.name() == "single_decode_d128_g4_bf16_e4m3_bf16_rope_softcap_w4_u4");
-  KernelSpec t = s;
-  t.soft_cap = false;
-  CHECK(t.name() != s.name());
-  CHECK_THROWS_AS(KernelSpec::from_json(nlohmann::json{{"op", "prefill"}}), Error);
+  CHECK(s.name() == "decode_d128_g4_bf16_e4m3_bf16_rope_softcap_w4_u4");
+  DecodeKernel t = sample_decode();
+  t.variant.soft_cap = false;
+  CHECK(KernelSpec(t).name() != s.name());
   try {
-    KernelSpec::from_json(nlohmann::json{{"op", "single_decode"}, {"head_dim", 128}, {"o_dtype", "float99"}});
+    KernelSpec::from_json(nlohmann::json{{"family", "prefill"}});
+    FAIL("accepted an unknown family");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("allowed: decode, merge_states") != std::string::npos);
+  }
+  try {
+    KernelSpec::from_json(nlohmann::json{{"family", "merge_states"}, {"head_dim", 128}, {"o_dtype", "float99"}});
     FAIL("accepted a bad dtype");
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("spec.o_dtype='float99'") != std::string::npos);
   }
+}
+
+TEST_CASE("every family's spec round-trips through JSON, field by field", "[codegen][spec]") {
+  // Each alternative of KernelSpec::Family, with every field off its default.
+  DecodeKernel d = sample_decode();
+  d.tensor_cores = true;
+  d.variant.pos_encoding = PosEncoding::Alibi;
+  d.variant.o_dtype = DType::BF16;
+  DecodeKernel c = sample_decode();
+  c.unroll = 2;
+  c.head_dim = 256;
+  MergeKernel m;
+  m.head_dim = 64;
+  m.o_dtype = DType::BF16;
+  m.warps = 8;
+  for (const KernelSpec& s : {KernelSpec(d), KernelSpec(c), KernelSpec(m), KernelSpec(sample_decode())}) {
+    INFO(s.to_json().dump());
+    const KernelSpec back = KernelSpec::from_json(s.to_json());
+    CHECK(back == s);
+    CHECK(back.identity() == s.identity());
+    CHECK(back.name() == s.name());
+    CHECK(std::string(back.family_name()) == s.to_json().at("family").get<std::string>());
+  }
+  // The identity (the registry's key) tells specs apart that a name might not.
+  CHECK(KernelSpec(d).identity() != KernelSpec(sample_decode()).identity());
+  // Every field is validated: an out-of-range value is refused by name.
+  auto j = KernelSpec(c).to_json();
+  j["heads_per_cta"] = 99;
+  try {
+    KernelSpec::from_json(j);
+    FAIL("accepted heads_per_cta=99");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("spec.heads_per_cta=99") != std::string::npos);
+  }
+  j = KernelSpec(c).to_json();
+  j["head_dim"] = 96;
+  CHECK_THROWS_AS(KernelSpec::from_json(j), Error);
+  j = KernelSpec(c).to_json();
+  j["head_dim"] = "128";
+  CHECK_THROWS_AS(KernelSpec::from_json(j), Error);
 }
 
 TEST_CASE("fill_template reports missing and leftover placeholders", "[codegen]") {
@@ -92,9 +134,9 @@ TEST_CASE("run-time values do not change the kernel", "[codegen][planner]") {
   b.options.sm_scale = 0.3f;
   b.options.rope_theta = 5e5f;
   b.options.return_lse = true;
-  const auto ka = planner::kernels_for(a), kb = planner::kernels_for(b);
+  const auto ka = ops::single_decode_kernels(a), kb = ops::single_decode_kernels(b);
   REQUIRE(ka.size() == kb.size());
   for (size_t i = 0; i < ka.size(); ++i) CHECK(ka[i].name() == kb[i].name());
   b.options.logits_soft_cap = 30.f;  // changes generated code
-  CHECK(planner::kernels_for(b)[0].name() != ka[0].name());
+  CHECK(ops::single_decode_kernels(b)[0].name() != ka[0].name());
 }

@@ -1,22 +1,38 @@
-// Every decode and merge variant the test grid generates compiles with NVRTC
-// for sm_80 and sm_90a, so a broken template fails CI even without a GPU.
+// Every kernel variant every registered operator can generate compiles with
+// NVRTC for sm_80 and sm_90a, so a broken template fails CI even without a GPU.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "codegen.hpp"
 #include "cuda/nvrtc.hpp"
-#include "planner/single_decode_planner.hpp"
-#include "reference/decode_grid.hpp"
+#include "ops/registry.hpp"
 
 using namespace attnjit;
 
-TEST_CASE("NVRTC compiles every decode variant of the grid for sm_80 and sm_90a", "[nvrtc][variants]") {
+TEST_CASE("the registry lists every operator, each with a variant grid", "[registry]") {
+  std::set<std::string> names;
+  for (const auto& op : ops::operators()) {
+    INFO(op.name);
+    CHECK(names.insert(op.name).second);
+    CHECK(&ops::find_operator(op.name) == &op);
+    CHECK_FALSE(op.variant_grid().empty());
+    CHECK_FALSE(op.bench_problems().empty());
+    for (const auto& p : op.variant_grid()) CHECK(p.at("op") == op.name);
+  }
+  CHECK(names == std::set<std::string>{"single_decode"});
+  CHECK_THROWS_WITH(ops::find_operator("prefil"), Catch::Contains("known: single_decode"));
+}
+
+TEST_CASE("NVRTC compiles every variant of every operator for sm_80 and sm_90a", "[nvrtc][variants]") {
   std::map<std::string, KernelSpec> specs;
-  for (const auto& c : test::decode_grid())
-    for (const auto& s : planner::kernels_for(c.p)) specs.emplace(s.name(), s);
+  for (const auto& op : ops::operators())
+    for (const auto& problem : op.variant_grid())
+      for (const auto& s : op.kernels_for(problem)) specs.emplace(s.identity(), s);
   std::vector<std::pair<KernelSpec, std::string>> jobs;
   for (const auto& [name, s] : specs)
     for (const char* arch : {"sm_80", "sm_90a"}) jobs.emplace_back(s, arch);

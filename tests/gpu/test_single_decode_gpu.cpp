@@ -15,7 +15,7 @@
 #include "device_buffer.hpp"
 #include "engine.hpp"
 #include "gpu_support.hpp"
-#include "planner/single_decode_planner.hpp"
+#include "ops/single_decode/single_decode_planner.hpp"
 #include "reference/decode_grid.hpp"
 #include "reference/decode_reference.hpp"
 #include "reference/host_dtypes.hpp"
@@ -25,10 +25,11 @@ namespace {
 
 using Case = DecodeCase;
 
-// Relative L2 error of o, and relative error of lse, by q's dtype: the tensor
-// cores take q, k (after RoPE) and p rounded to that dtype.
+// Relative L2 error of o, and absolute error of lse (base 2), by q's dtype:
+// the tensor cores take q, k (after RoPE) and p rounded to that dtype. lse is
+// compared absolutely: dividing by |lse| would hide losses at long lengths.
 double tolerance(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
-double lse_tolerance(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
+double lse_tolerance(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
 
 struct Errors {
   double o_rel = 0, lse_abs = 0;
@@ -85,7 +86,7 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
   }
   e.o_rel = std::sqrt(num / std::max(den, 1e-30));
   if (c.with_lse)
-    for (int64_t h = 0; h < H; ++h) e.lse_abs = std::max(e.lse_abs, std::fabs(lse[h] - ref.lse[h]) / std::max(1.0, std::fabs(ref.lse[h])));
+    for (int64_t h = 0; h < H; ++h) e.lse_abs = std::max(e.lse_abs, std::fabs(lse[h] - ref.lse[h]));
   return e;
 }
 
@@ -94,7 +95,7 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
 void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
   std::map<std::string, KernelSpec> specs;
   for (const auto& c : cases)
-    for (const auto& s : planner::kernels_for(c.p)) specs.emplace(s.name(), s);
+    for (const auto& s : ops::single_decode_kernels(c.p)) specs.emplace(s.name(), s);
   const std::string arch = rt.engine().arch_of(0);
   std::vector<KernelSpec> list;
   for (auto& [n, s] : specs) list.push_back(s);
@@ -131,12 +132,14 @@ TEST_CASE("single decode matches the float64 reference across the grid", "[gpu][
     CHECK(e.o_rel <= tol);
     CHECK(e.lse_abs <= lse_tolerance(c.p.q_dtype));
     if (e.o_rel <= tol && e.lse_abs <= lse_tolerance(c.p.q_dtype)) ++passed;
-    auto& w = worst[fmt::format("{}/{}", to_string(c.p.q_dtype), to_string(c.p.kv_dtype))];
+    const bool tc = ops::plan_single_decode(c.p, {}).decode.spec.as<DecodeKernel>()->tensor_cores;
+    auto& w = worst[fmt::format("{}/{} {}{}", to_string(c.p.q_dtype), to_string(c.p.kv_dtype), tc ? "tc" : "cuda",
+                                c.p.options.pos_encoding_mode == PosEncoding::RopeLlama ? " rope" : "")];
     w.o_rel = std::max(w.o_rel, e.o_rel);
     w.lse_abs = std::max(w.lse_abs, e.lse_abs);
   }
   std::string table = fmt::format("single decode grid: {}/{} cases within tolerance\n", passed, cases.size());
-  for (auto& [k, e] : worst) table += fmt::format("  {:<28} worst rel L2 err(o) {:.2e}  worst rel err(lse) {:.2e}\n", k, e.o_rel, e.lse_abs);
+  for (auto& [k, e] : worst) table += fmt::format("  {:<28} worst rel L2 err(o) {:.2e}  worst abs err(lse, base 2) {:.2e}\n", k, e.o_rel, e.lse_abs);
   WARN(table);
 }
 
@@ -206,6 +209,62 @@ TEST_CASE("single decode works on every device of the process", "[gpu][decode][m
     Errors e = run_case(rt, c, 99 + dev);
     CHECK(e.o_rel <= 2e-3);
   }
+}
+
+TEST_CASE("one-call single decode from 8 threads on 4 streams, each with its own shapes", "[gpu][decode][concurrency]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(0);
+  std::vector<CUstream> streams(4);
+  for (auto& s : streams) ATTNJIT_CU(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  // Every thread's problem splits the KV (so all of them need a workspace at
+  // once), with different head counts and lengths (so different sizes).
+  auto worker = [&](int t) -> double {
+    cuda::ScopedDevice dev(0);
+    SingleDecodeProblem p;
+    p.num_kv_heads = 1 + t % 3;
+    p.num_qo_heads = p.num_kv_heads * (1 + t % 4);
+    p.head_dim = t % 2 ? 128 : 64;
+    p.kv_len = 6000 + 1777 * t;
+    p.q_dtype = p.kv_dtype = DType::F16;
+    const int64_t H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, N = p.kv_len;
+    std::mt19937 rng(500 + t);
+    std::uniform_real_distribution<float> uni(-1.f, 1.f);
+    auto randv = [&](size_t n, float sc) { std::vector<float> x(n); for (auto& e : x) e = uni(rng) * sc; return x; };
+    std::vector<uint8_t> qb, kb, vb;
+    const auto q = encode(p.q_dtype, randv(H * D, 2.f), qb);
+    const auto k = encode(p.kv_dtype, randv(N * Hk * D, 2.f), kb);
+    const auto v = encode(p.kv_dtype, randv(N * Hk * D, 1.f), vb);
+    DeviceBuffer dq(qb.size()), dk(kb.size()), dv(vb.size()), dout(H * D * 2), dlse(H * 4);
+    dq.upload(qb); dk.upload(kb); dv.upload(vb);
+    const auto ref = reference_single_decode(p, q, k, v);
+    double worst = 0;
+    for (int rep = 0; rep < 20; ++rep) {
+      dout.poison();
+      const CUstream stream = streams[t % 4];
+      single_decode_with_kv_cache(rt, make_tensor(dq.get(), p.q_dtype, {H, D}), make_tensor(dk.get(), p.kv_dtype, {N, Hk, D}),
+                                  make_tensor(dv.get(), p.kv_dtype, {N, Hk, D}), make_tensor(dout.get(), p.q_dtype, {H, D}),
+                                  nullptr, {}, stream);
+      ATTNJIT_CU(cu.StreamSynchronize(stream));
+      const auto out = decode(p.q_dtype, dout.download());
+      double num = 0, den = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (!std::isfinite(out[i])) return INFINITY;
+        num += (out[i] - ref.o[i]) * (out[i] - ref.o[i]);
+        den += ref.o[i] * ref.o[i];
+      }
+      worst = std::max(worst, std::sqrt(num / den));
+    }
+    return worst;
+  };
+  std::vector<std::future<double>> results;
+  for (int t = 0; t < 8; ++t) results.push_back(std::async(std::launch::async, worker, t));
+  for (int t = 0; t < 8; ++t) {
+    INFO("thread " << t);
+    CHECK(results[t].get() <= 2e-3);
+  }
+  for (auto& s : streams) cu.StreamDestroy(s);
 }
 
 }  // namespace attnjit::test

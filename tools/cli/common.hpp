@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attnjit/config.hpp"
-#include "kernel_spec.hpp"
+#include "spec/kernel_spec.hpp"
 
 namespace CLI { class App; }
 

@@ -16,7 +16,7 @@
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
 #include "engine.hpp"
-#include "planner/single_decode_planner.hpp"
+#include "ops/registry.hpp"
 #include "presets.hpp"
 
 namespace attnjit::cli {
@@ -25,45 +25,65 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ExplainOptions {
-  std::string model, q_dtype, kv_dtype, pos_encoding = "NONE", arch, cache_dir;
+  std::string op = "single_decode", problem, model, q_dtype, kv_dtype, pos_encoding = "NONE", arch, cache_dir;
   int head_dim = 0, num_qo_heads = 0, num_kv_heads = 0;
   float soft_cap = 0;
   int64_t kv_len = 0;  // 0: not given (show every kernel the problem may use)
-  bool source = false;
+  bool source = false, list_ops = false;
 };
 
-SingleDecodeProblem make_problem(const ExplainOptions& o) {
-  SingleDecodeProblem p;
+// The problem's JSON form: --problem as given, else built from the decode
+// flags (--model or the head shape). The operator validates it.
+nlohmann::json make_problem(const ExplainOptions& o) {
+  if (!o.problem.empty()) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(o.problem);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw Error(Status::InvalidArgument, fmt::format("--problem is not valid JSON: {}", e.what()));
+    }
+    if (!j.is_object()) throw Error(Status::InvalidArgument, fmt::format("--problem={} must be a JSON object", o.problem));
+    if (!j.contains("op")) j["op"] = o.op;
+    if (o.kv_len > 0) j["kv_len"] = o.kv_len;
+    return j;
+  }
+  nlohmann::json j = {{"op", o.op}};
   std::string default_dtype = "bfloat16";
   if (!o.model.empty()) {
     const ModelPreset& m = find_preset(o.model);
-    p.num_qo_heads = m.num_qo_heads;
-    p.num_kv_heads = m.num_kv_heads;
-    p.head_dim = m.head_dim;
-    if (m.logits_soft_cap > 0) p.options.logits_soft_cap = m.logits_soft_cap;
+    j["num_qo_heads"] = m.num_qo_heads;
+    j["num_kv_heads"] = m.num_kv_heads;
+    j["head_dim"] = m.head_dim;
+    if (m.logits_soft_cap > 0) j["logits_soft_cap"] = m.logits_soft_cap;
     default_dtype = to_string(m.dtype);
   } else {
     if (o.num_qo_heads == 0 || o.num_kv_heads == 0 || o.head_dim == 0)
       throw Error(Status::InvalidArgument,
-                  fmt::format("explain needs --model NAME (known: {}) or all of --num-qo-heads, --num-kv-heads and "
-                              "--head-dim",
+                  fmt::format("explain needs --problem JSON, --model NAME (known: {}) or all of --num-qo-heads, "
+                              "--num-kv-heads and --head-dim",
                               preset_names()));
-    p.num_qo_heads = o.num_qo_heads;
-    p.num_kv_heads = o.num_kv_heads;
-    p.head_dim = o.head_dim;
-    if (o.soft_cap != 0) p.options.logits_soft_cap = o.soft_cap;
+    j["num_qo_heads"] = o.num_qo_heads;
+    j["num_kv_heads"] = o.num_kv_heads;
+    j["head_dim"] = o.head_dim;
+    if (o.soft_cap != 0) j["logits_soft_cap"] = o.soft_cap;
   }
-  p.q_dtype = parse_dtype(o.q_dtype.empty() ? default_dtype : o.q_dtype, "--q-dtype");
-  p.kv_dtype = o.kv_dtype.empty() ? p.q_dtype : parse_dtype(o.kv_dtype, "--kv-dtype");
-  p.options.pos_encoding_mode = parse_pos_encoding(o.pos_encoding, "--pos-encoding");
-  p.kv_len = o.kv_len > 0 ? o.kv_len : 1;
+  j["q_dtype"] = to_string(parse_dtype(o.q_dtype.empty() ? default_dtype : o.q_dtype, "--q-dtype"));
+  if (!o.kv_dtype.empty()) j["kv_dtype"] = to_string(parse_dtype(o.kv_dtype, "--kv-dtype"));
+  j["pos_encoding_mode"] = to_string(parse_pos_encoding(o.pos_encoding, "--pos-encoding"));
   if (o.kv_len < 0) throw Error(Status::InvalidArgument, fmt::format("--kv-len={} must be >= 1", o.kv_len));
-  planner::validate(p);
-  return p;
+  if (o.kv_len > 0) j["kv_len"] = o.kv_len;
+  return j;
+}
+
+void list_ops() {
+  for (const auto& op : ops::operators()) fmt::print("{:<16} {}\n", op.name, op.summary);
 }
 
 void run_explain(const ExplainOptions& o) {
-  const SingleDecodeProblem p = make_problem(o);
+  if (o.list_ops) return list_ops();
+  const nlohmann::json problem = make_problem(o);
+  const ops::OperatorEntry& op = ops::find_operator(problem.at("op").get<std::string>());
+  std::vector<KernelSpec> specs = op.kernels_for(problem);  // validates before anything else happens
   const Config config = load_config(o.cache_dir);
   Config read_only = config;  // explain only looks: never create the folder
   if (read_only.cache.mode != CacheMode::Off) read_only.cache.mode = CacheMode::ReadOnly;
@@ -76,35 +96,28 @@ void run_explain(const ExplainOptions& o) {
   }();
   const std::string arch = !o.arch.empty() ? o.arch : rt.default_arch();
 
-  fmt::print("problem: num_qo_heads={} num_kv_heads={} head_dim={} q_dtype={} kv_dtype={} pos_encoding={} "
-             "logits_soft_cap={:g}{}{}\n",
-             p.num_qo_heads, p.num_kv_heads, p.head_dim, to_string(p.q_dtype), to_string(p.kv_dtype),
-             to_string(p.options.pos_encoding_mode), p.options.logits_soft_cap.value_or(0.f),
-             o.kv_len > 0 ? fmt::format(" kv_len={}", o.kv_len) : std::string(),
-             o.model.empty() ? std::string() : fmt::format(" (model {})", o.model));
+  fmt::print("problem: {}{}\n", problem.dump(), o.model.empty() ? std::string() : fmt::format(" (model {})", o.model));
   fmt::print("arch:    {}{}\n", arch,
              !o.arch.empty() ? "" : have_gpu ? " (device 0)" : " (default: no GPU found)");
 
-  std::vector<KernelSpec> specs;
-  if (o.kv_len > 0) {
-    planner::DeviceFigures figures;
+  if (o.kv_len > 0 || problem.contains("kv_len")) {
+    ops::DeviceFigures figures;
     if (have_gpu) figures.sm_count = engine.sm_count(0);
-    const planner::SingleDecodeLayout L = planner::plan_single_decode(p, figures);
-    fmt::print("plan:    {} KV split{} of {} rows (kv_begin {}) for {} SMs{}; decode grid ({},{},{}) x {} threads, "
-               "{} B shared memory",
-               L.num_splits, L.num_splits == 1 ? "" : "s", L.chunk_size, L.kv_begin, figures.sm_count,
-               have_gpu ? " (device 0)" : " (assumed: no GPU)", L.decode_shape.grid[0], L.decode_shape.grid[1],
-               L.decode_shape.grid[2], L.decode_shape.threads, L.decode_shape.smem_bytes);
-    if (L.merge)
-      fmt::print("; merge grid {} x {} threads; workspace {} B", L.merge_shape.grid[0], L.merge_shape.threads,
-                 L.workspace_bytes);
-    fmt::print("\n");
-    specs.push_back(L.decode);
-    if (L.merge) specs.push_back(*L.merge);
+    const nlohmann::json plan = op.explain(problem, figures);
+    fmt::print("plan:    for {} SMs{}\n", figures.sm_count, have_gpu ? " (device 0)" : " (assumed: no GPU)");
+    for (const auto& item : plan.items())
+      if (item.key() != "kernels" && item.key() != "problem")
+        fmt::print("  {}: {}\n", item.key(), item.value().dump());
+    specs.clear();
+    for (const auto& k : plan.at("kernels")) {
+      fmt::print("  {} {}: grid {} x {} threads, {} B shared memory\n", k.at("role").get<std::string>(),
+                 k.at("kernel").get<std::string>(), k.at("grid").dump(), k.at("threads").get<int>(),
+                 k.at("smem_bytes").get<int>());
+      specs.push_back(KernelSpec::from_json(k.at("spec")));
+    }
   } else {
-    specs = planner::kernels_for(p);
-    fmt::print("kernels: every one the problem can use (merge_states runs only when the KV is split; "
-               "give --kv-len to see the plan)\n");
+    fmt::print("kernels: every one the problem can use (some run only for some lengths; give --kv-len to see "
+               "the plan)\n");
   }
 
   std::string nvrtc_problem;
@@ -145,7 +158,10 @@ void run_explain(const ExplainOptions& o) {
 void register_explain(CLI::App& app) {
   auto o = std::make_shared<ExplainOptions>();
   CLI::App* sub = app.add_subcommand(
-      "explain", "Show the kernels a decode problem needs: spec, cache key, cache path, cached or not (no GPU needed)");
+      "explain", "Show the kernels a problem needs: spec, cache key, cache path, cached or not (no GPU needed)");
+  sub->add_option("--op", o->op, "Operator (see --list-ops)")->capture_default_str();
+  sub->add_option("--problem", o->problem, "The problem as JSON (the manifest form), instead of the decode flags");
+  sub->add_flag("--list-ops", o->list_ops, "List the operators and exit");
   auto* model = sub->add_option("--model", o->model, "Model preset for the head shape and soft cap: " + preset_names());
   auto* hd = sub->add_option("--head-dim", o->head_dim, "Head dimension (64, 128 or 256)");
   auto* qo = sub->add_option("--num-qo-heads", o->num_qo_heads, "Query/output heads");

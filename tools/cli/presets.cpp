@@ -36,23 +36,8 @@ const ModelPreset& find_preset(const std::string& name) {
                           preset_names()));
 }
 
-std::vector<SingleDecodeProblem> decode_problems(const ModelPreset& m) {
-  std::vector<SingleDecodeProblem> out;
-  for (DType q : {DType::BF16, DType::F16})
-    for (DType kv : {q, DType::E4M3, DType::E5M2})
-      for (PosEncoding pos : {PosEncoding::None, PosEncoding::RopeLlama}) {
-        SingleDecodeProblem p;
-        p.num_qo_heads = m.num_qo_heads;
-        p.num_kv_heads = m.num_kv_heads;
-        p.head_dim = m.head_dim;
-        p.kv_len = 1;
-        p.q_dtype = q;
-        p.kv_dtype = kv;
-        p.options.pos_encoding_mode = pos;
-        if (m.logits_soft_cap > 0) p.options.logits_soft_cap = m.logits_soft_cap;
-        out.push_back(p);
-      }
-  return out;
+ops::ModelShape model_shape(const ModelPreset& m) {
+  return {m.num_qo_heads, m.num_kv_heads, m.head_dim, m.logits_soft_cap};
 }
 
 }  // namespace attnjit::cli

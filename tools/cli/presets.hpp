@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "attnjit/single_decode.hpp"
 #include "attnjit/types.hpp"
+#include "ops/operator.hpp"
 
 namespace attnjit::cli {
 
@@ -24,10 +24,7 @@ const std::vector<ModelPreset>& model_presets();
 const ModelPreset& find_preset(const std::string& name);
 std::string preset_names();  // "llama-3.1-8b, llama-3.1-70b, ..."
 
-// The single-decode problems a deployment of the model can hit (kv_len 1: the
-// kernel set does not depend on it): q in {bfloat16, float16}; KV in q's dtype,
-// float8_e4m3fn or float8_e5m2; positional encoding NONE or ROPE_LLAMA; the
-// model's soft cap.
-std::vector<SingleDecodeProblem> decode_problems(const ModelPreset& m);
+// The attention shape every operator turns into the problems a deployment hits.
+ops::ModelShape model_shape(const ModelPreset& m);
 
 }  // namespace attnjit::cli

@@ -21,7 +21,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "engine.hpp"
-#include "planner/single_decode_planner.hpp"
+#include "ops/registry.hpp"
 #include "presets.hpp"
 
 namespace attnjit::cli {
@@ -59,14 +59,6 @@ void reject_unknown_keys(const json& obj, const std::set<std::string>& allowed, 
 
 const char* json_kind(const json& j) { return j.type_name(); }
 
-int get_int(const json& obj, const char* key, const std::string& file, const std::string& where) {
-  if (!obj.contains(key)) manifest_error(file, where, fmt::format("missing \"{}\" (an integer)", key));
-  const json& v = obj.at(key);
-  if (!v.is_number_integer())
-    manifest_error(file, where + "/" + key, fmt::format("expected an integer, got {} {}", json_kind(v), v.dump()));
-  return v.get<int>();
-}
-
 std::string get_string(const json& obj, const char* key, const std::string& fallback, const std::string& file,
                        const std::string& where) {
   if (!obj.contains(key)) {
@@ -89,40 +81,6 @@ auto at_path(const std::string& file, const std::string& where, F&& f) {
   }
 }
 
-SingleDecodeProblem problem_from_json(const json& j, const std::string& file, const std::string& where) {
-  if (!j.is_object()) manifest_error(file, where, fmt::format("expected an object, got {}", json_kind(j)));
-  reject_unknown_keys(j,
-                      {"num_qo_heads", "num_kv_heads", "head_dim", "q_dtype", "kv_dtype", "pos_encoding_mode",
-                       "logits_soft_cap", "use_tensor_cores"},
-                      file, where);
-  SingleDecodeProblem p;
-  p.kv_len = 1;  // the kernel set does not depend on it
-  p.num_qo_heads = get_int(j, "num_qo_heads", file, where);
-  p.num_kv_heads = get_int(j, "num_kv_heads", file, where);
-  p.head_dim = get_int(j, "head_dim", file, where);
-  const std::string q = get_string(j, "q_dtype", "bfloat16", file, where);
-  p.q_dtype = at_path(file, where + "/q_dtype", [&] { return parse_dtype(q, "q_dtype"); });
-  const std::string kv = get_string(j, "kv_dtype", q, file, where);
-  p.kv_dtype = at_path(file, where + "/kv_dtype", [&] { return parse_dtype(kv, "kv_dtype"); });
-  const std::string pos = get_string(j, "pos_encoding_mode", "NONE", file, where);
-  p.options.pos_encoding_mode =
-      at_path(file, where + "/pos_encoding_mode", [&] { return parse_pos_encoding(pos, "pos_encoding_mode"); });
-  if (j.contains("logits_soft_cap")) {
-    const json& v = j.at("logits_soft_cap");
-    if (!v.is_number())
-      manifest_error(file, where + "/logits_soft_cap",
-                     fmt::format("expected a number (0: no capping), got {} {}", json_kind(v), v.dump()));
-    p.options.logits_soft_cap = v.get<float>();
-  }
-  if (j.contains("use_tensor_cores")) {
-    const json& v = j.at("use_tensor_cores");
-    if (!v.is_boolean())
-      manifest_error(file, where + "/use_tensor_cores", fmt::format("expected true or false, got {} {}", json_kind(v), v.dump()));
-    p.options.use_tensor_cores = v.get<bool>();
-  }
-  return p;
-}
-
 KernelList read_manifest(const std::string& file) {
   std::ifstream in(file);
   if (!in)
@@ -138,7 +96,8 @@ KernelList read_manifest(const std::string& file) {
                                          json_kind(doc)));
   reject_unknown_keys(doc, {"arch", "kernels", "problems"}, file, "");
   if (!doc.contains("kernels") && !doc.contains("problems"))
-    manifest_error(file, "", "needs \"kernels\" (a list of kernel specs) and/or \"problems\" (a list of decode problems)");
+    manifest_error(file, "", "needs \"kernels\" (a list of kernel specs) and/or \"problems\" (a list of problems, "
+                             "each with \"op\": one of " + ops::operator_names() + ")");
 
   KernelList list;
   list.label = std::filesystem::path(file).filename().string();
@@ -148,20 +107,18 @@ KernelList read_manifest(const std::string& file) {
   if (doc.contains("kernels")) {
     const json& ks = doc.at("kernels");
     if (!ks.is_array()) manifest_error(file, "/kernels", fmt::format("expected a list, got {}", json_kind(ks)));
-    // Every key a spec can have, taken from the spec's own serialization.
-    // (both decode skeletons: each serializes only the fields it uses).
-    KernelSpec decode;
-    decode.op = KernelOp::SingleDecode;
-    KernelSpec decode_tc = decode;
-    decode_tc.tensor_cores = true;
-    std::set<std::string> keys;
-    for (const json& j : {decode.to_json(), decode_tc.to_json()})
-      for (const auto& item : j.items()) keys.insert(item.key());
     for (size_t i = 0; i < ks.size(); ++i) {
       const std::string where = fmt::format("/kernels/{}", i);
-      if (!ks[i].is_object()) manifest_error(file, where, fmt::format("expected a kernel spec object, got {}", json_kind(ks[i])));
-      reject_unknown_keys(ks[i], keys, file, where);
-      specs.push_back(at_path(file, where, [&] { return KernelSpec::from_json(ks[i]); }));
+      // from_json validates every field and rejects keys the family does not have.
+      KernelSpec spec = at_path(file, where, [&] { return KernelSpec::from_json(ks[i]); });
+      at_path(file, where, [&] {
+        for (const auto& item : ks[i].items())
+          if (!spec.to_json().contains(item.key()))
+            throw Error(Status::InvalidArgument,
+                        fmt::format("\"{}\" is not a field of a {} kernel spec", item.key(), spec.family_name()));
+        return 0;
+      });
+      specs.push_back(std::move(spec));
     }
   }
   if (doc.contains("problems")) {
@@ -169,8 +126,16 @@ KernelList read_manifest(const std::string& file) {
     if (!ps.is_array()) manifest_error(file, "/problems", fmt::format("expected a list, got {}", json_kind(ps)));
     for (size_t i = 0; i < ps.size(); ++i) {
       const std::string where = fmt::format("/problems/{}", i);
-      const SingleDecodeProblem p = problem_from_json(ps[i], file, where);
-      for (auto& s : at_path(file, where, [&] { return planner::kernels_for(p); })) specs.push_back(s);
+      if (!ps[i].is_object()) manifest_error(file, where, fmt::format("expected an object, got {}", json_kind(ps[i])));
+      // A problem without "op" is a single decode (the manifests of 0.1).
+      json problem = ps[i];
+      if (!problem.contains("op")) problem["op"] = "single_decode";
+      if (!problem["op"].is_string())
+        manifest_error(file, where + "/op", fmt::format("expected a string, got {}", problem["op"].dump()));
+      const auto& op = at_path(file, where + "/op", [&]() -> const ops::OperatorEntry& {
+        return ops::find_operator(problem["op"].get<std::string>());
+      });
+      for (auto& s : at_path(file, where, [&] { return op.kernels_for(problem); })) specs.push_back(s);
     }
   }
   list.specs = dedupe_by_name(specs);
@@ -182,15 +147,15 @@ KernelList kernels_for_model(const std::string& name) {
   KernelList list;
   list.label = m.name;
   std::vector<KernelSpec> specs;
-  for (const auto& p : decode_problems(m)) {
-    try {
-      for (auto& s : planner::kernels_for(p)) specs.push_back(s);
-    } catch (const Error& e) {
-      if (e.status() != Status::Unsupported) throw;
-      list.notes.push_back(fmt::format("skipped q={} kv={} pos={}: {}", to_string(p.q_dtype), to_string(p.kv_dtype),
-                                       to_string(p.options.pos_encoding_mode), e.what()));
+  for (const auto& op : ops::operators())
+    for (const auto& problem : op.model_problems(model_shape(m))) {
+      try {
+        for (auto& s : op.kernels_for(problem)) specs.push_back(s);
+      } catch (const Error& e) {
+        if (e.status() != Status::Unsupported) throw;
+        list.notes.push_back(fmt::format("skipped {}: {}", problem.dump(), e.what()));
+      }
     }
-  }
   list.specs = dedupe_by_name(specs);
   return list;
 }
@@ -329,8 +294,8 @@ void register_prewarm(CLI::App& app) {
   auto* model = sub->add_option("--model", o->model, "Model preset (see --list-models): " + preset_names());
   auto* manifest = sub->add_option("--manifest", o->manifest,
                                    "JSON file: {\"arch\": optional, \"kernels\": [kernel spec, ...]} and/or "
-                                   "{\"problems\": [{\"num_qo_heads\", \"num_kv_heads\", \"head_dim\", \"q_dtype\", "
-                                   "\"kv_dtype\", \"pos_encoding_mode\", \"logits_soft_cap\"}, ...]}");
+                                   "{\"problems\": [{\"op\": \"single_decode\", \"num_qo_heads\", \"num_kv_heads\", "
+                                   "\"head_dim\", \"q_dtype\", \"kv_dtype\", ...}, ...]} (see `attnjit explain --list-ops`)");
   model->excludes(manifest);
   sub->add_option("--arch", o->arch,
                   "Target arch, e.g. sm_90a or sm_80 (default: the manifest's, else the first GPU's, else sm_90a)");

@@ -42,11 +42,18 @@ typedef enum attnjit_pos_encoding {
 } attnjit_pos_encoding_t;
 
 typedef struct attnjit_runtime attnjit_runtime_t;
-typedef struct attnjit_single_decode_plan attnjit_single_decode_plan_t;
+/* A plan of any operator: made by attnjit_<op>_plan, run by attnjit_<op>_run,
+ * inspected and destroyed by the attnjit_plan_* functions below. */
+typedef struct attnjit_plan attnjit_plan_t;
+typedef attnjit_plan_t attnjit_single_decode_plan_t; /* the 0.1 name */
 
 /* Options of single_decode_with_kv_cache. Call attnjit_decode_options_init
- * first; a float left at 0 means "not provided" (FlashInfer's defaults). */
+ * first; a float left at 0 means "not provided" (FlashInfer's defaults).
+ * struct_size comes first and is set by the init function, so fields can be
+ * added at the end without breaking callers compiled against an older
+ * header: the library reads only the fields the caller's struct has. */
 typedef struct attnjit_decode_options {
+  uint32_t struct_size;       /* sizeof(attnjit_decode_options_t), set by init */
   int32_t kv_layout;          /* attnjit_kv_layout_t */
   int32_t pos_encoding_mode;  /* attnjit_pos_encoding_t */
   int32_t use_tensor_cores;   /* 0 or 1 */
@@ -61,6 +68,10 @@ ATTNJIT_API const char* attnjit_version(void);          /* "0.1.0" */
 ATTNJIT_API int attnjit_version_number(void);           /* ATTNJIT_VERSION_NUMBER of the loaded library */
 ATTNJIT_API const char* attnjit_status_string(attnjit_status_t status); /* static text */
 ATTNJIT_API const char* attnjit_last_error(void);       /* this thread's last message; "" if none */
+/* ATTNJIT_OK when the loaded library serves callers compiled against this
+ * header: call attnjit_check_version(ATTNJIT_ABI_VERSION) once at start-up.
+ * ATTNJIT_ERROR_UNSUPPORTED (with a message naming both) otherwise. */
+ATTNJIT_API attnjit_status_t attnjit_check_version(int header_abi_version);
 
 /* Configuration comes from the environment (ATTNJIT_CACHE_DIR, ...). */
 ATTNJIT_API attnjit_status_t attnjit_runtime_create(attnjit_runtime_t** out);
@@ -73,15 +84,25 @@ ATTNJIT_API void attnjit_decode_options_init(attnjit_decode_options_t* options);
 ATTNJIT_API attnjit_status_t attnjit_single_decode_plan(attnjit_runtime_t* rt, const DLTensor* q,
                                                         const DLTensor* k, const DLTensor* v,
                                                         const attnjit_decode_options_t* options, int return_lse,
-                                                        attnjit_single_decode_plan_t** out);
-ATTNJIT_API attnjit_status_t attnjit_single_decode_plan_workspace_bytes(const attnjit_single_decode_plan_t* plan,
-                                                                        size_t* out);
+                                                        attnjit_plan_t** out);
+ATTNJIT_API attnjit_status_t attnjit_single_decode_plan_workspace_bytes(const attnjit_plan_t* plan, size_t* out);
 /* Launches on `stream` only: no allocation, no synchronization (graph-capturable). */
-ATTNJIT_API attnjit_status_t attnjit_single_decode_run(const attnjit_single_decode_plan_t* plan, const DLTensor* q,
+ATTNJIT_API attnjit_status_t attnjit_single_decode_run(const attnjit_plan_t* plan, const DLTensor* q,
                                                        const DLTensor* k, const DLTensor* v,
                                                        DLTensor* o, DLTensor* lse, void* workspace,
                                                        size_t workspace_bytes, void* stream);
-ATTNJIT_API attnjit_status_t attnjit_single_decode_plan_destroy(attnjit_single_decode_plan_t* plan);
+ATTNJIT_API attnjit_status_t attnjit_single_decode_plan_destroy(attnjit_plan_t* plan); /* = attnjit_plan_destroy */
+
+/* Every plan, whatever its operator. */
+ATTNJIT_API attnjit_status_t attnjit_plan_workspace_bytes(const attnjit_plan_t* plan, size_t* out);
+/* "single_decode", ...: a static string, or NULL for a NULL plan. */
+ATTNJIT_API const char* attnjit_plan_operator(const attnjit_plan_t* plan);
+/* The kernels, grid and split the plan chose, as text: writes at most
+ * `capacity` bytes (NUL-terminated) to buf and the full length + 1 to
+ * *needed (when not NULL), like snprintf; buf may be NULL to ask the size. */
+ATTNJIT_API attnjit_status_t attnjit_plan_describe(const attnjit_plan_t* plan, char* buf, size_t capacity,
+                                                   size_t* needed);
+ATTNJIT_API attnjit_status_t attnjit_plan_destroy(attnjit_plan_t* plan);
 
 /* Plan (memoized) + run. lse may be NULL; workspace may be NULL (the runtime's own). */
 ATTNJIT_API attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime_t* rt, const DLTensor* q,

@@ -5,24 +5,10 @@
 #include <string>
 #include <string_view>
 
+#include "attnjit/cache_config.hpp"
 #include "attnjit/export.h"
 
 namespace attnjit {
-
-enum class CacheMode : uint8_t {
-  ReadWrite,  // default: load hits, compile and publish misses
-  ReadOnly,   // a shipped cache: load hits, compile misses into memory only
-  Off,        // never touch the disk
-  Require,    // a miss is an error (fleets that must never compile)
-};
-ATTNJIT_API const char* to_string(CacheMode m) noexcept;
-ATTNJIT_API CacheMode parse_cache_mode(std::string_view s, std::string_view arg);
-
-struct CacheConfig {
-  std::string dir;                          // ATTNJIT_CACHE_DIR, XDG_CACHE_HOME/attnjit, ~/.cache/attnjit
-  CacheMode mode = CacheMode::ReadWrite;    // ATTNJIT_CACHE_MODE
-  uint64_t max_bytes = 4ull << 30;          // ATTNJIT_CACHE_MAX_BYTES; LRU eviction above it
-};
 
 struct ATTNJIT_API Config {
   CacheConfig cache;

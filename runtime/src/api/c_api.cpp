@@ -14,12 +14,16 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <optional>
 
 #include "api/c_api_convert.hpp"
 #include "api/c_api_guard.hpp"
 #include "api/dlpack_codes.hpp"
+#include "ops/single_decode/single_decode_problem.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
 #include "attnjit/single_decode.hpp"
@@ -34,8 +38,13 @@
 struct attnjit_runtime {
   attnjit::Runtime runtime;
 };
-struct attnjit_single_decode_plan {
-  attnjit::SingleDecodePlan plan;
+// One handle type for every operator's plan: the operator's name, the C++
+// plan behind a type-erased pointer, and what the generic functions report.
+struct attnjit_plan {
+  const char* op;  // a static string: the registry's operator name
+  std::shared_ptr<const void> plan;
+  size_t workspace_bytes;
+  std::string description;
 };
 
 namespace {
@@ -60,7 +69,24 @@ ATTNJIT_SAME_CODE(ATTNJIT_ERROR_INTERNAL, Internal);
 #undef ATTNJIT_SAME_CODE
 
 constexpr const char* kRuntimeHandle = "an attnjit_runtime_t* from attnjit_runtime_create";
-constexpr const char* kPlanHandle = "an attnjit_single_decode_plan_t* from attnjit_single_decode_plan";
+constexpr const char* kPlanHandle = "an attnjit_plan_t* from an attnjit_<op>_plan function";
+
+template <class Plan>
+attnjit_plan_t* wrap_plan(const char* op, Plan&& plan) {
+  auto p = std::make_shared<const Plan>(std::forward<Plan>(plan));
+  return new attnjit_plan_t{op, p, p->workspace_bytes(), p->describe()};
+}
+
+// The C++ plan behind a handle, after checking it was made for `op`.
+template <class Plan>
+const Plan& plan_as(const attnjit_plan_t* plan, const char* op, const char* function) {
+  require_non_null(plan, function, "plan", kPlanHandle);
+  if (std::string_view(plan->op) != op)
+    throw attnjit::Error(Status::InvalidArgument, fmt::format("{}: plan is a {} plan; allowed: a {} plan from "
+                                                              "attnjit_{}_plan",
+                                                              function, plan->op, op, op));
+  return *static_cast<const Plan*>(plan->plan.get());
+}
 
 void require_flag(int value, const char* function, const char* param) {
   if (value != 0 && value != 1)
@@ -85,6 +111,16 @@ const char* attnjit_status_string(attnjit_status_t status) {
 
 const char* attnjit_last_error(void) { return attnjit::capi::last_error(); }
 
+attnjit_status_t attnjit_check_version(int header_abi_version) {
+  return guard([&] {
+    if (header_abi_version != ATTNJIT_ABI_VERSION)
+      throw attnjit::Error(Status::Unsupported,
+                           fmt::format("attnjit_check_version: the caller was compiled against C ABI {} but the loaded "
+                                       "libattnjit.so {} serves C ABI {}; rebuild against this library's attnjit.h",
+                                       header_abi_version, ATTNJIT_VERSION_STRING, ATTNJIT_ABI_VERSION));
+  });
+}
+
 attnjit_status_t attnjit_runtime_create(attnjit_runtime_t** out) {
   return guard([&] {
     require_non_null(out, "attnjit_runtime_create", "out", "a place for the runtime handle");
@@ -100,6 +136,7 @@ attnjit_status_t attnjit_runtime_destroy(attnjit_runtime_t* rt) {
 void attnjit_decode_options_init(attnjit_decode_options_t* options) {
   if (options == nullptr) return;  // nothing to report through: the function is void
   *options = attnjit_decode_options_t{};
+  options->struct_size = sizeof(attnjit_decode_options_t);
   options->kv_layout = ATTNJIT_KV_LAYOUT_NHD;
   options->pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
   options->use_tensor_cores = 0;
@@ -109,7 +146,7 @@ void attnjit_decode_options_init(attnjit_decode_options_t* options) {
 
 attnjit_status_t attnjit_single_decode_plan(attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k,
                                             const DLTensor* v, const attnjit_decode_options_t* options,
-                                            int return_lse, attnjit_single_decode_plan_t** out) {
+                                            int return_lse, attnjit_plan_t** out) {
   if (out) *out = nullptr;
   return guard([&] {
     constexpr const char* fn = "attnjit_single_decode_plan";
@@ -117,35 +154,57 @@ attnjit_status_t attnjit_single_decode_plan(attnjit_runtime_t* rt, const DLTenso
     require_non_null(out, fn, "out", "a place for the plan handle");
     require_flag(return_lse, fn, "return_lse");
     const attnjit::SingleDecodeOptions opts = attnjit::capi::to_options(options, return_lse == 1);
-    const attnjit::SingleDecodeProblem problem = attnjit::capi::to_problem(
+    const attnjit::SingleDecodeProblem problem = attnjit::ops::single_decode_problem_from_tensors(
         attnjit::from_dlpack(q, "q"), attnjit::from_dlpack(k, "k"), attnjit::from_dlpack(v, "v"), opts);
-    *out = new attnjit_single_decode_plan_t{attnjit::SingleDecodePlan(rt->runtime, problem)};
+    *out = wrap_plan("single_decode", attnjit::SingleDecodePlan(rt->runtime, problem));
   });
 }
 
-attnjit_status_t attnjit_single_decode_plan_workspace_bytes(const attnjit_single_decode_plan_t* plan, size_t* out) {
-  return guard([&] {
-    constexpr const char* fn = "attnjit_single_decode_plan_workspace_bytes";
-    require_non_null(plan, fn, "plan", kPlanHandle);
-    require_non_null(out, fn, "out", "a place for the byte count");
-    *out = plan->plan.workspace_bytes();
-  });
+attnjit_status_t attnjit_single_decode_plan_workspace_bytes(const attnjit_plan_t* plan, size_t* out) {
+  return attnjit_plan_workspace_bytes(plan, out);
 }
 
-attnjit_status_t attnjit_single_decode_run(const attnjit_single_decode_plan_t* plan, const DLTensor* q,
-                                           const DLTensor* k, const DLTensor* v, DLTensor* o, DLTensor* lse,
-                                           void* workspace, size_t workspace_bytes, void* stream) {
+attnjit_status_t attnjit_single_decode_run(const attnjit_plan_t* plan, const DLTensor* q, const DLTensor* k,
+                                           const DLTensor* v, DLTensor* o, DLTensor* lse, void* workspace,
+                                           size_t workspace_bytes, void* stream) {
   return guard([&] {
-    require_non_null(plan, "attnjit_single_decode_run", "plan", kPlanHandle);
+    const auto& p = plan_as<attnjit::SingleDecodePlan>(plan, "single_decode", "attnjit_single_decode_run");
     const attnjit::TensorView qv = attnjit::from_dlpack(q, "q"), kv = attnjit::from_dlpack(k, "k"),
                               vv = attnjit::from_dlpack(v, "v"), ov = attnjit::from_dlpack(o, "o");
     std::optional<attnjit::TensorView> lv;
     if (lse) lv = attnjit::from_dlpack(lse, "lse");
-    plan->plan.run(qv, kv, vv, ov, lv ? &*lv : nullptr, workspace, workspace_bytes, as_stream(stream));
+    p.run(qv, kv, vv, ov, lv ? &*lv : nullptr, workspace, workspace_bytes, as_stream(stream));
   });
 }
 
-attnjit_status_t attnjit_single_decode_plan_destroy(attnjit_single_decode_plan_t* plan) {
+attnjit_status_t attnjit_single_decode_plan_destroy(attnjit_plan_t* plan) { return attnjit_plan_destroy(plan); }
+
+attnjit_status_t attnjit_plan_workspace_bytes(const attnjit_plan_t* plan, size_t* out) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_plan_workspace_bytes";
+    require_non_null(plan, fn, "plan", kPlanHandle);
+    require_non_null(out, fn, "out", "a place for the byte count");
+    *out = plan->workspace_bytes;
+  });
+}
+
+const char* attnjit_plan_operator(const attnjit_plan_t* plan) { return plan ? plan->op : nullptr; }
+
+attnjit_status_t attnjit_plan_describe(const attnjit_plan_t* plan, char* buf, size_t capacity, size_t* needed) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_plan_describe";
+    require_non_null(plan, fn, "plan", kPlanHandle);
+    const std::string& d = plan->description;
+    if (needed) *needed = d.size() + 1;
+    if (buf && capacity > 0) {
+      const size_t n = std::min(capacity - 1, d.size());
+      std::memcpy(buf, d.data(), n);
+      buf[n] = '\0';
+    }
+  });
+}
+
+attnjit_status_t attnjit_plan_destroy(attnjit_plan_t* plan) {
   return guard([&] { delete plan; });
 }
 
@@ -160,8 +219,6 @@ attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime_t* rt, cons
                               vv = attnjit::from_dlpack(v, "v"), ov = attnjit::from_dlpack(o, "o");
     std::optional<attnjit::TensorView> lv;
     if (lse) lv = attnjit::from_dlpack(lse, "lse");
-    // Same checks and messages as plan(): rank, k/v agreement, head_dim, device.
-    (void)attnjit::capi::to_problem(qv, kv, vv, opts);
     attnjit::single_decode_with_kv_cache(rt->runtime, qv, kv, vv, ov, lv ? &*lv : nullptr, opts, as_stream(stream),
                                          workspace, workspace_bytes);
   });

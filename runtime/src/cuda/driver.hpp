@@ -62,6 +62,7 @@ struct DriverApi {
   decltype(&::cuEventDestroy) EventDestroy = nullptr;
   decltype(&::cuEventRecord) EventRecord = nullptr;
   decltype(&::cuEventSynchronize) EventSynchronize = nullptr;
+  decltype(&::cuEventQuery) EventQuery = nullptr;
   decltype(&::cuEventElapsedTime) EventElapsedTime = nullptr;
 };
 

@@ -72,6 +72,7 @@ ATTNJIT_ABI_AT_12000(EventCreate, PFN_cuEventCreate_v2000);
 ATTNJIT_ABI_AT_12000(EventDestroy, PFN_cuEventDestroy_v4000);                  // = _v2
 ATTNJIT_ABI_AT_12000(EventRecord, PFN_cuEventRecord_v2000);
 ATTNJIT_ABI_AT_12000(EventSynchronize, PFN_cuEventSynchronize_v2000);
+ATTNJIT_ABI_AT_12000(EventQuery, PFN_cuEventQuery_v2000);
 // cuda.h maps the name to cuEventElapsedTime_v2 (12.8); its ABI is identical, so
 // the 12.0 entry point is a correct value for this member.
 ATTNJIT_ABI_AT_12000(EventElapsedTime, PFN_cuEventElapsedTime_v2000);
@@ -190,6 +191,7 @@ std::string resolve_driver_api(void* libcuda, DriverApi& api) {
       resolve(r, "cuEventDestroy", api.EventDestroy, &error) &&
       resolve(r, "cuEventRecord", api.EventRecord, &error) &&
       resolve(r, "cuEventSynchronize", api.EventSynchronize, &error) &&
+      resolve(r, "cuEventQuery", api.EventQuery, &error) &&
       resolve(r, "cuEventElapsedTime", api.EventElapsedTime, &error);
   return ok ? std::string() : error;
 }

@@ -4,10 +4,12 @@ Pure Python; torch is imported only inside calls that take tensors, so
 ``import attnjit`` and ``attnjit.version()`` work without it.
 """
 
-from .decode import single_decode_with_kv_cache
+from ._plans import Plan
+from .decode import SingleDecodeWrapper, single_decode_with_kv_cache
 from .errors import AttnjitError, Status
 
-__all__ = ["AttnjitError", "Status", "single_decode_with_kv_cache", "version", "version_number"]
+__all__ = ["AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "single_decode_with_kv_cache", "version",
+           "version_number"]
 
 
 def version():

@@ -29,6 +29,7 @@ class DLTensor(ctypes.Structure):
 
 class DecodeOptions(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by attnjit_decode_options_init
         ("kv_layout", ctypes.c_int32),
         ("pos_encoding_mode", ctypes.c_int32),
         ("use_tensor_cores", ctypes.c_int32),

@@ -14,6 +14,9 @@ import threading
 from . import _ctypes_types as T
 from .errors import AttnjitError
 
+# attnjit.h's ATTNJIT_ABI_VERSION that _ctypes_types mirrors.
+ABI_VERSION = 2
+
 _lock = threading.Lock()
 _lib = None
 
@@ -54,6 +57,11 @@ def _declare(lib):
         "attnjit_single_decode_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, opts, c_void_p, c_size_t, c_void_p]),
         "attnjit_dltensor_view_as": (c_int, [c_void_p, c_char_p, c_void_p]),
+        "attnjit_check_version": (c_int, [c_int]),
+        "attnjit_plan_workspace_bytes": (c_int, [c_void_p, ctypes.POINTER(c_size_t)]),
+        "attnjit_plan_operator": (c_char_p, [c_void_p]),
+        "attnjit_plan_describe": (c_int, [c_void_p, c_char_p, c_size_t, ctypes.POINTER(c_size_t)]),
+        "attnjit_plan_destroy": (c_int, [c_void_p]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
@@ -78,6 +86,10 @@ def lib():
                     _declare(candidate)
                 except (OSError, AttributeError) as e:
                     errors.append(f"{path}: {e}")
+                    continue
+                # The ctypes structs here mirror one C ABI; a library of another is refused.
+                if candidate.attnjit_check_version(ABI_VERSION) != 0:
+                    errors.append(f"{path}: {candidate.attnjit_last_error().decode('utf-8', 'replace')}")
                     continue
                 _lib = candidate
                 break

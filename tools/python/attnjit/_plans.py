@@ -1,65 +1,42 @@
-"""Single-decode plans, memoized per problem (shapes, dtypes, device, options).
+"""A plan of any operator: the C API's attnjit_plan_t, owned by Python.
 
-A plan compiles or loads its kernels once and knows its workspace size; a
-decode loop asks for a new kv_len every step, so the cache is an LRU of
-bounded size. Evicting destroys the C plan; that is safe while its launches
-are still in flight because a launch copies its parameters and the kernels
-belong to the Runtime, not to the plan.
+Made by an operator's wrapper class (which also owns the plan's workspace),
+inspected through the generic attnjit_plan_* functions, destroyed when the
+object goes away. Destroying a plan while its launches are in flight is safe:
+a launch copies its parameters and the kernels belong to the Runtime.
 """
 
-import collections
 import ctypes
-import threading
 
-from . import _runtime
 from ._library import check, lib
-
-CAPACITY = 256
-
-_lock = threading.Lock()
-_plans = collections.OrderedDict()
 
 
 class Plan:
     def __init__(self, handle):
         self.handle = handle
         size = ctypes.c_size_t()
-        check(lib().attnjit_single_decode_plan_workspace_bytes(handle, ctypes.byref(size)))
+        check(lib().attnjit_plan_workspace_bytes(handle, ctypes.byref(size)))
         self.workspace_bytes = size.value
+        self.operator = lib().attnjit_plan_operator(handle).decode()
+
+    def describe(self):
+        """The kernels, grid and split the plan chose."""
+        needed = ctypes.c_size_t()
+        check(lib().attnjit_plan_describe(self.handle, None, 0, ctypes.byref(needed)))
+        buf = ctypes.create_string_buffer(needed.value)
+        check(lib().attnjit_plan_describe(self.handle, buf, needed.value, None))
+        return buf.value.decode()
 
     def destroy(self):
         if self.handle:
-            lib().attnjit_single_decode_plan_destroy(self.handle)
+            lib().attnjit_plan_destroy(self.handle)
             self.handle = None
 
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
 
-def _key(q, k, v, options, return_lse):
-    fields = tuple(getattr(options, name) for name, _ in options._fields_)
-    return (q.device.index, tuple(q.shape), q.dtype, tuple(k.shape), k.dtype, tuple(v.shape), v.dtype,
-            fields, bool(return_lse))
-
-
-def get(q, k, v, options, return_lse, borrowed):
-    """The plan for this problem; ``borrowed`` turns tensors into DLTensors."""
-    key = _key(q, k, v, options, return_lse)
-    with _lock:
-        plan = _plans.get(key)
-        if plan is not None:
-            _plans.move_to_end(key)
-            return plan
-    # Plan outside the lock: it may compile for seconds, and C validates the
-    # tensors here (so a bad input fails with the library's message).
-    handle = ctypes.c_void_p()
-    check(lib().attnjit_single_decode_plan(
-        _runtime.handle(), borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
-        ctypes.byref(options), int(bool(return_lse)), ctypes.byref(handle)))
-    plan = Plan(handle)
-    with _lock:
-        existing = _plans.get(key)
-        if existing is not None:  # another thread planned it meanwhile
-            plan.destroy()
-            return existing
-        _plans[key] = plan
-        while len(_plans) > CAPACITY:
-            _plans.popitem(last=False)[1].destroy()
-    return plan
+    def __repr__(self):
+        return f"<attnjit.Plan {self.operator}: {self.describe() if self.handle else 'destroyed'}>"

@@ -4,7 +4,8 @@ import ctypes
 import math
 
 from . import _ctypes_types as T
-from . import _plans, _workspace
+from . import _runtime
+from ._plans import Plan
 from ._dlpack import Borrowed
 from ._library import check, lib
 from .errors import invalid_argument
@@ -74,16 +75,70 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
             raise invalid_argument(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     options = _options(kv_layout, pos_encoding_mode, use_tensor_cores, q_scale, k_scale, v_scale, window_left,
                        logits_soft_cap, sm_scale, rope_scale, rope_theta)
-    with Borrowed() as borrowed:
-        plan = _plans.get(q, k, v, options, return_lse, borrowed)  # validates q, k, v in C
-        o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        lse = torch.empty(q.shape[0], dtype=torch.float32, device=q.device) if return_lse else None
-        workspace = _workspace.get(q.device, plan.workspace_bytes)
-        with torch.cuda.device(q.device):
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(q.shape[0], dtype=torch.float32, device=q.device) if return_lse else None
+    # The library plans (memoized per problem) and leases a workspace of this
+    # call's own, so calls on several threads or streams never share one.
+    with Borrowed() as borrowed, torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        check(lib().attnjit_single_decode_with_kv_cache(
+            _runtime.handle(), borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
+            borrowed.tensor(o, "o"), borrowed.optional(lse, "lse"), ctypes.byref(options), None, 0, stream))
+    return (o, lse) if return_lse else o
+
+
+class SingleDecodeWrapper:
+    """plan/run form of single_decode_with_kv_cache, for CUDA graphs and loops.
+
+    Shaped like FlashInfer's wrappers: it owns its workspace (a torch uint8
+    buffer, the caller's ``workspace_buffer`` if given) and its plan. plan()
+    compiles or loads the kernels and sizes the split; run() only launches, on
+    torch's current stream, so it can be captured in a CUDA graph.
+    """
+
+    def __init__(self, workspace_buffer=None, kv_layout="NHD", use_tensor_cores=False):
+        self._workspace = workspace_buffer
+        self._kv_layout = kv_layout
+        self._use_tensor_cores = use_tensor_cores
+        self._plan = None
+        self._return_lse = False
+
+    def plan(self, q, k, v, pos_encoding_mode="NONE", q_scale=None, k_scale=None, v_scale=None, window_left=-1,
+             logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None, return_lse=False):
+        """Plans for tensors shaped like q, k, v (their data is not read)."""
+        import torch
+
+        options = _options(self._kv_layout, pos_encoding_mode, self._use_tensor_cores, q_scale, k_scale, v_scale,
+                           window_left, logits_soft_cap, sm_scale, rope_scale, rope_theta)
+        handle = ctypes.c_void_p()
+        with Borrowed() as borrowed:
+            check(lib().attnjit_single_decode_plan(
+                _runtime.handle(), borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
+                ctypes.byref(options), int(bool(return_lse)), ctypes.byref(handle)))
+        self._plan = Plan(handle)
+        self._return_lse = bool(return_lse)
+        need = self._plan.workspace_bytes
+        if need and (self._workspace is None or self._workspace.numel() * self._workspace.element_size() < need):
+            self._workspace = torch.empty(need, dtype=torch.uint8, device=q.device)
+        return self._plan
+
+    def run(self, q, k, v, out=None, lse=None):
+        """o (and lse when planned with return_lse) for inputs matching the plan."""
+        import torch
+
+        if self._plan is None:
+            from .errors import AttnjitError, Status
+
+            raise AttnjitError(Status.NOT_PLANNED, "run() before plan(): call plan(q, k, v, ...) first")
+        o = out if out is not None else torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        if self._return_lse and lse is None:
+            lse = torch.empty(q.shape[0], dtype=torch.float32, device=q.device)
+        ws = self._workspace
+        with Borrowed() as borrowed, torch.cuda.device(q.device):
             stream = torch.cuda.current_stream(q.device).cuda_stream
             check(lib().attnjit_single_decode_run(
-                plan.handle, borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
-                borrowed.tensor(o, "o"), borrowed.optional(lse, "lse"),
-                None if workspace is None else workspace.data_ptr(),
-                0 if workspace is None else workspace.numel(), stream))
-    return (o, lse) if return_lse else o
+                self._plan.handle, borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
+                borrowed.tensor(o, "o"), borrowed.optional(lse if self._return_lse else None, "lse"),
+                None if ws is None else ws.data_ptr(),
+                0 if ws is None else ws.numel() * ws.element_size(), stream))
+        return (o, lse) if self._return_lse else o

@@ -1,10 +1,11 @@
-// The cache key: SHA-256 over everything that can change the cubin. A golden
-// test pins it, so an accidental change to what goes in shows up as a diff.
+// The cache key: SHA-256 over everything that can change the cubin. It lives
+// beside the cache it addresses; the runtime fills the inputs from the
+// generated translation unit. A golden test pins it, so an accidental change
+// to what goes in shows up as a diff.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
-
-#include "codegen.hpp"
 
 namespace attnjit {
 
@@ -12,7 +13,9 @@ namespace attnjit {
 constexpr int kCacheSchemaVersion = 1;
 
 struct KeyInputs {
-  const TranslationUnit* tu = nullptr;   // source and every embedded header
+  const std::string* source = nullptr;  // the generated translation unit
+  // Every header the source may include, in their embedded (sorted) order.
+  const std::vector<std::pair<std::string, std::string>>* headers = nullptr;
   std::string nvrtc_version;             // "13.0"
   std::vector<std::string> options;      // normalized NVRTC options (arch excluded)
   std::string arch;                      // "sm_90a"

@@ -1,0 +1,81 @@
+// The operator contract. Every attention operator (single decode today; batch
+// decode and prefill next) is built the same way, in its own files:
+//
+//   Problem      a plain struct: shapes, dtypes, options. Built from tensors
+//                in one place (<op>_problem.cpp) and from its JSON form (the
+//                prewarm manifest's "problems" entries).
+//   normalize    fills defaults (sm_scale, rope, o dtype) so equal problems compare equal.
+//   validate     once, in one place; Error(InvalidArgument/Unsupported) naming the field.
+//   plan         (problem, DeviceFigures) -> the kernels it needs with their launch
+//                shapes and a WorkspaceLayout of named regions. Pure host code,
+//                deterministic, no compiled kernel needed. A plan that needs index
+//                arrays uploads them in the op's Plan constructor, on the caller's stream.
+//   fill + run   at run time: check the tensors against the plan, fill the one
+//                params struct per kernel, launch. Never allocates, compiles or syncs.
+//
+// OperatorEntry is the type-erased face of that contract, for the tools that
+// treat operators alike: the CLI's prewarm, explain and bench, and the
+// compile-every-variant test. ops/registry.cpp lists the entries, one line each.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "ops/launch_shape.hpp"
+#include "ops/workspace_layout.hpp"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit {
+class Runtime;
+}
+
+namespace attnjit::ops {
+
+// What the planner knows of a device: data, never a query of the GPU, so
+// `explain` can plan for a named device on a machine without one.
+struct DeviceFigures {
+  int sm_count = 132;  // H100 SXM / H200
+};
+
+struct KernelLaunch {
+  std::string role;  // "decode", "merge"
+  KernelSpec spec;
+  LaunchShape shape;
+};
+
+// The attention shape of a model (prewarm --model): each operator turns it into
+// the problems a deployment of that model can hit.
+struct ModelShape {
+  int num_qo_heads = 0, num_kv_heads = 0, head_dim = 0;
+  float logits_soft_cap = 0;  // 0: none
+};
+
+// Figures of one timed run, for `attnjit bench`.
+struct BenchFigures {
+  double microseconds = 0;
+  double bytes = 0;  // memory traffic the operator must do at least (decode: K and V)
+  double flops = 0;  // useful floating-point work (prefill)
+  nlohmann::json plan;  // what the plan chose
+};
+
+struct OperatorEntry {
+  const char* name;     // "single_decode": the "op" of a manifest problem
+  const char* summary;  // one line for `attnjit explain --list-ops`
+
+  // Normalizes and validates a problem's JSON form, then lists every kernel the
+  // problem may need whatever its lengths (prewarm compiles them all).
+  std::vector<KernelSpec> (*kernels_for)(const nlohmann::json& problem);
+  // The plan the problem gets on a device with these figures (explain).
+  nlohmann::json (*explain)(const nlohmann::json& problem, const DeviceFigures& device);
+  // Problems that together use every kernel variant the operator can generate.
+  std::vector<nlohmann::json> (*variant_grid)();
+  // The problems a deployment of a model hits (prewarm --model).
+  std::vector<nlohmann::json> (*model_problems)(const ModelShape& model);
+  // The standard benchmark shapes, and one timed run of a problem on a device
+  // (random inputs larger than L2, rotated; median of many launches).
+  std::vector<nlohmann::json> (*bench_problems)();
+  BenchFigures (*bench)(const Runtime& rt, const nlohmann::json& problem, int device, void* stream);
+};
+
+}  // namespace attnjit::ops

@@ -1,0 +1,74 @@
+#include "ops/single_decode/single_decode_entry.hpp"
+
+#include "ops/single_decode/single_decode_planner.hpp"
+#include "ops/single_decode/single_decode_problem.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+std::vector<KernelSpec> kernels_for(const nlohmann::json& problem) {
+  return single_decode_kernels(single_decode_problem_from_json(problem));
+}
+
+nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& device) {
+  const SingleDecodeProblem p = single_decode_problem_from_json(problem);
+  nlohmann::json j = plan_single_decode(p, device).to_json();
+  j["problem"] = to_json(p);
+  return j;
+}
+
+// Every variant the planner can generate: head dims, dtype pairs, positional
+// encodings, soft cap, and group sizes that give each heads-per-CTA choice of
+// both skeletons (requested or not: the compile test dedupes by spec).
+std::vector<nlohmann::json> variant_grid() {
+  std::vector<nlohmann::json> out;
+  const std::vector<std::pair<const char*, const char*>> dtypes = {
+      {"float16", "float16"},      {"bfloat16", "bfloat16"},      {"bfloat16", "float8_e4m3fn"},
+      {"float16", "float8_e5m2"},  {"float16", "float8_e4m3fn"},  {"bfloat16", "float8_e5m2"}};
+  for (int d : {64, 128, 256})
+    for (auto [q, kv] : dtypes)
+      for (const char* pos : {"NONE", "ROPE_LLAMA", "ALIBI"})
+        for (bool cap : {false, true})
+          for (int group : {1, 2, 3, 4, 5, 7, 8, 16})
+            for (bool tc : {false, true}) {
+              nlohmann::json p = {{"op", "single_decode"}, {"num_qo_heads", 2 * group}, {"num_kv_heads", 2},
+                                  {"head_dim", d}, {"q_dtype", q}, {"kv_dtype", kv}, {"pos_encoding_mode", pos},
+                                  {"use_tensor_cores", tc}, {"kv_len", 4096}};
+              if (cap) p["logits_soft_cap"] = 30.0;
+              out.push_back(p);
+            }
+  return out;
+}
+
+// q in {bfloat16, float16}; KV in q's dtype or fp8; positional encoding NONE
+// or ROPE_LLAMA; the model's soft cap. kv_len is left at 1: the kernel set
+// does not depend on it.
+std::vector<nlohmann::json> model_problems(const ModelShape& m) {
+  std::vector<nlohmann::json> out;
+  for (const char* q : {"bfloat16", "float16"})
+    for (const char* kv : {q, "float8_e4m3fn", "float8_e5m2"})
+      for (const char* pos : {"NONE", "ROPE_LLAMA"}) {
+        nlohmann::json p = {{"op", "single_decode"}, {"num_qo_heads", m.num_qo_heads},
+                            {"num_kv_heads", m.num_kv_heads}, {"head_dim", m.head_dim},
+                            {"q_dtype", q}, {"kv_dtype", kv}, {"pos_encoding_mode", pos}};
+        if (m.logits_soft_cap > 0) p["logits_soft_cap"] = m.logits_soft_cap;
+        out.push_back(p);
+      }
+  return out;
+}
+
+}  // namespace
+
+OperatorEntry single_decode_entry() {
+  return {"single_decode",
+          "one query token per head against one request's KV cache (flashinfer.single_decode_with_kv_cache)",
+          kernels_for,
+          explain,
+          variant_grid,
+          model_problems,
+          single_decode_bench_problems,
+          single_decode_bench};
+}
+
+}  // namespace attnjit::ops

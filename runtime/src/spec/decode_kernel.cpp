@@ -1,0 +1,75 @@
+#include "spec/decode_kernel.hpp"
+
+#include <fmt/format.h>
+
+#include "attnjit/error.hpp"
+#include "decode_params.h"
+#include "spec/json_fields.hpp"
+
+namespace attnjit {
+
+const char* DecodeKernel::template_name() const {
+  return tensor_cores ? "single_decode_tc.cu.in" : "single_decode.cu.in";
+}
+
+std::string DecodeKernel::name() const {
+  const std::string tile = tensor_cores ? fmt::format("w{}_tc", warps) : fmt::format("w{}_u{}", warps, unroll);
+  return fmt::format("decode_d{}_g{}_{}_{}", head_dim, heads_per_cta, variant.name(), tile);
+}
+
+int DecodeKernel::dynamic_smem_bytes() const {
+  return tensor_cores ? kernels::decode_mma_smem_bytes(warps, head_dim)
+                      : kernels::decode_smem_bytes(warps, heads_per_cta, head_dim);
+}
+
+nlohmann::json DecodeKernel::to_json() const {
+  nlohmann::json j = {{"family", kFamily}, {"head_dim", head_dim}, {"heads_per_cta", heads_per_cta}, {"warps", warps}};
+  variant.to_json(j);
+  if (tensor_cores) j["tensor_cores"] = true;
+  else j["unroll"] = unroll;
+  return j;
+}
+
+DecodeKernel DecodeKernel::from_json(const nlohmann::json& j) {
+  DecodeKernel s;
+  s.variant = VariantSpec::from_json(j);
+  s.head_dim = spec_json::int_field(j, "head_dim");
+  s.heads_per_cta = spec_json::int_field(j, "heads_per_cta");
+  s.warps = spec_json::int_field(j, "warps", 4);
+  s.tensor_cores = spec_json::bool_field(j, "tensor_cores", false);
+  s.unroll = s.tensor_cores ? 4 : spec_json::int_field(j, "unroll", 4);
+  s.validate();
+  return s;
+}
+
+std::vector<std::pair<std::string, std::string>> DecodeKernel::template_values() const {
+  auto v = variant.template_values(false);
+  v.insert(v.end(), {{"HEAD_DIM", std::to_string(head_dim)},
+                     {"HEADS_PER_CTA", std::to_string(heads_per_cta)},
+                     {"WARPS", std::to_string(warps)}});
+  if (!tensor_cores) v.emplace_back("UNROLL", std::to_string(unroll));
+  return v;
+}
+
+void DecodeKernel::validate() const {
+  variant.validate(kFamily);
+  auto bad = [](const char* field, int value, const std::string& allowed) {
+    throw Error(Status::InvalidArgument,
+                fmt::format("decode spec.{}={} is not supported; allowed: {}", field, value, allowed));
+  };
+  if (variant.mask != MaskMode::None)
+    throw Error(Status::InvalidArgument, fmt::format("decode spec.mask={} is not supported; allowed: none (the query "
+                                                     "is the last position, so nothing is masked)",
+                                                     to_string(variant.mask)));
+  if (tensor_cores) {
+    if (head_dim != 64 && head_dim != 128) bad("head_dim", head_dim, "64, 128 (tensor cores)");
+    if (heads_per_cta < 1 || heads_per_cta > 16) bad("heads_per_cta", heads_per_cta, "1 to 16 (tensor cores)");
+  } else {
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256) bad("head_dim", head_dim, "64, 128, 256");
+    if (heads_per_cta < 1 || heads_per_cta > 8) bad("heads_per_cta", heads_per_cta, "1 to 8");
+    if (unroll < 1 || unroll > 8) bad("unroll", unroll, "1 to 8");
+  }
+  if (warps != 4) bad("warps", warps, "4");
+}
+
+}  // namespace attnjit

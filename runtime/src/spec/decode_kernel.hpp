@@ -1,0 +1,42 @@
+// The decode family: one query token per head (and request) against a KV
+// sequence, on CUDA cores (kernels/decode.cuh) or tensor cores
+// (kernels/decode_mma.cuh, the query-head group as the MMA's M dimension).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spec/variant_spec.hpp"
+
+namespace attnjit {
+
+struct DecodeKernel {
+  static constexpr const char* kFamily = "decode";
+
+  VariantSpec variant;
+  int head_dim = 128;
+  int heads_per_cta = 1;      // query heads sharing one KV head in a CTA
+  int warps = 4;
+  int unroll = 4;             // CUDA cores: rows in flight per lane group (unused on tensor cores)
+  bool tensor_cores = false;  // the mma.m16n8k16 skeleton
+
+  const char* template_name() const;
+  const char* entry_name() const { return "attnjit_single_decode"; }
+  std::string name() const;  // "decode_d128_g4_bf16_bf16_bf16_none_w4_tc"
+  int threads() const { return warps * 32; }
+  int dynamic_smem_bytes() const;
+  nlohmann::json to_json() const;
+  static DecodeKernel from_json(const nlohmann::json& j);
+  std::vector<std::pair<std::string, std::string>> template_values() const;
+  // Every field within what the templates compile; throws Error(InvalidArgument) naming it.
+  void validate() const;
+
+  bool operator==(const DecodeKernel& o) const {
+    return variant == o.variant && head_dim == o.head_dim && heads_per_cta == o.heads_per_cta && warps == o.warps &&
+           unroll == o.unroll && tensor_cores == o.tensor_cores;
+  }
+};
+
+}  // namespace attnjit

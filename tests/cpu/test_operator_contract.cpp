@@ -1,0 +1,108 @@
+// The operator contract's host pieces: workspace layouts with named regions,
+// problems' JSON round trip, and plans that need no GPU.
+#include <catch2/catch.hpp>
+
+#include "attnjit/error.hpp"
+#include "ops/registry.hpp"
+#include "ops/single_decode/single_decode_planner.hpp"
+#include "ops/single_decode/single_decode_problem.hpp"
+#include "ops/workspace_layout.hpp"
+
+using namespace attnjit;
+
+TEST_CASE("workspace layouts: float regions first, 256-byte aligned, named", "[contract]") {
+  ops::WorkspaceLayout w;
+  CHECK(w.add_float("partial_o", 1000) == 0);
+  CHECK(w.add_float("partial_lse", 4) == 1024);
+  CHECK(w.add_int("work_items", 12) == 1280);
+  CHECK(w.float_bytes() == 1280);
+  CHECK(w.int_bytes() == 256);
+  CHECK(w.total_bytes() == 1536);
+  CHECK(w.region("partial_lse").bytes == 4);
+  CHECK(w.region("work_items").is_int);
+  CHECK_THROWS_AS(w.region("nope"), Error);
+  CHECK_THROWS_AS(w.add_float("late_float", 8), Error);  // after an int region
+  CHECK_THROWS_AS(w.add_int("work_items", 8), Error);    // twice
+  CHECK(w.to_json().at("regions").size() == 3);
+}
+
+TEST_CASE("single decode problems round-trip through their JSON form", "[contract]") {
+  SingleDecodeProblem p;
+  p.num_qo_heads = 28;
+  p.num_kv_heads = 4;
+  p.head_dim = 128;
+  p.kv_len = 12345;
+  p.q_dtype = DType::BF16;
+  p.kv_dtype = DType::E4M3;
+  p.device = 1;
+  p.options.kv_layout = KVLayout::HND;
+  p.options.pos_encoding_mode = PosEncoding::RopeLlama;
+  p.options.window_left = 100;
+  p.options.logits_soft_cap = 30.f;
+  p.options.rope_theta = 5e5f;
+  p.options.k_scale = 0.5f;
+  p.options.return_lse = true;
+  const auto j = ops::to_json(p);
+  const SingleDecodeProblem back = ops::single_decode_problem_from_json(j);
+  CHECK(ops::to_json(back) == j);
+  CHECK(back.options.rope_theta == 5e5f);
+  CHECK(back.kv_dtype == DType::E4M3);
+  auto bad = j;
+  bad["num_kv_heads"] = 5;  // 28 is not a multiple
+  CHECK_THROWS_WITH(ops::single_decode_problem_from_json(bad), Catch::Contains("multiple of num_kv_heads=5"));
+  bad = j;
+  bad["head_dims"] = 128;
+  CHECK_THROWS_WITH(ops::single_decode_problem_from_json(bad), Catch::Contains("problem.head_dims is not"));
+  bad = j;
+  bad["kv_len"] = "long";
+  CHECK_THROWS_WITH(ops::single_decode_problem_from_json(bad), Catch::Contains("problem.kv_len=\"long\""));
+}
+
+TEST_CASE("a split plan names its workspace regions; an unsplit one needs none", "[contract][planner]") {
+  SingleDecodeProblem p;
+  p.num_qo_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.q_dtype = p.kv_dtype = DType::BF16;
+  p.kv_len = 32768;
+  const auto split = ops::plan_single_decode(p, {132});
+  REQUIRE(split.num_splits > 1);
+  REQUIRE(split.merge.has_value());
+  CHECK(split.workspace.region("partial_o").bytes == size_t(split.num_splits) * 32 * 128 * 4);
+  CHECK(split.workspace.region("partial_lse").bytes == size_t(split.num_splits) * 32 * 4);
+  // The splits cover the sequence exactly once.
+  CHECK(int64_t(split.num_splits - 1) * split.chunk_size < p.kv_len);
+  CHECK(int64_t(split.num_splits) * split.chunk_size >= p.kv_len);
+  p.kv_len = 100;
+  const auto one = ops::plan_single_decode(p, {132});
+  CHECK(one.num_splits == 1);
+  CHECK(one.workspace.total_bytes() == 0);
+  CHECK_FALSE(one.merge.has_value());
+}
+
+TEST_CASE("the planner never takes the tensor cores by itself for RoPE", "[contract][planner]") {
+  SingleDecodeProblem p;
+  p.num_qo_heads = 32;
+  p.num_kv_heads = 4;
+  p.head_dim = 128;
+  p.kv_len = 4096;
+  p.q_dtype = p.kv_dtype = DType::BF16;
+  auto tc = [&] { return ops::plan_single_decode(p, {132}).decode.spec.as<DecodeKernel>()->tensor_cores; };
+  CHECK(tc());  // group 8: faster on tensor cores
+  p.options.pos_encoding_mode = PosEncoding::RopeLlama;
+  CHECK_FALSE(tc());  // accuracy first
+  p.options.use_tensor_cores = true;
+  CHECK(tc());  // asked for
+}
+
+TEST_CASE("the registry's operators explain plans and list kernels from JSON alone", "[contract][registry]") {
+  for (const auto& op : ops::operators()) {
+    INFO(op.name);
+    const auto problem = op.bench_problems().front();
+    const auto plan = op.explain(problem, {132});
+    CHECK(plan.at("kernels").size() >= 1);
+    for (const auto& k : plan.at("kernels")) CHECK_NOTHROW(KernelSpec::from_json(k.at("spec")));
+    CHECK_FALSE(op.kernels_for(problem).empty());
+    CHECK_FALSE(op.model_problems({32, 8, 128, 0.f}).empty());
+  }
+}
