@@ -62,11 +62,12 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
   SingleDecodePlan plan(rt, p);
   DeviceBuffer ws(plan.workspace_bytes());
   const bool nhd = p.options.kv_layout == KVLayout::NHD;
-  TensorView tq = make_tensor(dq.get(), p.q_dtype, {H, D});
-  TensorView tk = make_tensor(dk.get(), p.kv_dtype, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D});
-  TensorView tv = make_tensor(dv.get(), p.kv_dtype, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D});
-  TensorView to = make_tensor(dout.get(), p.q_dtype, {H, D});
-  TensorView tl = make_tensor(dlse.get(), DType::F32, {H});
+  // Views on the problem's device: the plan refuses tensors from another one.
+  TensorView tq = make_tensor(dq.get(), p.q_dtype, {H, D}, p.device);
+  TensorView tk = make_tensor(dk.get(), p.kv_dtype, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D}, p.device);
+  TensorView tv = make_tensor(dv.get(), p.kv_dtype, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D}, p.device);
+  TensorView to = make_tensor(dout.get(), p.q_dtype, {H, D}, p.device);
+  TensorView tl = make_tensor(dlse.get(), DType::F32, {H}, p.device);
   plan.run(tq, tk, tv, to, c.with_lse ? &tl : nullptr, ws.get(), ws.bytes(), nullptr);
   ATTNJIT_CU(cuda::driver().CtxSynchronize());
 
