@@ -29,7 +29,17 @@ def _dltensor(shape, code=2, bits=16, device_type=2, device_id=0):
 def test_struct_layouts_match_the_headers():
     assert ctypes.sizeof(T.DLTensor) == 48
     assert T.DLTensor.dtype.offset == 20 and T.DLTensor.shape.offset == 24
-    assert ctypes.sizeof(T.DecodeOptions) == 4 * 4 + 7 * 4
+    # struct_size (uint32) leads, then 4 int32 and 7 floats: attnjit.h's attnjit_decode_options_t.
+    assert ctypes.sizeof(T.DecodeOptions) == 4 + 4 * 4 + 7 * 4
+    assert T.DecodeOptions.kv_layout.offset == 4
+
+
+def test_the_library_serves_this_binding_abi():
+    from attnjit._library import ABI_VERSION, lib
+
+    assert lib().attnjit_check_version(ABI_VERSION) == 0
+    assert lib().attnjit_check_version(ABI_VERSION + 1) == int(Status.UNSUPPORTED)
+    assert b"C ABI" in lib().attnjit_last_error()
 
 
 def test_version():
