@@ -37,7 +37,7 @@ void MergeKernel::validate() const {
     throw Error(Status::InvalidArgument, fmt::format("merge_states spec.o_dtype={} is not supported; allowed: float16, "
                                                      "bfloat16",
                                                      to_string(o_dtype)));
-  if (warps < 1 || warps > 8 || (head_dim / 8) > warps * 32)
+  if (warps < 1 || warps > 8)
     throw Error(Status::InvalidArgument,
                 fmt::format("merge_states spec.warps={} is not supported; allowed: 1 to 8", warps));
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
+#include "decode_params.h"
 #include "spec/json_fields.hpp"
 
 namespace attnjit {
@@ -35,12 +36,12 @@ MaskMode parse_mask(const std::string& s) {
   throw Error(Status::InvalidArgument, fmt::format("spec.mask='{}' is not a mask mode; allowed: none, causal, custom", s));
 }
 
-// The values kernels/variant.cuh's PosEncodingMode takes.
+// The device's own enum (kernels/decode_params.h), so host and kernels cannot drift.
 int pos_mode_value(PosEncoding p) {
   switch (p) {
-    case PosEncoding::None: return 0;
-    case PosEncoding::RopeLlama: return 1;
-    case PosEncoding::Alibi: return 2;
+    case PosEncoding::None: return kernels::kPosNone;
+    case PosEncoding::RopeLlama: return kernels::kPosRopeLlama;
+    case PosEncoding::Alibi: return kernels::kPosAlibi;
   }
   return -1;
 }
