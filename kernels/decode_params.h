@@ -21,7 +21,8 @@ struct DecodeParams {
   int64_t o_stride_h;
   KVSourceParams kv;    // the kernel reads the sequence length from here (kv_source.cuh)
   VariantParams var;
-  int32_t kv_len;       // the query sits at position kv_len - 1 (single decode: equals kv.kv_len)
+  int32_t kv_len;       // as planned (single decode: equals kv.kv_len); kernels read the length, and
+                        // so the query position length - 1, through the KV source
   int32_t kv_begin;     // first row inside the window (0 without one)
   int32_t chunk_size;   // rows per split; split s covers [kv_begin + s*chunk, ...)
   int32_t num_splits;

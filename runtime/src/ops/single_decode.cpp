@@ -95,7 +95,7 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.var.soft_cap = L.soft_cap;
   dp.var.rope_rcp_scale = L.rope_rcp_scale;
   dp.var.rope_log2_theta = L.rope_log2_theta;
-  dp.var.window_left = P.options.window_left;  // applied through kv_begin; recorded for completeness
+  dp.var.window_left = P.options.window_left;  // decode variants do not check it: kv_begin applies the window
   dp.kv_len = static_cast<int32_t>(N);
   dp.kv_begin = L.kv_begin;
   dp.chunk_size = L.chunk_size;
