@@ -19,7 +19,6 @@ template <int Mode, bool Window>
 struct Mask {
   static_assert(Mode == kernels::kMaskNone || Mode == kernels::kMaskCausal || Mode == kernels::kMaskCustom,
                 "unknown mask mode");
-  static constexpr bool kTrivial = false;
 
   int window_left;      // Window; < 0: none
   int first_q_pos;      // kMaskCustom: kv_len - qo_len, the position of block row 0
@@ -49,7 +48,6 @@ struct Mask {
 // exactly as large (and compiles exactly as) one without a mask.
 template <>
 struct Mask<kernels::kMaskNone, false> {
-  static constexpr bool kTrivial = true;
   Mask() = default;
   ATTNJIT_DEVICE Mask(const kernels::VariantParams&, int, int, int) {}
   ATTNJIT_DEVICE bool keep(int, int) const { return true; }
