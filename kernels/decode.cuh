@@ -10,19 +10,21 @@
 // the next iteration's loads are issued before this one computes. Each
 // lane group keeps its own online-softmax state; the states are merged across
 // lanes, then warps, at the end. With more than one split, each CTA writes a
-// normalized partial state and merge.cuh combines them.
+// normalized partial state and merge.cuh combines them. K and V are found
+// through the KV source (kv_source.cuh), so one skeleton serves every cache
+// layout; single decode reads request 0 of a contiguous source.
 #pragma once
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
+#include "kv_source.cuh"
 #include "numeric.cuh"
-#include "pos_encoding.cuh"
 #include "softmax_state.cuh"
 #include "variant.cuh"
 
 namespace attnjit {
 
 template <int HeadDim, int HeadsPerCta, class QT, class KVT, class OT, int PosMode, bool SoftCap, int Warps,
-          int Unroll>
+          int Unroll, template <class> class KVSourceT, int MaskMode = kernels::kMaskNone>
 struct DecodeTraits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim must be 64, 128 or 256");
   static constexpr int kHeadDim = HeadDim;
@@ -37,7 +39,9 @@ struct DecodeTraits {
   using q_t = QT;
   using kv_t = KVT;
   using o_t = OT;
-  using Variant = AttentionVariant<PosMode, SoftCap>;
+  using KVSource = KVSourceT<KVT>;
+  // No window check per row: the planner starts the rows at the window (kv_begin).
+  using Variant = AttentionVariant<PosMode, SoftCap, MaskMode>;
 };
 
 extern __shared__ __align__(16) float attnjit_decode_smem[];
@@ -45,7 +49,6 @@ extern __shared__ __align__(16) float attnjit_decode_smem[];
 template <class Tr>
 ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   using kv_t = typename Tr::kv_t;
-  constexpr int kKvBytes = storage_bytes<kv_t>::value;
   constexpr int kQBytes = storage_bytes<typename Tr::q_t>::value;
 
   const int split = blockIdx.y;
@@ -58,15 +61,18 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   const int dim0 = slice * 8;
   constexpr int kRopePartner = Tr::kLanesPerRow / 2;  // lane holding dims +- D/2
 
-  // The query heads, rotated and pre-scaled once.
+  const typename Tr::KVSource kv(p.kv, /*request=*/0);
+  const int kv_len = kv.length();
+  const int q_pos = kv_len - 1;
+
+  // The query heads, transformed (RoPE) and pre-scaled once.
   typename Tr::Variant variant[Tr::kHeads] = {};
   frag8 q[Tr::kHeads];
 #pragma unroll
   for (int h = 0; h < Tr::kHeads; ++h) {
-    variant[h] = typename Tr::Variant(p.sm_scale, p.soft_cap, head0 + h, p.num_qo_heads, p.kv_len);
+    variant[h] = typename Tr::Variant(p.var, /*request=*/0, head0 + h, p.num_qo_heads, kv_len);
     q[h] = load8<typename Tr::q_t>(static_cast<const char*>(p.q) + ((head0 + h) * p.q_stride_h + dim0) * kQBytes);
-    if (Tr::Variant::kRope)
-      rope_llama<Tr::kHeadDim>(q[h], dim0, float(p.kv_len - 1), kRopePartner, p.rope_rcp_scale, p.rope_log2_theta);
+    variant[h].template transform_query<Tr::kHeadDim>(q[h], q_pos, dim0, kRopePartner);
 #pragma unroll
     for (int i = 0; i < 8; ++i) q[h].x[i] *= variant[h].q_scale;
   }
@@ -76,9 +82,8 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   for (int h = 0; h < Tr::kHeads; ++h) state[h].init();
 
   const int begin = p.kv_begin + split * p.chunk_size;
-  const int end = min(begin + p.chunk_size, p.kv_len);
-  const char* k_head = static_cast<const char*>(p.k) + (kv_head * p.k_stride_h + dim0) * kKvBytes;
-  const char* v_head = static_cast<const char*>(p.v) + (kv_head * p.v_stride_h + dim0) * kKvBytes;
+  const int end = min(begin + p.chunk_size, kv_len);
+  const auto kv_slice = kv.slice(kv_head, dim0);  // bound here, after the query: fewer registers live across it
 
   // Rows past the end load the last row (always valid memory) and are masked
   // below, so the loads carry no branch and all issue together.
@@ -86,8 +91,9 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
 #pragma unroll
     for (int u = 0; u < Tr::kUnroll; ++u) {
       const int r = min(base + (u * Tr::kWarps + warp) * Tr::kRowsPerWarpStep + row_in_step, end - 1);
-      kr[u] = load_raw8<kv_t>(k_head + r * p.k_stride_n * kKvBytes);
-      vr[u] = load_raw8<kv_t>(v_head + r * p.v_stride_n * kKvBytes);
+      const KVRowAddress at = kv_slice.row(r);
+      kr[u] = load_raw8<kv_t>(at.k);
+      vr[u] = load_raw8<kv_t>(at.v);
     }
   };
   // Software pipeline: the next iteration's K/V loads are in flight while this
@@ -107,11 +113,10 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
       k[u] = to_frag8(k_raw[u]);
       v[u] = to_frag8(v_raw[u]);
     }
-    if (Tr::Variant::kRope) {
+    // Keys are shared by the CTA's heads: transformed once, by any head's variant.
 #pragma unroll
-      for (int u = 0; u < Tr::kUnroll; ++u)
-        rope_llama<Tr::kHeadDim>(k[u], dim0, float(row[u]), kRopePartner, p.rope_rcp_scale, p.rope_log2_theta);
-    }
+    for (int u = 0; u < Tr::kUnroll; ++u)
+      variant[0].template transform_key<Tr::kHeadDim>(k[u], row[u], dim0, kRopePartner);
 #pragma unroll
     for (int h = 0; h < Tr::kHeads; ++h) {
       float s[Tr::kUnroll];
@@ -121,7 +126,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) dot = fmaf(q[h].x[i], k[u].x[i], dot);
         dot = sum_over_lanes<Tr::kLanesPerRow>(dot);
-        s[u] = row[u] < end ? variant[h].logit(dot, row[u]) : neg_inf();
+        s[u] = row[u] < end && variant[h].keep(q_pos, row[u]) ? variant[h].logit(dot, row[u]) : neg_inf();
       }
       state[h].update(s, v);
     }

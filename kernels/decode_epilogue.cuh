@@ -27,7 +27,7 @@ ATTNJIT_DEVICE void merge_warps_and_store(const float* states, int head0, int sp
     }
     frag8 out = acc.normalized();
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out.x[i] *= p.v_scale;
+    for (int i = 0; i < 8; ++i) out.x[i] *= p.var.v_scale;
     const int head = head0 + h;
     if (p.num_splits == 1) {
       store8<OT>(static_cast<char*>(p.o) + (head * p.o_stride_h + d0) * storage_bytes<OT>::value, out);

@@ -6,22 +6,25 @@
 // Grid (group_size / kHeads, num_splits, num_kv_heads), 4 warps. Each
 // iteration the CTA stages a tile of 16 rows per warp: every thread loads its
 // 8-element slices of K and V (the next tile's loads are in flight while this
-// one computes), converts them (fp8 -> the q dtype, RoPE on K) and stores
-// them to shared memory; each warp then computes S = Q K^T on its 16 rows,
-// the online softmax on the S fragments, and O += P V. Warps merge their
-// states at the end, like the CUDA-core skeleton.
+// one computes), converts them (fp8 -> the q dtype, the variant's key
+// transform) and stores them to shared memory; each warp then computes
+// S = Q K^T on its 16 rows, the online softmax on the S fragments
+// (fragment_softmax.cuh), and O += P V. Warps merge their states at the end,
+// like the CUDA-core skeleton. K and V are found through the KV source
+// (kv_source.cuh); single decode reads request 0 of a contiguous source.
 #pragma once
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
+#include "fragment_softmax.cuh"
+#include "kv_source.cuh"
 #include "mma.cuh"
 #include "numeric.cuh"
-#include "pos_encoding.cuh"
-#include "softmax_state.cuh"
 #include "variant.cuh"
 
 namespace attnjit {
 
-template <int HeadDim, int HeadsPerCta, class QT, class KVT, class OT, int PosMode, bool SoftCap, int Warps>
+template <int HeadDim, int HeadsPerCta, class QT, class KVT, class OT, int PosMode, bool SoftCap, int Warps,
+          template <class> class KVSourceT, int MaskMode = kernels::kMaskNone>
 struct DecodeMmaTraits {
   static_assert(HeadDim == 64 || HeadDim == 128, "tensor-core decode supports head_dim 64 and 128");
   static_assert(HeadsPerCta >= 1 && HeadsPerCta <= 16, "the group is the 16-row M dimension");
@@ -38,7 +41,9 @@ struct DecodeMmaTraits {
   using q_t = QT;  // also the tensor cores' input type
   using kv_t = KVT;
   using o_t = OT;
-  using Variant = AttentionVariant<PosMode, SoftCap>;
+  using KVSource = KVSourceT<KVT>;
+  // No window check per row: the planner starts the rows at the window (kv_begin).
+  using Variant = AttentionVariant<PosMode, SoftCap, MaskMode>;
 };
 
 extern __shared__ __align__(16) unsigned char attnjit_decode_mma_smem[];
@@ -48,7 +53,6 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   using T = typename Tr::q_t;
   using kv_t = typename Tr::kv_t;
   constexpr int D = Tr::kHeadDim;
-  constexpr int kKvBytes = storage_bytes<kv_t>::value;
   constexpr int kRowBytes = Tr::kStride * 2;
   constexpr int kTileBytes = Tr::kTileRows * kRowBytes;
   constexpr int kRopePartner = Tr::kLanesPerRow / 2;
@@ -67,32 +71,36 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   auto k_tile = [&](int buf) { return smem + 16 * kRowBytes + buf * kTileBytes; };
   auto v_tile = [&](int buf) { return smem + 16 * kRowBytes + (2 + buf) * kTileBytes; };
 
-  // Q tile: rows are heads (zero past kHeads), rotated, unscaled.
+  const typename Tr::KVSource kv(p.kv, /*request=*/0);
+  const int kv_len = kv.length();
+  const int q_pos = kv_len - 1;
+  // This thread's two query rows (g, g + 8) in the S and O fragments.
+  const typename Tr::Variant var_lo(p.var, /*request=*/0, head0 + min(g, Tr::kHeads - 1), p.num_qo_heads, kv_len);
+  const typename Tr::Variant var_hi(p.var, /*request=*/0, head0 + min(g + 8, Tr::kHeads - 1), p.num_qo_heads, kv_len);
+
+  // Q tile: rows are heads (zero past kHeads), transformed, unscaled.
   for (int item = tid; item < 16 * Tr::kLanesPerRow; item += Tr::kThreads) {
     const int r = item / Tr::kLanesPerRow, d0 = (item % Tr::kLanesPerRow) * 8;
     frag8 qf;
     qf.zero();
     if (r < Tr::kHeads)
       qf = load8<typename Tr::q_t>(static_cast<const char*>(p.q) + ((head0 + r) * p.q_stride_h + d0) * 2);
-    if (Tr::Variant::kRope) rope_llama<D>(qf, d0, float(p.kv_len - 1), kRopePartner, p.rope_rcp_scale, p.rope_log2_theta);
+    var_lo.template transform_query<D>(qf, q_pos, d0, kRopePartner);  // the same for every head
     store_smem8<T>(q_tile + r * kRowBytes + d0 * 2, qf);
   }
-  // This thread's two query rows (g, g + 8) in the S and O fragments.
-  const typename Tr::Variant var_lo(p.sm_scale, p.soft_cap, head0 + min(g, Tr::kHeads - 1), p.num_qo_heads, p.kv_len);
-  const typename Tr::Variant var_hi(p.sm_scale, p.soft_cap, head0 + min(g + 8, Tr::kHeads - 1), p.num_qo_heads, p.kv_len);
 
   const int begin = p.kv_begin + split * p.chunk_size;
-  const int end = min(begin + p.chunk_size, p.kv_len);
-  const char* k_head = static_cast<const char*>(p.k) + (kv_head * p.k_stride_h + dim0) * kKvBytes;
-  const char* v_head = static_cast<const char*>(p.v) + (kv_head * p.v_stride_h + dim0) * kKvBytes;
+  const int end = min(begin + p.chunk_size, kv_len);
+  const auto kv_slice = kv.slice(kv_head, dim0);  // bound here, after the query: fewer registers live across it
 
   raw8<kv_t> k_raw[Tr::kPasses], v_raw[Tr::kPasses];
   auto load_tile = [&](int base) {
 #pragma unroll
     for (int s = 0; s < Tr::kPasses; ++s) {
       const int r = min(base + s * Tr::kRowsPerPass + row_in_pass, end - 1);  // past the end: masked later
-      k_raw[s] = load_raw8<kv_t>(k_head + r * p.k_stride_n * kKvBytes);
-      v_raw[s] = load_raw8<kv_t>(v_head + r * p.v_stride_n * kKvBytes);
+      const KVRowAddress at = kv_slice.row(r);
+      k_raw[s] = load_raw8<kv_t>(at.k);
+      v_raw[s] = load_raw8<kv_t>(at.v);
     }
   };
   auto store_tile = [&](int buf, int base) {
@@ -100,7 +108,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     for (int s = 0; s < Tr::kPasses; ++s) {
       const int r = s * Tr::kRowsPerPass + row_in_pass;
       frag8 kf = to_frag8(k_raw[s]);
-      if (Tr::Variant::kRope) rope_llama<D>(kf, dim0, float(base + r), kRopePartner, p.rope_rcp_scale, p.rope_log2_theta);
+      var_lo.template transform_key<D>(kf, base + r, dim0, kRopePartner);  // the same for every head
       store_smem8<T>(k_tile(buf) + r * kRowBytes + dim0 * 2, kf);
       store_smem8<T>(v_tile(buf) + r * kRowBytes + dim0 * 2, to_frag8(v_raw[s]));
     }
@@ -115,7 +123,8 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   for (int ks = 0; ks < D / 16; ++ks)
     ldmatrix_x4(qa[ks].x, q_tile + (lane % 16) * kRowBytes + (ks * 16 + (lane / 16) * 8) * 2);
 
-  float m[2] = {neg_inf(), neg_inf()}, d[2] = {0.f, 0.f};
+  RowState rows;
+  rows.init();
   frag_c o[D / 8];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) o[n].zero();
@@ -138,42 +147,21 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       mma_16816<T>(s[1], qa[ks], frag_b{{r[2], r[3]}});
     }
 
-    // Online softmax on the fragments: x[0..1] are row g, x[2..3] row g + 8.
-    const int row0 = base + warp * 16 + 2 * t;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const auto& var = h == 0 ? var_lo : var_hi;
-      float x[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = row0 + (e >> 1) * 8 + (e & 1);
-        x[e] = j < end ? var.logit(s[e >> 1].x[2 * h + (e & 1)] * var.q_scale, j) : neg_inf();
-      }
-      float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx);
-      const float scale = exp2_rel(m[h], m_new);
-      m[h] = m_new;
-      d[h] *= scale;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        o[n].x[2 * h] *= scale;
-        o[n].x[2 * h + 1] *= scale;
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float pe = exp2_rel(x[e], m_new);
-        d[h] += pe;  // this thread's part of the row sum; the quad adds up at the end
-        s[e >> 1].x[2 * h + (e & 1)] = pe;
-      }
-    }
-    // P (16 x 16 KV rows) as an A fragment, then O += P V.
-    frag_a pa;
-    pa.x[0] = pack2<T>(s[0].x[0], s[0].x[1]);
-    pa.x[1] = pack2<T>(s[0].x[2], s[0].x[3]);
-    pa.x[2] = pack2<T>(s[1].x[0], s[1].x[1]);
-    pa.x[3] = pack2<T>(s[1].x[2], s[1].x[3]);
+    // The variant turns S into base-2 logits (masked rows -inf), then the
+    // online softmax makes it P and rescales what O holds so far.
+    const int col0 = base + warp * 16;
+    map_tile(s, [&](int half, int col, float x) {
+      const auto& var = half == 0 ? var_lo : var_hi;
+      const int j = col0 + col;
+      return j < end && var.keep(q_pos, j) ? var.logit(x * var.q_scale, j) : neg_inf();
+    });
+    float tile_max[2], scale[2];
+    row_max(s, tile_max);
+    rows.raise_max(tile_max, scale);
+    rescale(o, scale);
+    rows.exp2_and_sum(s);
+    // O += P V, P (16 x 16 KV rows) as an A fragment.
+    const frag_a pa = to_a_fragment<T>(s[0], s[1]);
     const unsigned char* vw = v_tile(buf) + warp * 16 * kRowBytes;
 #pragma unroll
     for (int nd = 0; nd < D / 16; ++nd) {
@@ -190,19 +178,15 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
 
   // Row sums across the quad, then the warps' states through shared memory
   // (the tiles are dead: the loop ended with a barrier).
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    d[h] += __shfl_xor_sync(0xffffffffu, d[h], 1);
-    d[h] += __shfl_xor_sync(0xffffffffu, d[h], 2);
-  }
+  rows.finalize();
   constexpr int kRec = D + 2;
   float* states = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float* rec = states + (warp * 16 + g + 8 * h) * kRec;
     if (t == 0) {
-      rec[0] = m[h];
-      rec[1] = d[h];
+      rec[0] = rows.m[h];
+      rec[1] = rows.d[h];
     }
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {

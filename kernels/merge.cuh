@@ -6,7 +6,7 @@
 // waits out a memory latency per split (measured: 17 us for 32 splits).
 // Decode's split-KV uses it now; batch decode and prefill reuse it.
 #pragma once
-#include "decode_params.h"
+#include "merge_params.h"
 #include "math.cuh"
 #include "numeric.cuh"
 

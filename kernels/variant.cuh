@@ -1,38 +1,65 @@
-// The attention variant: how a raw dot product q.k becomes a base-2 logit.
-// Kernel skeletons call only these hooks, so masks, soft caps and biases
-// never leak into the loop structure.
+// The attention variant: which keys a query sees, how q and k are transformed
+// before the product, and how a raw dot product q.k becomes a base-2 logit.
+// Kernel skeletons call only these hooks, so masks, rotary encodings, soft
+// caps and biases never leak into the loop structure.
 //
-//   x = sm_scale * q.k                (q_scale and k_scale folded into sm_scale)
-//   x += slope_h * (j - q_pos)        (ALiBi)
-//   x = cap * tanh(x / cap)           (soft cap)
-//   logit = x * log2(e)               (softmax runs in base 2)
+//   keep(q_pos, k_pos)                 mask.cuh: causal / custom / sliding window
+//   transform_query, transform_key     RoPE (LLaMA) when PosMode asks for it
+//   x = sm_scale * q.k                 (q_scale and k_scale folded into sm_scale)
+//   x += slope_h * (j - q_pos)         (ALiBi)
+//   x = cap * tanh(x / cap)            (soft cap)
+//   logit = x * log2(e)                (softmax runs in base 2)
 #pragma once
-#include "decode_params.h"
+#include "mask.cuh"
 #include "math.cuh"
 #include "pos_encoding.cuh"
+#include "variant_params.h"
 
 namespace attnjit {
 
-template <int PosMode, bool SoftCap>
+template <int PosMode, bool SoftCap, int MaskMode = kernels::kMaskNone, bool Window = false>
 struct AttentionVariant {
   static constexpr bool kAlibi = PosMode == kernels::kPosAlibi;
   static constexpr bool kRope = PosMode == kernels::kPosRopeLlama;
   // With neither bias nor cap the whole transform is one multiply, folded
   // into q once instead of applied to every logit.
   static constexpr bool kFoldScaleIntoQ = !kAlibi && !SoftCap;
+  using MaskT = Mask<MaskMode, Window>;
 
   float q_scale;      // multiplies q up front
   float alibi_slope;  // of this head
   float soft_cap, rcp_soft_cap;
-  float q_pos;
+  float q_pos;        // of the request's last query (decode: its only one), kv_len - 1
+  float rope_rcp_scale, rope_log2_theta;
+  MaskT mask;
 
   AttentionVariant() = default;
-  ATTNJIT_DEVICE AttentionVariant(float sm_scale, float cap, int qo_head, int num_qo_heads, int kv_len)
-      : q_scale(kFoldScaleIntoQ ? sm_scale * kLog2e : sm_scale),
+  // Query head qo_head of `request`, whose qo_len queries end its kv_len keys.
+  ATTNJIT_DEVICE AttentionVariant(const kernels::VariantParams& p, int request, int qo_head, int num_qo_heads,
+                                  int kv_len, int qo_len = 1)
+      : q_scale(kFoldScaleIntoQ ? p.sm_scale * kLog2e : p.sm_scale),
         alibi_slope(kAlibi ? attnjit::alibi_slope(qo_head, num_qo_heads) : 0.f),
-        soft_cap(cap),
-        rcp_soft_cap(SoftCap ? 1.f / cap : 0.f),
-        q_pos(float(kv_len - 1)) {}
+        soft_cap(p.soft_cap),
+        rcp_soft_cap(SoftCap ? 1.f / p.soft_cap : 0.f),
+        q_pos(float(kv_len - 1)),
+        rope_rcp_scale(p.rope_rcp_scale),
+        rope_log2_theta(p.rope_log2_theta),
+        mask(p, request, qo_len, kv_len) {}
+
+  ATTNJIT_DEVICE bool keep(int q_pos_, int k_pos) const { return mask.keep(q_pos_, k_pos); }
+
+  // A thread's 8-wide slice (from dim0) of a query or key at position pos;
+  // the slice's rotation partner is the lane partner_lane_xor away. Neither
+  // may depend on the query head: a skeleton transforms a key once for all
+  // the heads that share it.
+  template <int HeadDim>
+  ATTNJIT_DEVICE void transform_query(frag8& q, int pos, int dim0, int partner_lane_xor) const {
+    if (kRope) rope_llama<HeadDim>(q, dim0, float(pos), partner_lane_xor, rope_rcp_scale, rope_log2_theta);
+  }
+  template <int HeadDim>
+  ATTNJIT_DEVICE void transform_key(frag8& k, int pos, int dim0, int partner_lane_xor) const {
+    if (kRope) rope_llama<HeadDim>(k, dim0, float(pos), partner_lane_xor, rope_rcp_scale, rope_log2_theta);
+  }
 
   // qk is the dot product of the pre-scaled q with k at row j.
   ATTNJIT_DEVICE float logit(float qk, int j) const {

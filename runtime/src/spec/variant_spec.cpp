@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
-#include "decode_params.h"
+#include "variant_params.h"
 #include "spec/json_fields.hpp"
 
 namespace attnjit {
@@ -36,7 +36,7 @@ MaskMode parse_mask(const std::string& s) {
   throw Error(Status::InvalidArgument, fmt::format("spec.mask='{}' is not a mask mode; allowed: none, causal, custom", s));
 }
 
-// The device's own enum (kernels/decode_params.h), so host and kernels cannot drift.
+// The device's own enum (kernels/variant_params.h), so host and kernels cannot drift.
 int pos_mode_value(PosEncoding p) {
   switch (p) {
     case PosEncoding::None: return kernels::kPosNone;

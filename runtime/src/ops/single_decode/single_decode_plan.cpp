@@ -9,6 +9,7 @@
 #include "decode_params.h"
 #include "engine.hpp"
 #include "launcher.hpp"
+#include "merge_params.h"
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 #include "ops/tensor_checks.hpp"
@@ -78,8 +79,6 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
 
   kernels::DecodeParams dp{};
   dp.q = q.data;
-  dp.k = k.data;
-  dp.v = v.data;
   dp.o = o.data;
   dp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
   const bool split = L.num_splits > 1;
@@ -87,21 +86,25 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.partial_lse = split ? ops::region_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
   dp.q_stride_h = q.strides[0];
   dp.o_stride_h = o.strides[0];
-  dp.k_stride_n = nhd ? k.strides[0] : k.strides[1];
-  dp.k_stride_h = nhd ? k.strides[1] : k.strides[0];
-  dp.v_stride_n = nhd ? v.strides[0] : v.strides[1];
-  dp.v_stride_h = nhd ? v.strides[1] : v.strides[0];
+  dp.kv.k = k.data;
+  dp.kv.v = v.data;
+  dp.kv.k_stride_row = nhd ? k.strides[0] : k.strides[1];
+  dp.kv.k_stride_head = nhd ? k.strides[1] : k.strides[0];
+  dp.kv.v_stride_row = nhd ? v.strides[0] : v.strides[1];
+  dp.kv.v_stride_head = nhd ? v.strides[1] : v.strides[0];
+  dp.kv.kv_len = static_cast<int32_t>(N);
+  dp.var.sm_scale = L.sm_scale;
+  dp.var.v_scale = L.v_scale;
+  dp.var.soft_cap = L.soft_cap;
+  dp.var.rope_rcp_scale = L.rope_rcp_scale;
+  dp.var.rope_log2_theta = L.rope_log2_theta;
+  dp.var.window_left = P.options.window_left;  // decode variants do not check it: kv_begin applies the window
   dp.kv_len = static_cast<int32_t>(N);
   dp.kv_begin = L.kv_begin;
   dp.chunk_size = L.chunk_size;
   dp.num_splits = L.num_splits;
   dp.num_qo_heads = static_cast<int32_t>(H);
   dp.group_size = static_cast<int32_t>(H / Hk);
-  dp.sm_scale = L.sm_scale;
-  dp.v_scale = L.v_scale;
-  dp.soft_cap = L.soft_cap;
-  dp.rope_rcp_scale = L.rope_rcp_scale;
-  dp.rope_log2_theta = L.rope_log2_theta;
 
   cuda::ScopedDevice scope(P.device);
   detail::launch(*impl_->decode, L.decode.shape, &dp, stream);

@@ -1,0 +1,120 @@
+// Online softmax on tensor-core accumulator fragments (mma.cuh): verbs on a
+// 16 x 8N tile of logits S held as N m16n8 fragments, and on the running
+// state of the two rows each thread holds (g and g + 8 with g = lane / 4;
+// element i of a fragment is in row half i / 2, column 2t + i % 2 of its
+// n-tile with t = lane % 4). A row's columns are spread over the four lanes
+// of a quad, so maxima are reduced across the quad at once and sums only at
+// the end. Per tile, in base 2:
+//
+//   m' = max(m, rowmax S)      scale = 2^(m - m')      O *= scale, d *= scale
+//   P = 2^(S - m')             d += rowsum P           O += P V
+//
+// Shared by the tensor-core decode and prefill skeletons.
+#pragma once
+#include "math.cuh"
+#include "mma.cuh"
+
+namespace attnjit {
+
+// Applies f(row_half, column, x) -> x' to every element of S, column counted
+// from the tile's first (0 .. 8N).
+template <int N, class F>
+ATTNJIT_DEVICE void map_tile(frag_c (&s)[N], F&& f) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[n].x[i] = f(i >> 1, n * 8 + 2 * t + (i & 1), s[n].x[i]);
+  }
+}
+
+// The maximum of each of the thread's two rows over the whole tile (all of
+// the quad's columns).
+template <int N>
+ATTNJIT_DEVICE void row_max(const frag_c (&s)[N], float (&mx)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(s[0].x[2 * h], s[0].x[2 * h + 1]);
+#pragma unroll
+    for (int n = 1; n < N; ++n) mx[h] = fmaxf(mx[h], fmaxf(s[n].x[2 * h], s[n].x[2 * h + 1]));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+  }
+}
+
+// Multiplies each row of an accumulator (O) by its factor.
+template <int N>
+ATTNJIT_DEVICE void rescale(frag_c (&o)[N], const float (&scale)[2]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    o[n].x[0] *= scale[0];
+    o[n].x[1] *= scale[0];
+    o[n].x[2] *= scale[1];
+    o[n].x[3] *= scale[1];
+  }
+}
+
+// Two 8-column n-tiles of P (columns 16k .. 16k + 15) as the A operand of
+// the next product (rows x those 16 k), in the 16-bit type T.
+template <class T>
+ATTNJIT_DEVICE frag_a to_a_fragment(const frag_c& lo, const frag_c& hi) {
+  frag_a a;
+  a.x[0] = pack2<T>(lo.x[0], lo.x[1]);
+  a.x[1] = pack2<T>(lo.x[2], lo.x[3]);
+  a.x[2] = pack2<T>(hi.x[0], hi.x[1]);
+  a.x[3] = pack2<T>(hi.x[2], hi.x[3]);
+  return a;
+}
+
+// Running max and denominator of the thread's two rows. d holds only this
+// thread's columns until finalize() adds up the quad.
+struct RowState {
+  float m[2], d[2];
+
+  ATTNJIT_DEVICE void init() {
+    m[0] = m[1] = neg_inf();
+    d[0] = d[1] = 0.f;
+  }
+
+  // Raises the running max to include a tile's row maxima; returns the
+  // factor 2^(m - m') by which what was accumulated shrinks (d here, O by the
+  // caller through rescale()).
+  ATTNJIT_DEVICE void raise_max(const float (&tile_max)[2], float (&scale)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float m_new = fmaxf(m[h], tile_max[h]);
+      scale[h] = exp2_rel(m[h], m_new);
+      m[h] = m_new;
+      d[h] *= scale[h];
+    }
+  }
+
+  // S becomes P = 2^(S - m) in place (masked -inf logits give 0), and its
+  // row sums join d.
+  template <int N>
+  ATTNJIT_DEVICE void exp2_and_sum(frag_c (&s)[N]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int n = 0; n < N; ++n) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float p = exp2_rel(s[n].x[2 * h + c], m[h]);
+          d[h] += p;
+          s[n].x[2 * h + c] = p;
+        }
+      }
+    }
+  }
+
+  // Adds up the row sums across the quad; every lane of it ends with the total.
+  ATTNJIT_DEVICE void finalize() {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      d[h] += __shfl_xor_sync(0xffffffffu, d[h], 1);
+      d[h] += __shfl_xor_sync(0xffffffffu, d[h], 2);
+    }
+  }
+};
+
+}  // namespace attnjit

@@ -1,0 +1,124 @@
+// K/V addressing, one small type per cache layout (kv_source_params.h), so a
+// skeleton is written once and instantiated per layout. A source is built
+// for one request; a thread then binds the (kv head, 8-element slice) it
+// loads, fixed for its lifetime, so that offset is computed once and a row
+// costs one multiply-add (contiguous) or one page lookup (paged).
+//
+//   source(params, request)   .length()                 the request's sequence length
+//                             .slice(kv_head, dim0)     this thread's part of every row
+//   slice                     .row(j)                   where that part of K and V row j starts
+//
+// Strides are read from the params at each use rather than copied: the
+// params live in constant memory, so the row multiply takes its stride as a
+// constant-bank operand instead of holding it in registers for the whole loop.
+#pragma once
+#include "fast_divmod.h"
+#include "kv_source_params.h"
+#include "numeric.cuh"
+
+namespace attnjit {
+
+struct KVRowAddress {
+  const char* k;
+  const char* v;
+};
+
+// One sequence with fixed row strides: exactly the addressing of a dense
+// [kv_len, heads, D] or [heads, kv_len, D] tensor.
+template <class KVT>
+struct ContiguousKV {
+  static constexpr int kBytes = storage_bytes<KVT>::value;
+
+  struct Slice {
+    const kernels::KVSourceParams& p;
+    const char* k;  // row 0
+    const char* v;
+    ATTNJIT_DEVICE KVRowAddress row(int j) const {
+      return {k + j * p.k_stride_row * kBytes, v + j * p.v_stride_row * kBytes};
+    }
+  };
+
+  const kernels::KVSourceParams& p;
+
+  ATTNJIT_DEVICE ContiguousKV(const kernels::KVSourceParams& params, int /*request: one sequence*/) : p(params) {}
+  ATTNJIT_DEVICE int length() const { return p.kv_len; }
+  ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const {
+    return {p, static_cast<const char*>(p.k) + (kv_head * p.k_stride_head + dim0) * kBytes,
+            static_cast<const char*>(p.v) + (kv_head * p.v_stride_head + dim0) * kBytes};
+  }
+};
+
+namespace detail {
+
+// A thread's slice of a paged cache: row j is slot j % page_size of the
+// table's page j / page_size. K and V share one table unless kTwoTables.
+template <int Bytes, bool kTwoTables>
+struct PagedSlice {
+  const kernels::KVSourceParams& p;
+  const char* k;  // page 0, slot 0
+  const char* v;
+  const int32_t* k_pages;  // the request's page ids
+  const int32_t* v_pages;  // kTwoTables only
+  FastDivmod page_size;
+
+  ATTNJIT_DEVICE PagedSlice(const kernels::KVSourceParams& params, int kv_head, int dim0, const int32_t* k_table,
+                            const int32_t* v_table)
+      : p(params),
+        k(static_cast<const char*>(p.k) + (kv_head * p.k_stride_head + dim0) * Bytes),
+        v(static_cast<const char*>(p.v) + (kv_head * p.v_stride_head + dim0) * Bytes),
+        k_pages(k_table),
+        v_pages(v_table),
+        page_size(uint32_t(p.page_size)) {}
+
+  ATTNJIT_DEVICE KVRowAddress row(int j) const {
+    uint32_t page, slot;
+    page_size.divmod(uint32_t(j), page, slot);
+    // 4-byte table loads, the same for a page's rows: they hit in L1.
+    const int64_t k_id = k_pages[page];
+    const int64_t v_id = kTwoTables ? int64_t(v_pages[page]) : k_id;
+    return {k + (k_id * p.k_stride_page + int64_t(slot) * p.k_stride_row) * Bytes,
+            v + (v_id * p.v_stride_page + int64_t(slot) * p.v_stride_row) * Bytes};
+  }
+};
+
+}  // namespace detail
+
+// FlashInfer's paged cache: request b owns pages indices[indptr[b] ..
+// indptr[b+1]), all full but the last, which holds last_page_len[b] rows.
+template <class KVT>
+struct PagedKV {
+  using Slice = detail::PagedSlice<storage_bytes<KVT>::value, false>;
+  const kernels::KVSourceParams& p;
+  const int32_t* pages;
+  int len;
+
+  ATTNJIT_DEVICE PagedKV(const kernels::KVSourceParams& params, int request) : p(params) {
+    const int first = p.indptr[request], num_pages = p.indptr[request + 1] - first;
+    pages = p.indices + first;
+    len = num_pages > 0 ? (num_pages - 1) * p.page_size + p.last_page_len[request] : 0;
+  }
+  ATTNJIT_DEVICE int length() const { return len; }
+  ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const { return Slice(p, kv_head, dim0, pages, pages); }
+};
+
+// Block tables (vLLM style): row j of request b lives in page
+// table[b * table_stride + j / page_size], with separate tables for K and V
+// (which may be the same array); the length is seq_lens[b].
+template <class KVT>
+struct BlockTableKV {
+  using Slice = detail::PagedSlice<storage_bytes<KVT>::value, true>;
+  const kernels::KVSourceParams& p;
+  const int32_t* k_pages;
+  const int32_t* v_pages;
+  int len;
+
+  ATTNJIT_DEVICE BlockTableKV(const kernels::KVSourceParams& params, int request)
+      : p(params),
+        k_pages(p.k_table + request * p.table_stride),
+        v_pages(p.v_table + request * p.table_stride),
+        len(p.seq_lens[request]) {}
+  ATTNJIT_DEVICE int length() const { return len; }
+  ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const { return Slice(p, kv_head, dim0, k_pages, v_pages); }
+};
+
+}  // namespace attnjit

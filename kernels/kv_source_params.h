@@ -1,0 +1,40 @@
+// Where a kernel finds K and V: one params struct for every way a KV cache is
+// laid out, read on the device through the matching type in kv_source.cuh.
+// Included by host and device code.
+//
+// Element (row j, head h, dim d) of K, with j's page p and slot r = j % page_size:
+//   contiguous:  k + j * k_stride_row + h * k_stride_head + d
+//   paged:       k + page(p) * k_stride_page + r * k_stride_row + h * k_stride_head + d
+// (strides in elements; NHD and HND layouts differ only in the strides).
+#pragma once
+#include "platform.cuh"
+
+namespace attnjit {
+namespace kernels {
+
+enum KVSourceKind : int32_t {
+  kKVContiguous = 0,  // one sequence, [kv_len, heads, D] or [heads, kv_len, D]
+  kKVPaged = 1,       // FlashInfer: pages indices[indptr[b] .. indptr[b+1]), the last one last_page_len[b] rows full
+  kKVBlockTable = 2,  // vLLM-style block tables: pages k_table[b * table_stride + p], length seq_lens[b]
+};
+
+struct KVSourceParams {
+  const void* k;
+  const void* v;
+  int64_t k_stride_page, k_stride_row, k_stride_head;  // in elements
+  int64_t v_stride_page, v_stride_row, v_stride_head;
+  int32_t page_size;   // paged kinds
+  int32_t kv_len;      // contiguous: the sequence length
+  // kKVPaged
+  const int32_t* indptr;         // [batch + 1], into indices
+  const int32_t* indices;        // page ids
+  const int32_t* last_page_len;  // [batch], in [1, page_size]
+  // kKVBlockTable
+  const int32_t* k_table;        // [batch, table_stride] page ids of K
+  const int32_t* v_table;        // the same for V (may equal k_table)
+  int64_t table_stride;
+  const int32_t* seq_lens;       // [batch]
+};
+
+}  // namespace kernels
+}  // namespace attnjit
