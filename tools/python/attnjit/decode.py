@@ -5,7 +5,7 @@ import math
 
 from . import _ctypes_types as T
 from . import _plans, _workspace
-from ._dlpack import Borrowed
+from ._dlpack import Borrowed, require_torch
 from ._library import check, lib
 from .errors import invalid_argument
 
@@ -65,9 +65,10 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
     [num_kv_heads, kv_len, head_dim] (HND), on one CUDA device. Returns o
     [num_qo_heads, head_dim] in q's dtype, or (o, lse) with lse float32
     [num_qo_heads] in base 2 (log2 of the sum of 2^(s·log2 e)), as FlashInfer.
-    Runs on torch's current stream of q's device. Raises AttnjitError.
+    Runs on torch's current stream of q's device. Raises AttnjitError
+    (MissingDependencyError when torch is not installed).
     """
-    import torch
+    torch = require_torch()
 
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
