@@ -5,11 +5,13 @@
 #include <chrono>
 #include <ctime>
 
+#include "arch.hpp"
 #include "attnjit/error.hpp"
 #include "cache_key.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
 #include "log.hpp"
+#include "spec_checks.hpp"
 
 namespace attnjit::detail {
 
@@ -82,6 +84,13 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = registry_.find(memo); it != registry_.end()) return {it->second, Origin::Memory};
+  }
+  // Before any file or compile: a spec the templates cannot take, or an arch
+  // that is not one, must not reach the cache folder or NVRTC.
+  check_arch(arch, "arch");
+  check_kernel_spec(spec);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
     auto& f = in_flight_[memo];
     if (!f) f = std::make_shared<std::mutex>();
     flight = f;

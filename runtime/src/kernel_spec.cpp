@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <optional>
+
 #include "attnjit/error.hpp"
 #include "decode_params.h"
 
@@ -28,6 +31,16 @@ int pos_mode_value(PosEncoding p) {
     case PosEncoding::Alibi: return kernels::kPosAlibi;
   }
   return -1;
+}
+
+// An integer field; nlohmann's get<int>() would convert 1e30 or 2.5 (undefined
+// behaviour for out-of-range doubles: found by tools/fuzz/fuzz_kernel_spec).
+int int_field(const nlohmann::json& j, const char* key, std::optional<int> fallback = std::nullopt) {
+  if (!j.contains(key) && fallback) return *fallback;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX)
+    throw Error(Status::InvalidArgument, fmt::format("spec.{}={} is not allowed; it must be an integer", key, v.dump()));
+  return static_cast<int>(v.get<int64_t>());
 }
 
 }  // namespace
@@ -80,17 +93,17 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
     if (op == "single_decode") s.op = KernelOp::SingleDecode;
     else if (op == "merge_states") s.op = KernelOp::MergeStates;
     else throw Error(Status::InvalidArgument, fmt::format("spec.op='{}' is not a kernel; allowed: single_decode, merge_states", op));
-    s.head_dim = j.at("head_dim").get<int>();
+    s.head_dim = int_field(j, "head_dim");
     s.o_dtype = parse_dtype(j.at("o_dtype").get<std::string>(), "spec.o_dtype");
-    s.warps = j.value("warps", 4);
+    s.warps = int_field(j, "warps", 4);
     if (s.op == KernelOp::SingleDecode) {
       s.q_dtype = parse_dtype(j.at("q_dtype").get<std::string>(), "spec.q_dtype");
       s.kv_dtype = parse_dtype(j.at("kv_dtype").get<std::string>(), "spec.kv_dtype");
       s.pos_encoding = parse_pos_encoding(j.value("pos_encoding", "NONE"), "spec.pos_encoding");
       s.soft_cap = j.value("soft_cap", false);
-      s.heads_per_cta = j.at("heads_per_cta").get<int>();
+      s.heads_per_cta = int_field(j, "heads_per_cta");
       s.tensor_cores = j.value("tensor_cores", false);
-      s.unroll = s.tensor_cores ? 4 : j.value("unroll", 4);
+      s.unroll = s.tensor_cores ? 4 : int_field(j, "unroll", 4);
     }
     return s;
   } catch (const nlohmann::json::exception& e) {
