@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "arch.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
 #include "codegen.hpp"
@@ -64,6 +65,7 @@ SingleDecodeProblem make_problem(const ExplainOptions& o) {
 
 void run_explain(const ExplainOptions& o) {
   const SingleDecodeProblem p = make_problem(o);
+  if (!o.arch.empty()) check_arch(o.arch, "--arch");
   const Config config = load_config(o.cache_dir);
   Config read_only = config;  // explain only looks: never create the folder
   if (read_only.cache.mode != CacheMode::Off) read_only.cache.mode = CacheMode::ReadOnly;
