@@ -4,7 +4,8 @@
 // are spread over the CTA's threads, kGroups of them at a time, so the loads
 // of many splits are in flight at once: a loop over splits in one thread
 // waits out a memory latency per split (measured: 17 us for 32 splits).
-// Decode's split-KV uses it now; batch decode and prefill reuse it.
+// Single decode's split-KV uses it with a fixed split count; batch decode
+// with a per-request count through an indptr (merge_params.h).
 #pragma once
 #include "merge_params.h"
 #include "math.cuh"
@@ -29,10 +30,20 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   __shared__ float weights[Tr::kGroups];
   const int row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // This row's partials: slots [first, first + num_splits), `stride` rows apart.
+  const int request = row / p.rows_per_request;
+  const int r = row - request * p.rows_per_request;
+  const int stride = p.indptr ? p.rows_per_request : p.num_rows;
+  const int first = p.indptr ? p.indptr[request] : 0;
+  const int num_splits = p.indptr ? p.indptr[request + 1] - first : p.num_splits;
+  if (num_splits <= 0) return;  // written by the decode kernel, or padding: uniform across the CTA
+  const int64_t base = p.indptr ? int64_t(first) * stride + r : row;
+  const float* part_lse = p.partial_lse + base;
+  const float* part_o = p.partial_o + base * Tr::kHeadDim;
 
   // The largest lse over the splits, so every weight is <= 1.
   float m = neg_inf();
-  for (int s = tid; s < p.num_splits; s += Tr::kThreads) m = fmaxf(m, p.partial_lse[int64_t(s) * p.num_rows + row]);
+  for (int s = tid; s < num_splits; s += Tr::kThreads) m = fmaxf(m, part_lse[int64_t(s) * stride]);
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   if (lane == 0) warp_max[warp] = m;
@@ -47,10 +58,10 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   frag8 o;
   o.zero();
 #pragma unroll 4
-  for (int s = group; s < p.num_splits; s += Tr::kGroups) {
-    const int64_t r = int64_t(s) * p.num_rows + row;
-    const float w = exp2_rel(p.partial_lse[r], m);
-    const frag8 part = load8<f32>(p.partial_o + r * Tr::kHeadDim + d0);
+  for (int s = group; s < num_splits; s += Tr::kGroups) {
+    const int64_t at = int64_t(s) * stride;
+    const float w = exp2_rel(part_lse[at], m);
+    const frag8 part = load8<f32>(part_o + at * Tr::kHeadDim + d0);
     d += w;
 #pragma unroll
     for (int i = 0; i < 8; ++i) o.x[i] = fmaf(w, part.x[i], o.x[i]);
@@ -71,7 +82,9 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   const float rcp = d > 0.f ? 1.f / d : 0.f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) o.x[i] *= rcp;
-  store8<typename Tr::o_t>(static_cast<char*>(p.o) + (row * p.o_stride_row + d0) * storage_bytes<typename Tr::o_t>::value, o);
+  store8<typename Tr::o_t>(static_cast<char*>(p.o) + (request * p.o_stride_request + r * p.o_stride_row + d0) *
+                                                     storage_bytes<typename Tr::o_t>::value,
+                           o);
   if (p.lse && slice == 0) p.lse[row] = d > 0.f ? m + ptx_log2(d) : neg_inf();
 }
 

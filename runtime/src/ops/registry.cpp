@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
+#include "ops/batch_decode/batch_decode_entry.hpp"
 #include "ops/single_decode/single_decode_entry.hpp"
 
 namespace attnjit::ops {
@@ -11,6 +12,7 @@ const std::vector<OperatorEntry>& operators() {
   // One line per operator.
   static const std::vector<OperatorEntry> entries = {
       single_decode_entry(),
+      batch_decode_entry(),
   };
   return entries;
 }
