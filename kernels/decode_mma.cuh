@@ -184,8 +184,12 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     buf ^= 1;
   }
 
-  // Row sums across the quad, then the warps' states through shared memory
-  // (the tiles are dead: the loop ended with a barrier).
+  // Row sums across the quad, then the warps' states through shared memory.
+  // They overwrite the Q tile: after a loop the last barrier already ordered
+  // every ldmatrix of it before these stores, but an empty chunk (a split past
+  // a device-side length) skips the loop, so the barrier is taken here
+  // (compute-sanitizer racecheck found the race; uniform across the CTA).
+  if (begin >= end) __syncthreads();
   rows.finalize();
   constexpr int kRec = D + 2;
   float* states = reinterpret_cast<float*>(smem);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# compute-sanitizer over every kernel family attnjit has (single decode on CUDA
-# cores and on tensor cores, merge_states), through the [gpu] Catch2 tests on
+# compute-sanitizer over every kernel family attnjit has (single and batch
+# decode on CUDA cores and on tensor cores, merge_states), through the [gpu]
+# Catch2 tests on
 # the reduced grid (ATTNJIT_TEST_GRID=reduced: every variant axis at least
 # once, lengths that are not multiples of any tile, split + merge included),
 # the CUDA-graph test and the multi-device test (skips with one GPU).
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-build/sanitize}
 mkdir -p "$out"
-tests=./build/attnjit_tests
+tests=${BUILD_DIR:-build}/attnjit_tests  # BUILD_DIR: a copied build (the device run carries one)
 [ -x "$tests" ] || { echo "error: $tests is missing: build first (bash tools/setup/build.sh)" >&2; exit 2; }
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 cs=$(command -v compute-sanitizer || true)
@@ -28,7 +29,7 @@ export ATTNJIT_TEST_GRID=reduced
 # time goes to the sanitized kernels, not to NVRTC.
 export ATTNJIT_CACHE_DIR="$out/cache"
 export ATTNJIT_CACHE_MODE=readwrite
-"$tests" "[gpu]" --list-tests >"$out/tests.txt"
+"$tests" "[gpu]" --list-tests >"$out/tests.txt" || true  # Catch2 exits with the number of tests listed
 
 summary="$out/summary.md"
 {
@@ -40,7 +41,12 @@ run_tool() {  # tool, extra options...
   local tool=$1; shift
   local log="$out/$tool.log" start=$SECONDS rc=0
   echo "== compute-sanitizer --tool $tool $*"
-  "$cs" --tool "$tool" "$@" --error-exitcode 99 --print-limit 100 "$tests" "[gpu]" >"$log" 2>&1 || rc=$?
+  # racecheck skips the 8-thread test: it runs the grid's kernels again from
+  # several host threads (nothing new inside a CTA) and takes racecheck past
+  # ten minutes.
+  local filter="[gpu]"
+  [ "$tool" = racecheck ] && filter="[gpu]~[concurrency]"
+  "$cs" --tool "$tool" "$@" --error-exitcode 99 --print-limit 100 "$tests" "$filter" >"$log" 2>&1 || rc=$?
   local errors tests_line
   errors=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
   tests_line=$(grep -E '^(All tests passed|test cases:)' "$log" | tail -1 || echo "no Catch2 summary")
@@ -48,10 +54,15 @@ run_tool() {  # tool, extra options...
   echo "| $tool | $* | $errors | $tests_line | $((SECONDS - start)) s | $(basename "$log") |" >>"$summary"
   [ "$rc" -eq 0 ] || failed=$((failed + 1))
 }
-run_tool memcheck --leak-check full
-run_tool racecheck --racecheck-report all
-run_tool initcheck
-run_tool synccheck
+# TOOLS picks a subset ("memcheck racecheck"); all four by default.
+for tool in ${TOOLS:-memcheck racecheck initcheck synccheck}; do
+  case $tool in
+    memcheck) run_tool memcheck --leak-check full ;;
+    racecheck) run_tool racecheck --racecheck-report all ;;
+    initcheck | synccheck) run_tool "$tool" ;;
+    *) echo "error: TOOLS: unknown tool '$tool'; allowed: memcheck racecheck initcheck synccheck" >&2; exit 2 ;;
+  esac
+done
 echo
 cat "$summary"
 exit "$failed"
