@@ -2,6 +2,7 @@
 #pragma once
 #include "attnjit/config.hpp"
 #include "attnjit/error.hpp"
+#include "attnjit/prewarm.hpp"
 #include "attnjit/runtime.hpp"
 #include "attnjit/single_decode.hpp"
 #include "attnjit/tensor.hpp"
