@@ -26,7 +26,9 @@ def _package_dir():
 
 
 def test_the_package_comes_from_the_install_not_the_checkout():
-    assert not _package_dir().startswith(_CHECKOUT + os.sep), attnjit.__file__
+    source = os.path.join(_CHECKOUT, "tools", "python", "attnjit")
+    assert os.path.realpath(_package_dir()) != os.path.realpath(source), attnjit.__file__
+    assert os.path.basename(os.path.dirname(_package_dir())) in ("site-packages", "dist-packages"), attnjit.__file__
 
 
 def test_the_library_is_the_packaged_copy_even_with_ATTNJIT_LIBRARY_set(monkeypatch):
