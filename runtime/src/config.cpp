@@ -16,6 +16,17 @@ std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
 }
+// "stderr", "off"/"" (none) or a file path. A path must contain a '/', so
+// that "1" or "true" (meant as switches) fail loudly instead of creating a
+// file of that name in whatever folder the process runs in.
+std::string parse_telemetry(const std::string& v) {
+  if (v.empty() || v == "off") return {};
+  if (v == "stderr" || v.find('/') != std::string::npos) return v;
+  throw Error(Status::InvalidArgument,
+              fmt::format("ATTNJIT_TELEMETRY='{}' is not a target; allowed: stderr, off, or a file path "
+                          "containing '/' (e.g. ./attnjit-events.jsonl or /var/log/attnjit.jsonl)", v));
+}
+
 }  // namespace
 
 std::string Config::default_cache_dir() {
@@ -48,6 +59,7 @@ Config Config::from_env() {
                   fmt::format("ATTNJIT_LOG_LEVEL='{}' is not a log level; allowed: trace, debug, info, warn, error, off",
                               c.log_level));
   }
+  c.telemetry = parse_telemetry(env("ATTNJIT_TELEMETRY"));
   return c;
 }
 

@@ -10,6 +10,7 @@
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
 #include "log.hpp"
+#include "telemetry.hpp"
 
 namespace attnjit::detail {
 
@@ -122,9 +123,28 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
                   {"created", iso_now()}};
     e.cubin = std::move(res.cubin);
     log::info("compiled {} for {} in {:.2f} s", spec.name(), arch, res.seconds);
+    telemetry::emit(config_.telemetry, {{"event", "compile"}, {"spec", spec.name()}, {"key", key}, {"arch", arch},
+                                        {"seconds", res.seconds}, {"nvrtc", nvrtc.version()}});
     return e;
   };
-  auto [entry, source] = disk_.get_or_produce(arch, key, spec.name() + " for " + arch, produce);
+  // Telemetry: one "miss" line per kernel this process did not have in memory,
+  // also when the lookup fails (mode require, a compile error): fleets watch for those.
+  const auto lookup_start = std::chrono::steady_clock::now();
+  auto miss = [&](const char* from, const char* error) {
+    nlohmann::json ev = {{"event", "miss"}, {"spec", spec.name()}, {"key", key}, {"arch", arch}, {"from", from},
+                         {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - lookup_start).count()}};
+    if (error) ev["error"] = error;
+    telemetry::emit(config_.telemetry, std::move(ev));
+  };
+  std::pair<cache::Entry, cache::DiskCache::Source> found;
+  try {
+    found = disk_.get_or_produce(arch, key, spec.name() + " for " + arch, produce);
+  } catch (const std::exception& e) {
+    miss("error", e.what());
+    throw;
+  }
+  auto& [entry, source] = found;
+  miss(source == cache::DiskCache::Source::Disk ? "disk" : "compiled", nullptr);
 
   auto kernel = std::make_shared<Kernel>();
   kernel->spec = spec;

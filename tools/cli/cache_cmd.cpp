@@ -13,6 +13,7 @@
 #include "attnjit/error.hpp"
 #include "cache/disk_cache.hpp"
 #include "cache/write_probe.hpp"
+#include "cache_pack.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 
@@ -22,6 +23,7 @@ namespace {
 struct CacheOptions {
   std::string cache_dir, max_bytes, arch;
   bool remove = false;
+  bool json = false;
 };
 
 enum class Access { Read, Change };
@@ -115,6 +117,7 @@ void run_stats(const CacheOptions& o) {
   std::string writable = fmt::format("no: cache mode {} does not write", to_string(config.cache.mode));
   if (config.cache.mode == CacheMode::ReadWrite || config.cache.mode == CacheMode::Require)
     writable = cache::describe(cache::probe_writable(config.cache.dir));
+  if (o.json) return print_stats_json(config, s, writable);
   fmt::print("dir:      {}\n", s.dir);
   fmt::print("mode:     {}\n", to_string(config.cache.mode));
   fmt::print("entries:  {}\n", s.entries);
@@ -153,7 +156,11 @@ void register_cache(CLI::App& app) {
     sub->add_option("--max-bytes", o->max_bytes,
                     "Cap, e.g. 2G or 512M (default: ATTNJIT_CACHE_MAX_BYTES, else 4 GiB)");
   }
-  add("stats", "Folder, mode, entry count, bytes, cap and whether it is writable", run_stats);
+  {
+    auto [sub, o] = add("stats", "Folder, mode, entry count, bytes, cap and whether it is writable", run_stats);
+    sub->add_flag("--json", o->json, "One JSON object instead of text");
+  }
+  register_cache_pack(cache);
 }
 
 }  // namespace attnjit::cli

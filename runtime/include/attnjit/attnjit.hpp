@@ -3,6 +3,7 @@
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/config.hpp"
 #include "attnjit/error.hpp"
+#include "attnjit/prewarm.hpp"
 #include "attnjit/runtime.hpp"
 #include "attnjit/single_decode.hpp"
 #include "attnjit/tensor.hpp"

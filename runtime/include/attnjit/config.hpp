@@ -14,6 +14,7 @@ struct ATTNJIT_API Config {
   CacheConfig cache;
   std::string nvrtc_library;  // ATTNJIT_NVRTC_LIBRARY: explicit path; empty = search .so.13, .so.12
   std::string log_level;      // ATTNJIT_LOG_LEVEL: trace|debug|info|warn|error|off (default warn)
+  std::string telemetry;      // ATTNJIT_TELEMETRY: JSON lines per compile and miss to "stderr" or a file path; "" = off
 
   // Throws Error(InvalidArgument) naming the variable when a value is malformed.
   static Config from_env();

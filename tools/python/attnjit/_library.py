@@ -1,7 +1,9 @@
 """Finds and opens libattnjit.so, declaring the C API's signatures once.
 
-Search order: $ATTNJIT_LIBRARY; a copy inside this package (an installed
-wheel); the repository's build/ folder when run from a checkout
+Search order: the copy inside this package (an installed wheel: `pip
+install .`), so the Python code and the library it was built with always go
+together; else $ATTNJIT_LIBRARY (then the only candidate: falling back would
+hide a typo); else the repository's build/ folder when run from a checkout
 (tools/python/../../build); then the system's search (find_library).
 Opening is lazy, so ``import attnjit`` works before the library is built.
 """
@@ -10,6 +12,7 @@ import ctypes
 import ctypes.util
 import os
 import threading
+import warnings
 
 from . import _ctypes_types as T
 from .errors import AttnjitError
@@ -21,16 +24,24 @@ _lock = threading.Lock()
 _lib = None
 
 
+def packaged_path():
+    """Where an installed wheel keeps libattnjit.so (beside this file)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libattnjit.so")
+
+
 def _candidates():
     env = os.environ.get("ATTNJIT_LIBRARY")
+    packaged = packaged_path()
+    if os.path.exists(packaged):
+        if env and os.path.realpath(env) != os.path.realpath(packaged):
+            warnings.warn(f"ATTNJIT_LIBRARY={env} is ignored: this installed attnjit package uses its own "
+                          f"{packaged}", stacklevel=3)
+        return [packaged]
     if env:
         # An explicit choice is the only candidate: falling back would hide a typo.
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
-    found = [
-        os.path.join(here, "libattnjit.so"),
-        os.path.normpath(os.path.join(here, "..", "..", "..", "build", "libattnjit.so")),
-    ]
+    found = [os.path.normpath(os.path.join(here, "..", "..", "..", "build", "libattnjit.so"))]
     system = ctypes.util.find_library("attnjit")
     if system:
         found.append(system)
@@ -95,8 +106,9 @@ def lib():
                 break
             else:
                 raise OSError(
-                    "attnjit: cannot open libattnjit.so; set ATTNJIT_LIBRARY to its path or build it "
-                    "(cmake -S . -B build && make -C build attnjit). Tried: " + "; ".join(errors))
+                    "attnjit: cannot open libattnjit.so; install the package (pip install .), set "
+                    "ATTNJIT_LIBRARY to its path, or build it (cmake -S . -B build && make -C build attnjit). "
+                    "Tried: " + "; ".join(errors))
     return _lib
 
 
