@@ -1,0 +1,225 @@
+"""Decode: attnjit vs FlashInfer and PyTorch SDPA (flash, cuDNN), in one process.
+
+Single decode (one request) and paged batch decode, bf16 (and fp8 KV for
+batch decode), head_dim 128. Each contender is captured in a CUDA graph of
+`iters` calls rotating over input sets that together exceed the L2 (replayed
+after warm-up; median over replays), or, where capture fails, timed with CUDA
+events around the same loop (the "how" column says which). Achieved KV bytes/s
+is compared with a 1 GiB device-to-device copy measured in the same run
+(bytes read + written).
+
+SDPA has no paged form: for batches of equal lengths it runs the same
+problem on a dense [B, Hkv, N, D] cache (a lower bound on what paging costs);
+for skewed batches it is left out.
+
+  PYTHONPATH=tools/python:/tmp/site ATTNJIT_LIBRARY=build/libattnjit.so \
+      python3 tools/bench/compare_peers.py --json out.json
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import attnjit
+
+try:
+    import flashinfer
+except Exception as e:  # reported in the output, the rest still runs
+    flashinfer = None
+    FLASHINFER_ERROR = repr(e)
+
+L2_BYTES = 50 << 20
+ROTATE_BYTES = 8 * L2_BYTES
+
+
+def timed(fn, sets, iters=20, reps=15):
+    """Median microseconds per call of fn(i), i rotating over `sets` inputs."""
+    for i in range(3):
+        fn(i % sets)  # warm-up: compiles, plans, first-touch
+    torch.cuda.synchronize()
+    run, how = None, "graph"
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn(0)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for i in range(iters):
+                fn(i % sets)
+        graph.replay()
+        torch.cuda.synchronize()
+        run = graph.replay
+    except Exception:
+        torch.cuda.synchronize()
+        how = "events"
+
+        def run():
+            for i in range(iters):
+                fn(i % sets)
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        run()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0 / iters)
+    return statistics.median(times), how
+
+
+def copy_rate():
+    n = 1 << 30
+    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    us, _ = timed(lambda i: dst.copy_(src), 1, iters=4)
+    return 2.0 * n / (us * 1e-6)
+
+
+def sets_for(bytes_per_set):
+    return max(1, min(16, math.ceil(ROTATE_BYTES / bytes_per_set)))
+
+
+def try_contender(results, name, fn, sets, kv_bytes, copy):
+    try:
+        us, how = timed(fn, sets)
+        results[name] = {"us": us, "how": how, "x_copy": kv_bytes / (us * 1e-6) / copy}
+    except Exception as e:  # one peer's failure must not hide the others
+        results[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
+# ---------------------------------------------------------------- single decode
+def bench_single(hq, hkv, n, copy, d=128, dtype=torch.bfloat16):
+    kv_bytes = 2 * n * hkv * d * 2
+    sets = sets_for(kv_bytes)
+    q = [torch.randn(hq, d, dtype=dtype, device="cuda") for _ in range(sets)]
+    k = [torch.randn(n, hkv, d, dtype=dtype, device="cuda") for _ in range(sets)]
+    v = [torch.randn(n, hkv, d, dtype=dtype, device="cuda") for _ in range(sets)]
+    out = torch.empty(hq, d, dtype=dtype, device="cuda")
+    res = {}
+
+    w = attnjit.SingleDecodeWrapper()
+    w.plan(q[0], k[0], v[0])
+    try_contender(res, "attnjit", lambda i: w.run(q[i], k[i], v[i], out=out), sets, kv_bytes, copy)
+    if flashinfer is not None:
+        for tc in (False, True):
+            try_contender(res, f"flashinfer{' tc' if tc else ''}",
+                          lambda i, tc=tc: flashinfer.single_decode_with_kv_cache(q[i], k[i], v[i], use_tensor_cores=tc),
+                          sets, kv_bytes, copy)
+    # SDPA: [1, H, 1, D] against [1, Hkv, N, D] (HND views of the same data).
+    qs = [x.view(1, hq, 1, d) for x in q]
+    ks = [x.permute(1, 0, 2).unsqueeze(0) for x in k]
+    vs = [x.permute(1, 0, 2).unsqueeze(0) for x in v]
+    for backend, label in ((SDPBackend.FLASH_ATTENTION, "sdpa flash"), (SDPBackend.CUDNN_ATTENTION, "sdpa cudnn")):
+        def call(i, backend=backend):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qs[i], ks[i], vs[i], enable_gqa=hq != hkv)
+        try_contender(res, label, call, sets, kv_bytes, copy)
+    return {"op": "single_decode", "num_qo_heads": hq, "num_kv_heads": hkv, "kv_len": n, "kv_bytes": kv_bytes,
+            "results": res}
+
+
+# ----------------------------------------------------------------- batch decode
+def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_dtype=torch.bfloat16):
+    B = len(lens)
+    pages_per = [(n + page - 1) // page for n in lens]
+    num_pages = sum(pages_per)
+    elem = torch.tensor([], dtype=kv_dtype).element_size()
+    kv_bytes = 2 * sum(lens) * hkv * d * elem
+    sets = sets_for(num_pages * page * hkv * d * 2 * elem)
+    indptr = torch.tensor([0] + list(torch.tensor(pages_per).cumsum(0).tolist()), dtype=torch.int32, device="cuda")
+    last = torch.tensor([n - (p - 1) * page for n, p in zip(lens, pages_per)], dtype=torch.int32, device="cuda")
+    indices = torch.randperm(num_pages, device="cuda").to(torch.int32)  # pages scattered in memory
+    caches = []
+    for _ in range(sets):
+        c = torch.randn(num_pages, 2, page, hkv, d, dtype=torch.bfloat16, device="cuda")
+        caches.append(c.to(kv_dtype))
+    q = [torch.randn(B, hq, d, dtype=q_dtype, device="cuda") for _ in range(sets)]
+    out = torch.empty(B, hq, d, dtype=q_dtype, device="cuda")
+    res = {}
+    plan_args = dict(num_qo_heads=hq, num_kv_heads=hkv, head_dim=d, page_size=page, q_data_type=q_dtype,
+                     kv_data_type=kv_dtype)
+
+    for tc in (True, False):
+        ws = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
+        try:
+            w = attnjit.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tc)
+            w.plan(indptr, indices, last, **plan_args)
+            try_contender(res, f"attnjit{' tc' if tc else ''}", lambda i, w=w: w.run(q[i], caches[i], out=out), sets,
+                          kv_bytes, copy)
+        except Exception as e:
+            res[f"attnjit{' tc' if tc else ''}"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    if flashinfer is not None:
+        for tc in (True, False):
+            ws = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
+            try:
+                w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tc)
+                w.plan(indptr, indices, last, **plan_args)
+                try_contender(res, f"flashinfer{' tc' if tc else ''}", lambda i, w=w: w.run(q[i], caches[i]), sets,
+                              kv_bytes, copy)
+            except Exception as e:
+                res[f"flashinfer{' tc' if tc else ''}"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    if len(set(lens)) == 1 and kv_dtype in (torch.bfloat16, torch.float16):
+        n = lens[0]
+        dense_sets = sets_for(2 * B * n * hkv * d * elem)
+        qs = [torch.randn(B, hq, 1, d, dtype=q_dtype, device="cuda") for _ in range(dense_sets)]
+        ks = [torch.randn(B, hkv, n, d, dtype=kv_dtype, device="cuda") for _ in range(dense_sets)]
+        vs = [torch.randn(B, hkv, n, d, dtype=kv_dtype, device="cuda") for _ in range(dense_sets)]
+        for backend, label in ((SDPBackend.FLASH_ATTENTION, "sdpa flash (dense)"),
+                               (SDPBackend.CUDNN_ATTENTION, "sdpa cudnn (dense)")):
+            def call(i, backend=backend):
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(qs[i], ks[i], vs[i], enable_gqa=hq != hkv)
+            try_contender(res, label, call, dense_sets, kv_bytes, copy)
+        del qs, ks, vs
+    label = f"{B} x {lens[0]}" if len(set(lens)) == 1 else f"skewed 1 x {max(lens)} + {B - 1} x {min(lens)}"
+    del caches
+    torch.cuda.empty_cache()
+    return {"op": "batch_decode", "batch": label, "num_qo_heads": hq, "num_kv_heads": hkv, "page_size": page,
+            "kv_dtype": str(kv_dtype).replace("torch.", ""), "kv_bytes": kv_bytes, "results": res}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--only", choices=["single", "batch"], default=None)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    copy = copy_rate()
+    print(f"device: {torch.cuda.get_device_name()}  copy (read+write): {copy / 1e9:.0f} GB/s  "
+          f"flashinfer: {flashinfer.__version__ if flashinfer else 'unavailable: ' + FLASHINFER_ERROR}")
+    rows = []
+    if args.only in (None, "single"):
+        for hq, hkv, n in ((32, 8, 4096), (32, 8, 32768), (32, 32, 32768), (64, 8, 32768), (32, 4, 32768)):
+            rows.append(bench_single(hq, hkv, n, copy))
+            print(json.dumps(rows[-1]), flush=True)
+    if args.only in (None, "batch"):
+        for lens, kvt in (([4096] * 64, torch.bfloat16), ([1024] * 256, torch.bfloat16), ([32768], torch.bfloat16),
+                          ([32768] + [512] * 63, torch.bfloat16), ([4096] * 64, torch.float8_e4m3fn)):
+            rows.append(bench_batch(32, 8, lens, copy, kv_dtype=kvt))
+            print(json.dumps(rows[-1]), flush=True)
+    print()
+    for r in rows:
+        what = (f"single {r['num_qo_heads']}/{r['num_kv_heads']} n={r['kv_len']}" if r["op"] == "single_decode"
+                else f"batch {r['batch']} {r['kv_dtype']}")
+        cells = []
+        for name, x in r["results"].items():
+            cells.append(f"{name}: " + (f"{x['us']:.1f} us {x['x_copy']:.2f}x ({x['how']})" if "us" in x
+                                        else x["error"][:80]))
+        print(f"{what:<44} " + " | ".join(cells))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"copy_bytes_per_s": copy, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
