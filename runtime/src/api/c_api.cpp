@@ -22,6 +22,7 @@
 
 #include "api/c_api_convert.hpp"
 #include "api/c_api_guard.hpp"
+#include "api/c_api_handles.hpp"
 #include "api/dlpack_codes.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 #include "attnjit/error.hpp"
@@ -33,19 +34,6 @@
 #ifndef ATTNJIT_VERSION_STRING
 #error "ATTNJIT_VERSION_STRING must come from CMake (the project version)"
 #endif
-
-// The handles: opaque to C, plain wrappers here.
-struct attnjit_runtime {
-  attnjit::Runtime runtime;
-};
-// One handle type for every operator's plan: the operator's name, the C++
-// plan behind a type-erased pointer, and what the generic functions report.
-struct attnjit_plan {
-  const char* op;  // a static string: the registry's operator name
-  std::shared_ptr<const void> plan;
-  size_t workspace_bytes;
-  std::string description;
-};
 
 namespace {
 
@@ -68,33 +56,12 @@ ATTNJIT_SAME_CODE(ATTNJIT_ERROR_WORKSPACE_TOO_SMALL, WorkspaceTooSmall);
 ATTNJIT_SAME_CODE(ATTNJIT_ERROR_INTERNAL, Internal);
 #undef ATTNJIT_SAME_CODE
 
-constexpr const char* kRuntimeHandle = "an attnjit_runtime_t* from attnjit_runtime_create";
-constexpr const char* kPlanHandle = "an attnjit_plan_t* from an attnjit_<op>_plan function";
-
-template <class Plan>
-attnjit_plan_t* wrap_plan(const char* op, Plan&& plan) {
-  auto p = std::make_shared<const Plan>(std::forward<Plan>(plan));
-  return new attnjit_plan_t{op, p, p->workspace_bytes(), p->describe()};
-}
-
-// The C++ plan behind a handle, after checking it was made for `op`.
-template <class Plan>
-const Plan& plan_as(const attnjit_plan_t* plan, const char* op, const char* function) {
-  require_non_null(plan, function, "plan", kPlanHandle);
-  if (std::string_view(plan->op) != op)
-    throw attnjit::Error(Status::InvalidArgument, fmt::format("{}: plan is a {} plan; allowed: a {} plan from "
-                                                              "attnjit_{}_plan",
-                                                              function, plan->op, op, op));
-  return *static_cast<const Plan*>(plan->plan.get());
-}
-
-void require_flag(int value, const char* function, const char* param) {
-  if (value != 0 && value != 1)
-    throw attnjit::Error(Status::InvalidArgument,
-                         fmt::format("{}: {}={} is not a flag; allowed: 0, 1", function, param, value));
-}
-
-attnjit::Stream as_stream(void* stream) { return static_cast<attnjit::Stream>(stream); }
+using attnjit::capi::as_stream;
+using attnjit::capi::kPlanHandle;
+using attnjit::capi::kRuntimeHandle;
+using attnjit::capi::plan_as;
+using attnjit::capi::require_flag;
+using attnjit::capi::wrap_plan;
 
 }  // namespace
 

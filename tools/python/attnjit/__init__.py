@@ -5,11 +5,14 @@ Pure Python; torch is imported only inside calls that take tensors, so
 """
 
 from ._plans import Plan
+from .batch_decode import BatchDecodeWithPagedKVCacheWrapper
+from .batch_decode_block_tables import cudnn_batch_decode_with_kv_cache, trtllm_batch_decode_with_kv_cache
 from .decode import SingleDecodeWrapper, single_decode_with_kv_cache
 from .errors import AttnjitError, Status
 
-__all__ = ["AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "single_decode_with_kv_cache", "version",
-           "version_number"]
+__all__ = ["AttnjitError", "BatchDecodeWithPagedKVCacheWrapper", "Plan", "SingleDecodeWrapper", "Status",
+           "cudnn_batch_decode_with_kv_cache", "single_decode_with_kv_cache", "trtllm_batch_decode_with_kv_cache",
+           "version", "version_number"]
 
 
 def version():

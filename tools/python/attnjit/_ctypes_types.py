@@ -42,3 +42,40 @@ class DecodeOptions(ctypes.Structure):
         ("rope_scale", ctypes.c_float),
         ("rope_theta", ctypes.c_float),
     ]
+
+
+# attnjit_batch_decode.h's options structs.
+class BatchDecodeWrapperOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by attnjit_batch_decode_wrapper_options_init
+        ("kv_layout", ctypes.c_int32),
+        ("use_cuda_graph", ctypes.c_int32),
+        ("use_tensor_cores", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+    ]
+
+
+class BatchDecodePlanOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by attnjit_batch_decode_plan_options_init
+        ("pos_encoding_mode", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("q_data_type", DLDataType),
+        ("kv_data_type", DLDataType),  # bits 0: q_data_type
+        ("logits_soft_cap", ctypes.c_float),
+        ("sm_scale", ctypes.c_float),
+        ("rope_scale", ctypes.c_float),
+        ("rope_theta", ctypes.c_float),
+    ]
+
+
+class TrtllmDecodeOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by attnjit_trtllm_decode_options_init
+        ("kv_layout", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("uses_shared_paged_kv_idx", ctypes.c_int32),
+        ("use_tensor_cores", ctypes.c_int32),
+        ("bmm1_scale", ctypes.c_float),
+        ("bmm2_scale", ctypes.c_float),
+    ]

@@ -73,6 +73,25 @@ def _declare(lib):
         "attnjit_plan_operator": (c_char_p, [c_void_p]),
         "attnjit_plan_describe": (c_int, [c_void_p, c_char_p, c_size_t, ctypes.POINTER(c_size_t)]),
         "attnjit_plan_destroy": (c_int, [c_void_p]),
+        # attnjit_batch_decode.h
+        "attnjit_batch_decode_wrapper_options_init": (None, [ctypes.POINTER(T.BatchDecodeWrapperOptions)]),
+        "attnjit_batch_decode_plan_options_init": (None, [ctypes.POINTER(T.BatchDecodePlanOptions)]),
+        "attnjit_trtllm_decode_options_init": (None, [ctypes.POINTER(T.TrtllmDecodeOptions)]),
+        "attnjit_batch_decode_wrapper_create": (
+            c_int, [c_void_p, c_void_p, c_size_t, ctypes.POINTER(T.BatchDecodeWrapperOptions), c_void_p, c_void_p,
+                    c_void_p, pp]),
+        "attnjit_batch_decode_wrapper_plan": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int, c_int,
+                    ctypes.POINTER(T.BatchDecodePlanOptions), c_void_p]),
+        "attnjit_batch_decode_wrapper_run": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, ctypes.c_float,
+                    c_void_p]),
+        "attnjit_trtllm_batch_decode_with_kv_cache": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, ctypes.c_int64,
+                    ctypes.POINTER(T.TrtllmDecodeOptions), c_void_p, c_void_p, c_void_p]),
+        "attnjit_cudnn_batch_decode_with_kv_cache": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, c_void_p, c_size_t, ctypes.c_int64,
+                    c_void_p, c_void_p, c_void_p, c_void_p]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)

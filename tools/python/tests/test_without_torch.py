@@ -37,3 +37,14 @@ def test_borrowed_tensor_without_torch_names_torch(no_torch):
     with pytest.raises(MissingDependencyError, match="torch"):
         with Borrowed() as b:
             b.tensor(object(), "q")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: attnjit.BatchDecodeWithPagedKVCacheWrapper(object()),
+    lambda: attnjit.trtllm_batch_decode_with_kv_cache(object(), object(), object(), object(), object(), 16),
+    lambda: attnjit.cudnn_batch_decode_with_kv_cache(object(), object(), object(), 0.1, object(),
+                                                     max_sequence_kv=16),
+], ids=["wrapper", "trtllm", "cudnn"])
+def test_batch_decode_without_torch_names_torch(no_torch, call):
+    with pytest.raises(MissingDependencyError, match="pip install torch"):
+        call()

@@ -1,0 +1,123 @@
+/* Paged batch decode through attnjit's C API (docs/BATCH_DECODE.md).
+ *
+ * Three entry points, as in FlashInfer:
+ *  - the BatchDecodeWithPagedKVCacheWrapper, a plan handle made once
+ *    (attnjit_batch_decode_wrapper_create), planned per step with the
+ *    indptr / indices / last_page_len page table on the host, run per layer;
+ *  - attnjit_trtllm_batch_decode_with_kv_cache (block tables + seq_lens);
+ *  - attnjit_cudnn_batch_decode_with_kv_cache (block tables + actual_seq_lens_kv).
+ *
+ * The KV cache is a pair of 4-D tensors k_cache, v_cache ([pages, page_size,
+ * kv_heads, head_dim] for NHD, [pages, kv_heads, page_size, head_dim] for
+ * HND); where a function says so, v_cache may be NULL and k_cache the 5-D
+ * single-tensor form [pages, 2, ...] (K at [:, 0], V at [:, 1]).
+ * Index arrays are int32 DLTensors (seq_lens may also be uint32).
+ *
+ * Errors, handles and options structs follow attnjit.h: a status code, the
+ * message in attnjit_last_error(), struct_size set by the _init function, a
+ * NULL options pointer meaning the defaults. */
+#ifndef ATTNJIT_BATCH_DECODE_H_
+#define ATTNJIT_BATCH_DECODE_H_
+
+#include "attnjit/attnjit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The wrapper's constructor arguments besides the buffers. */
+typedef struct attnjit_batch_decode_wrapper_options {
+  uint32_t struct_size;     /* set by init */
+  int32_t kv_layout;        /* attnjit_kv_layout_t; default NHD */
+  int32_t use_cuda_graph;   /* 0 or 1; default 0 */
+  int32_t use_tensor_cores; /* 0 or 1; default 0 */
+  int32_t device;           /* CUDA ordinal of the workspace and the cache; default 0 */
+} attnjit_batch_decode_wrapper_options_t;
+
+/* plan()'s optional arguments. A float left at 0 means "not provided". */
+typedef struct attnjit_batch_decode_plan_options {
+  uint32_t struct_size;      /* set by init */
+  int32_t pos_encoding_mode; /* attnjit_pos_encoding_t; default NONE */
+  int32_t window_left;       /* -1: whole sequence */
+  DLDataType q_data_type;    /* default float16 {kDLFloat, 16, 1}; fp8 codes as attnjit_fp8.h */
+  DLDataType kv_data_type;   /* bits 0 (the init value): q_data_type */
+  float logits_soft_cap;     /* 0: no capping */
+  float sm_scale;            /* 0: 1/sqrt(head_dim) */
+  float rope_scale, rope_theta;
+} attnjit_batch_decode_plan_options_t;
+
+/* trtllm_batch_decode_with_kv_cache's optional arguments. */
+typedef struct attnjit_trtllm_decode_options {
+  uint32_t struct_size;             /* set by init */
+  int32_t kv_layout;                /* default HND, as TensorRT-LLM */
+  int32_t window_left;              /* -1: whole sequence */
+  int32_t uses_shared_paged_kv_idx; /* 1: block_tables [batch, max_pages]; 0: [batch, 2, max_pages] (K, V) */
+  int32_t use_tensor_cores;         /* 0 or 1; default 0 */
+  float bmm1_scale;                 /* the whole softmax scale; default 1.0, must be > 0 */
+  float bmm2_scale;                 /* multiplies the output; default 1.0, must be > 0 */
+} attnjit_trtllm_decode_options_t;
+
+ATTNJIT_API void attnjit_batch_decode_wrapper_options_init(attnjit_batch_decode_wrapper_options_t* options);
+ATTNJIT_API void attnjit_batch_decode_plan_options_init(attnjit_batch_decode_plan_options_t* options);
+ATTNJIT_API void attnjit_trtllm_decode_options_init(attnjit_trtllm_decode_options_t* options);
+
+/* A wrapper: an attnjit_plan_t of operator "batch_decode" (destroy it with
+ * attnjit_plan_destroy; rt must outlive it). float_workspace_buffer (device
+ * memory, 256-byte aligned, on options->device) and, with use_cuda_graph,
+ * the three fixed int32 device buffers stay the caller's and must outlive
+ * the handle: paged_kv_indptr_buffer [max_batch_size + 1],
+ * paged_kv_indices_buffer [max_num_pages], paged_kv_last_page_len_buffer
+ * [max_batch_size] (sizes are read from their shapes). Without
+ * use_cuda_graph the three must be NULL. A handle is not thread-safe: plan
+ * and run it from one thread at a time. */
+ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_create(
+    attnjit_runtime_t* rt, void* float_workspace_buffer, size_t workspace_bytes,
+    const attnjit_batch_decode_wrapper_options_t* options, const DLTensor* paged_kv_indptr_buffer,
+    const DLTensor* paged_kv_indices_buffer, const DLTensor* paged_kv_last_page_len_buffer, attnjit_plan_t** out);
+
+/* indptr [batch + 1], indices [indptr[batch]], last_page_len [batch]: int32,
+ * 1-D, contiguous, in host memory (kDLCPU or kDLCUDAHost); validated here and
+ * copied to the device on `stream`. Not while `stream` captures a graph.
+ * Afterwards attnjit_plan_workspace_bytes / _describe report this plan. */
+ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_plan(attnjit_plan_t* wrapper, const DLTensor* indptr,
+                                                               const DLTensor* indices, const DLTensor* last_page_len,
+                                                               int num_qo_heads, int num_kv_heads, int head_dim,
+                                                               int page_size,
+                                                               const attnjit_batch_decode_plan_options_t* options,
+                                                               void* stream);
+
+/* q [batch, num_qo_heads, head_dim]; out likewise in q's dtype; lse
+ * [batch, num_qo_heads] float32 (base 2) or NULL. v_cache NULL: k_cache is
+ * the 5-D cache. k_scale / v_scale: 0 means not provided (1), else > 0.
+ * Only launches: graph-capturable. */
+ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_run(const attnjit_plan_t* wrapper, const DLTensor* q,
+                                                              const DLTensor* k_cache, const DLTensor* v_cache,
+                                                              DLTensor* out, DLTensor* lse, float k_scale,
+                                                              float v_scale, void* stream);
+
+/* TensorRT-LLM's batch decode. query [batch, num_qo_heads, head_dim];
+ * v_cache NULL: k_cache is the 5-D cache; block_tables int32 on query's
+ * device, contiguous, [batch, max_pages] or (uses_shared_paged_kv_idx = 0)
+ * [batch, 2, max_pages]; seq_lens int32/uint32 [batch] on the device (not
+ * read by the host: a length above max_seq_len is undefined behaviour).
+ * out [batch, num_qo_heads, head_dim] (its dtype is the output dtype); lse
+ * [batch, num_qo_heads] float32 or NULL (an attnjit extension). The
+ * workspace is the caller's (128 MiB covers any sane problem). */
+ATTNJIT_API attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache(
+    attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache, const DLTensor* v_cache, void* workspace,
+    size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
+    const attnjit_trtllm_decode_options_t* options, DLTensor* out, DLTensor* lse, void* stream);
+
+/* cuDNN's batch decode: q [batch, num_qo_heads, head_dim]; k_cache, v_cache
+ * [pages, num_kv_heads, page_size, head_dim] (HND); scale > 0;
+ * actual_seq_lens_kv int32/uint32 on the device, [batch] or [batch, 1, 1, 1];
+ * block_tables int32 [batch, max_pages] on the device; out like q. */
+ATTNJIT_API attnjit_status_t attnjit_cudnn_batch_decode_with_kv_cache(
+    attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k_cache, const DLTensor* v_cache, float scale,
+    void* workspace, size_t workspace_bytes, int64_t max_sequence_kv, const DLTensor* actual_seq_lens_kv,
+    const DLTensor* block_tables, DLTensor* out, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTNJIT_BATCH_DECODE_H_ */

@@ -1,0 +1,256 @@
+// attnjit_batch_decode.h: the batch decode entry points of the C API. Each
+// function checks the C caller's handles and arrays, converts to the C++
+// API's types (c_api_batch_inputs, c_api_batch_decode_options) and runs the
+// C++ call in guard(), so no exception crosses the boundary. Conventions as
+// in c_api.cpp: NULL handles and out pointers are named, *out is NULL on
+// failure, a NULL options pointer means the init function's defaults.
+#include "attnjit/attnjit_batch_decode.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "api/c_api_batch_decode_options.hpp"
+#include "api/c_api_batch_inputs.hpp"
+#include "api/c_api_guard.hpp"
+#include "api/c_api_handles.hpp"
+#include "attnjit/batch_decode.hpp"
+#include "attnjit/error.hpp"
+
+namespace {
+
+using attnjit::Status;
+using attnjit::capi::as_stream;
+using attnjit::capi::guard;
+using attnjit::capi::require_non_null;
+
+constexpr const char* kOp = "batch_decode";
+using Wrapper = attnjit::BatchDecodeWithPagedKVCacheWrapper;
+
+[[noreturn]] void invalid(const std::string& msg) { throw attnjit::Error(Status::InvalidArgument, msg); }
+
+// What the generic attnjit_plan_* functions report for a wrapper.
+void refresh(attnjit_plan_t& handle, const Wrapper& w, bool planned) {
+  handle.workspace_bytes = planned ? w.current_plan().workspace_bytes() : 0;
+  handle.description = planned ? w.current_plan().describe() : "batch_decode wrapper: not planned yet";
+}
+
+std::optional<attnjit::TensorView> optional_view(const DLTensor* t, const char* arg) {
+  if (!t) return std::nullopt;
+  return attnjit::from_dlpack(t, arg);
+}
+
+// A graph-mode buffer: an int32 device array of one dimension on `device`, its length returned.
+int64_t fixed_buffer(const DLTensor* t, const char* arg, int device, int32_t** data) {
+  const auto a = attnjit::capi::device_int32_array(t, arg);
+  if (a.shape.size() != 1) invalid(fmt::format("{}: shape {} is not allowed; allowed: 1-D", arg, a.shape));
+  if (a.device != device)
+    invalid(fmt::format("{}: device cuda:{} differs from options->device={}; they must be equal", arg, a.device,
+                        device));
+  *data = const_cast<int32_t*>(a.data);  // the wrapper writes the page table there
+  return a.shape[0];
+}
+
+// A block table [batch, max_pages] (or [batch, 2, max_pages] with split K/V
+// tables) on the query's device; returns max_pages.
+int64_t block_table(const attnjit::capi::DeviceInt32& t, const char* arg, int64_t batch, int device, bool shared) {
+  const bool ok = shared ? t.shape.size() == 2 && t.shape[0] == batch
+                         : t.shape.size() == 3 && t.shape[0] == batch && t.shape[1] == 2;
+  if (!ok)
+    invalid(fmt::format("{}: shape {} is not allowed; allowed: {} (batch_size={} from the query)", arg, t.shape,
+                        shared ? "[batch_size, max_pages]" : "[batch_size, 2, max_pages] (uses_shared_paged_kv_idx=0)",
+                        batch));
+  if (t.shape.back() < 1) invalid(fmt::format("{}: shape {} has no pages; allowed: max_pages >= 1", arg, t.shape));
+  if (t.device != device)
+    invalid(fmt::format("{}: device cuda:{} differs from the query's device cuda:{}; they must be equal", arg, t.device,
+                        device));
+  return t.shape.back();
+}
+
+// Lengths [batch] (any trailing dimensions of size 1, as cuDNN's [batch, 1, 1, 1]).
+void lengths(const attnjit::capi::DeviceInt32& t, const char* arg, int64_t batch, int device) {
+  bool ok = !t.shape.empty() && t.shape[0] == batch;
+  for (size_t i = 1; i < t.shape.size(); ++i) ok = ok && t.shape[i] == 1;
+  if (!ok)
+    invalid(fmt::format("{}: shape {} is not allowed; allowed: [batch_size] with batch_size={} from the query", arg,
+                        t.shape, batch));
+  if (t.device != device)
+    invalid(fmt::format("{}: device cuda:{} differs from the query's device cuda:{}; they must be equal", arg, t.device,
+                        device));
+}
+
+int64_t batch_of(const attnjit::TensorView& q, const char* arg) {
+  if (q.ndim != 3)
+    invalid(fmt::format("{}: ndim={} is not allowed; allowed: 3, [batch_size, num_qo_heads, head_dim] (got {})", arg,
+                        q.ndim, q.describe()));
+  return q.shape[0];
+}
+
+}  // namespace
+
+extern "C" {
+
+void attnjit_batch_decode_wrapper_options_init(attnjit_batch_decode_wrapper_options_t* options) {
+  if (options == nullptr) return;  // void: nothing to report through
+  *options = attnjit_batch_decode_wrapper_options_t{};
+  options->struct_size = sizeof(*options);
+  options->kv_layout = ATTNJIT_KV_LAYOUT_NHD;
+}
+
+void attnjit_batch_decode_plan_options_init(attnjit_batch_decode_plan_options_t* options) {
+  if (options == nullptr) return;
+  *options = attnjit_batch_decode_plan_options_t{};
+  options->struct_size = sizeof(*options);
+  options->pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
+  options->window_left = -1;
+  options->q_data_type = DLDataType{kDLFloat, 16, 1};
+  options->kv_data_type = DLDataType{0, 0, 0};  // bits 0: q_data_type
+  // Floats stay 0: "not provided".
+}
+
+void attnjit_trtllm_decode_options_init(attnjit_trtllm_decode_options_t* options) {
+  if (options == nullptr) return;
+  *options = attnjit_trtllm_decode_options_t{};
+  options->struct_size = sizeof(*options);
+  options->kv_layout = ATTNJIT_KV_LAYOUT_HND;
+  options->window_left = -1;
+  options->uses_shared_paged_kv_idx = 1;
+  options->bmm1_scale = 1.0f;
+  options->bmm2_scale = 1.0f;
+}
+
+attnjit_status_t attnjit_batch_decode_wrapper_create(attnjit_runtime_t* rt, void* float_workspace_buffer,
+                                                     size_t workspace_bytes,
+                                                     const attnjit_batch_decode_wrapper_options_t* options,
+                                                     const DLTensor* paged_kv_indptr_buffer,
+                                                     const DLTensor* paged_kv_indices_buffer,
+                                                     const DLTensor* paged_kv_last_page_len_buffer,
+                                                     attnjit_plan_t** out) {
+  if (out) *out = nullptr;
+  return guard([&] {
+    constexpr const char* fn = "attnjit_batch_decode_wrapper_create";
+    require_non_null(rt, fn, "rt", attnjit::capi::kRuntimeHandle);
+    require_non_null(out, fn, "out", "a place for the wrapper handle");
+    require_non_null(float_workspace_buffer, fn, "float_workspace_buffer", "device memory for the workspace");
+    const auto o = attnjit::capi::to_wrapper_options(options);
+    int32_t *indptr = nullptr, *indices = nullptr, *last = nullptr;
+    int64_t max_batch = 0, max_pages = 0;
+    if (o.use_cuda_graph) {
+      max_batch = fixed_buffer(paged_kv_indptr_buffer, "paged_kv_indptr_buffer", o.device, &indptr) - 1;
+      max_pages = fixed_buffer(paged_kv_indices_buffer, "paged_kv_indices_buffer", o.device, &indices);
+      const int64_t lasts = fixed_buffer(paged_kv_last_page_len_buffer, "paged_kv_last_page_len_buffer", o.device, &last);
+      if (max_batch < 1 || lasts != max_batch)
+        invalid(fmt::format("paged_kv_last_page_len_buffer: {} entries and paged_kv_indptr_buffer: {} are not allowed; "
+                            "allowed: max_batch_size >= 1 and max_batch_size + 1 entries",
+                            lasts, max_batch + 1));
+    } else {
+      for (auto [t, name] : {std::pair{paged_kv_indptr_buffer, "paged_kv_indptr_buffer"},
+                             std::pair{paged_kv_indices_buffer, "paged_kv_indices_buffer"},
+                             std::pair{paged_kv_last_page_len_buffer, "paged_kv_last_page_len_buffer"}})
+        if (t)
+          invalid(fmt::format("{}: is given but options->use_cuda_graph=0; allowed: NULL (the fixed buffers serve "
+                              "CUDA-graph mode only)",
+                              name));
+    }
+    auto w = std::make_shared<Wrapper>(rt->runtime, float_workspace_buffer, workspace_bytes, o.kv_layout,
+                                       o.use_cuda_graph, o.use_tensor_cores, indptr, indices, last,
+                                       static_cast<int>(max_batch), max_pages, o.device);
+    auto handle = std::make_unique<attnjit_plan_t>(attnjit_plan_t{kOp, w, 0, {}});
+    refresh(*handle, *w, false);
+    *out = handle.release();
+  });
+}
+
+attnjit_status_t attnjit_batch_decode_wrapper_plan(attnjit_plan_t* wrapper, const DLTensor* indptr,
+                                                   const DLTensor* indices, const DLTensor* last_page_len,
+                                                   int num_qo_heads, int num_kv_heads, int head_dim, int page_size,
+                                                   const attnjit_batch_decode_plan_options_t* options, void* stream) {
+  return guard([&] {
+    auto& w = attnjit::capi::plan_as_mutable<Wrapper>(wrapper, kOp, "attnjit_batch_decode_wrapper_plan");
+    const auto args = attnjit::capi::to_plan_args(options, num_qo_heads, num_kv_heads, head_dim, page_size);
+    w.plan(attnjit::capi::host_int32_array(indptr, "indptr"), attnjit::capi::host_int32_array(indices, "indices"),
+           attnjit::capi::host_int32_array(last_page_len, "last_page_len"), args, as_stream(stream));
+    refresh(*wrapper, w, true);
+  });
+}
+
+attnjit_status_t attnjit_batch_decode_wrapper_run(const attnjit_plan_t* wrapper, const DLTensor* q,
+                                                  const DLTensor* k_cache, const DLTensor* v_cache, DLTensor* out,
+                                                  DLTensor* lse, float k_scale, float v_scale, void* stream) {
+  return guard([&] {
+    const auto& w = attnjit::capi::plan_as<Wrapper>(wrapper, kOp, "attnjit_batch_decode_wrapper_run");
+    const auto ks = attnjit::capi::optional_positive(k_scale, "k_scale");
+    const auto vs = attnjit::capi::optional_positive(v_scale, "v_scale");
+    const auto qv = attnjit::from_dlpack(q, "q");
+    const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
+    const auto ov = attnjit::from_dlpack(out, "out");
+    const auto lv = optional_view(lse, "lse");
+    w.run(qv, kc, vc, ov, lv ? &*lv : nullptr, ks, vs, as_stream(stream));
+  });
+}
+
+attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache(attnjit_runtime_t* rt, const DLTensor* query,
+                                                           const DLTensor* k_cache, const DLTensor* v_cache,
+                                                           void* workspace, size_t workspace_bytes,
+                                                           const DLTensor* block_tables, const DLTensor* seq_lens,
+                                                           int64_t max_seq_len,
+                                                           const attnjit_trtllm_decode_options_t* options,
+                                                           DLTensor* out, DLTensor* lse, void* stream) {
+  return guard([&] {
+    require_non_null(rt, "attnjit_trtllm_batch_decode_with_kv_cache", "rt", attnjit::capi::kRuntimeHandle);
+    attnjit::TrtllmDecodeArgs a = attnjit::capi::to_trtllm_args(options);
+    const auto qv = attnjit::from_dlpack(query, "query");
+    const int64_t batch = batch_of(qv, "query");
+    const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
+    const auto table = attnjit::capi::device_int32_array(block_tables, "block_tables");
+    a.max_pages_per_seq = block_table(table, "block_tables", batch, qv.device, a.uses_shared_paged_kv_idx);
+    a.block_tables = table.data;
+    const auto lens = attnjit::capi::device_int32_array(seq_lens, "seq_lens", true);
+    lengths(lens, "seq_lens", batch, qv.device);
+    a.seq_lens = lens.data;
+    if (max_seq_len < 1) invalid(fmt::format("max_seq_len={} is not allowed; allowed: >= 1", max_seq_len));
+    a.max_seq_len = max_seq_len;
+    const auto ov = attnjit::from_dlpack(out, "out");
+    a.out_dtype = ov.dtype;
+    const auto lv = optional_view(lse, "lse");
+    attnjit::trtllm_batch_decode_with_kv_cache(rt->runtime, qv, kc, vc, workspace, workspace_bytes, a, ov,
+                                               lv ? &*lv : nullptr, as_stream(stream));
+  });
+}
+
+attnjit_status_t attnjit_cudnn_batch_decode_with_kv_cache(attnjit_runtime_t* rt, const DLTensor* q,
+                                                          const DLTensor* k_cache, const DLTensor* v_cache,
+                                                          float scale, void* workspace, size_t workspace_bytes,
+                                                          int64_t max_sequence_kv,
+                                                          const DLTensor* actual_seq_lens_kv,
+                                                          const DLTensor* block_tables, DLTensor* out, void* stream) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_cudnn_batch_decode_with_kv_cache";
+    require_non_null(rt, fn, "rt", attnjit::capi::kRuntimeHandle);
+    require_non_null(v_cache, fn, "v_cache", "a DLTensor* (cuDNN takes K and V as two tensors)");
+    attnjit::CudnnDecodeArgs a;
+    if (!std::isfinite(scale) || !(scale > 0.f))
+      invalid(fmt::format("scale={} is not allowed; allowed: a finite value > 0 (typically 1/sqrt(head_dim))", scale));
+    a.scale = scale;
+    const auto qv = attnjit::from_dlpack(q, "q");
+    const int64_t batch = batch_of(qv, "q");
+    const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
+    const auto lens = attnjit::capi::device_int32_array(actual_seq_lens_kv, "actual_seq_lens_kv", true);
+    lengths(lens, "actual_seq_lens_kv", batch, qv.device);
+    a.actual_seq_lens_kv = lens.data;
+    const auto table = attnjit::capi::device_int32_array(block_tables, "block_tables");
+    a.max_pages_per_seq = block_table(table, "block_tables", batch, qv.device, true);
+    a.block_tables = table.data;
+    if (max_sequence_kv < 1) invalid(fmt::format("max_sequence_kv={} is not allowed; allowed: >= 1", max_sequence_kv));
+    a.max_sequence_kv = max_sequence_kv;
+    a.is_cuda_graph_compatible = true;
+    attnjit::cudnn_batch_decode_with_kv_cache(rt->runtime, qv, kc, vc, workspace, workspace_bytes, a,
+                                              attnjit::from_dlpack(out, "out"), as_stream(stream));
+  });
+}
+
+}  // extern "C"

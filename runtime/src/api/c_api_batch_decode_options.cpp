@@ -1,0 +1,132 @@
+#include "api/c_api_batch_decode_options.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstddef>
+
+#include "api/dlpack_codes.hpp"
+#include "attnjit/error.hpp"
+
+namespace attnjit::capi {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
+
+// struct_size tells a caller that skipped the init function (0 or garbage)
+// apart; a later, longer layout is fine (fields past ours are not read) up to
+// a sanity bound.
+void check_struct_size(uint32_t have, size_t first_layout, size_t ours, const char* init) {
+  if (have < first_layout || have > (1u << 16))
+    invalid(fmt::format("options->struct_size={} is not a size this library knows (it is {}); call {} first", have,
+                        ours, init));
+}
+
+KVLayout layout(int32_t value) {
+  switch (value) {
+    case ATTNJIT_KV_LAYOUT_NHD: return KVLayout::NHD;
+    case ATTNJIT_KV_LAYOUT_HND: return KVLayout::HND;
+  }
+  invalid(fmt::format("options->kv_layout={} is not a layout; allowed: 0 (NHD), 1 (HND)", value));
+}
+
+bool flag(int32_t value, const char* field) {
+  if (value != 0 && value != 1)
+    invalid(fmt::format("options->{}={} is not a flag; allowed: 0, 1", field, value));
+  return value == 1;
+}
+
+int window(int32_t value) {
+  if (value < -1)
+    invalid(fmt::format("options->window_left={} is not allowed; allowed: -1 (whole sequence) or >= 0", value));
+  return value;
+}
+
+std::optional<float> provided(float value, const char* field) {
+  if (!std::isfinite(value))
+    invalid(fmt::format("options->{}={} is not finite; allowed: a finite value, or 0 for the default", field, value));
+  if (value == 0.0f) return std::nullopt;
+  return value;
+}
+
+DType dtype(DLDataType t, const char* field) {
+  const std::optional<DType> d = dlpack::to_dtype(t);
+  if (!d)
+    invalid(fmt::format("options->{}={} is not supported; allowed: float16, bfloat16, float32, float8_e4m3fn "
+                        "(code 10), float8_e5m2 (code 12)",
+                        field, dlpack::describe(t)));
+  return *d;
+}
+
+}  // namespace
+
+WrapperOptions to_wrapper_options(const attnjit_batch_decode_wrapper_options_t* options) {
+  WrapperOptions o;
+  if (options == nullptr) return o;
+  check_struct_size(options->struct_size, offsetof(attnjit_batch_decode_wrapper_options_t, device) + sizeof(int32_t),
+                    sizeof(*options), "attnjit_batch_decode_wrapper_options_init");
+  o.kv_layout = layout(options->kv_layout);
+  o.use_cuda_graph = flag(options->use_cuda_graph, "use_cuda_graph");
+  o.use_tensor_cores = flag(options->use_tensor_cores, "use_tensor_cores");
+  if (options->device < 0)
+    invalid(fmt::format("options->device={} is not allowed; allowed: a CUDA device ordinal >= 0", options->device));
+  o.device = options->device;
+  return o;
+}
+
+BatchDecodeWithPagedKVCacheWrapper::PlanArgs to_plan_args(const attnjit_batch_decode_plan_options_t* options,
+                                                          int num_qo_heads, int num_kv_heads, int head_dim,
+                                                          int page_size) {
+  BatchDecodeWithPagedKVCacheWrapper::PlanArgs a;
+  a.num_qo_heads = num_qo_heads;
+  a.num_kv_heads = num_kv_heads;
+  a.head_dim = head_dim;
+  a.page_size = page_size;
+  if (options == nullptr) return a;
+  check_struct_size(options->struct_size, offsetof(attnjit_batch_decode_plan_options_t, rope_theta) + sizeof(float),
+                    sizeof(*options), "attnjit_batch_decode_plan_options_init");
+  switch (options->pos_encoding_mode) {
+    case ATTNJIT_POS_ENCODING_NONE: a.pos_encoding_mode = PosEncoding::None; break;
+    case ATTNJIT_POS_ENCODING_ROPE_LLAMA: a.pos_encoding_mode = PosEncoding::RopeLlama; break;
+    case ATTNJIT_POS_ENCODING_ALIBI: a.pos_encoding_mode = PosEncoding::Alibi; break;
+    default:
+      invalid(fmt::format("options->pos_encoding_mode={} is not a positional encoding; allowed: 0 (NONE), "
+                          "1 (ROPE_LLAMA), 2 (ALIBI)",
+                          options->pos_encoding_mode));
+  }
+  a.window_left = window(options->window_left);
+  a.q_data_type = dtype(options->q_data_type, "q_data_type");
+  if (options->kv_data_type.bits != 0) a.kv_data_type = dtype(options->kv_data_type, "kv_data_type");
+  a.logits_soft_cap = provided(options->logits_soft_cap, "logits_soft_cap");
+  a.sm_scale = provided(options->sm_scale, "sm_scale");
+  a.rope_scale = provided(options->rope_scale, "rope_scale");
+  a.rope_theta = provided(options->rope_theta, "rope_theta");
+  return a;
+}
+
+TrtllmDecodeArgs to_trtllm_args(const attnjit_trtllm_decode_options_t* options) {
+  TrtllmDecodeArgs a;  // kv_layout HND, window -1, shared index, scales 1: TensorRT-LLM's defaults
+  if (options == nullptr) return a;
+  check_struct_size(options->struct_size, offsetof(attnjit_trtllm_decode_options_t, bmm2_scale) + sizeof(float),
+                    sizeof(*options), "attnjit_trtllm_decode_options_init");
+  a.kv_layout = layout(options->kv_layout);
+  a.window_left = window(options->window_left);
+  a.uses_shared_paged_kv_idx = flag(options->uses_shared_paged_kv_idx, "uses_shared_paged_kv_idx");
+  a.use_tensor_cores = flag(options->use_tensor_cores, "use_tensor_cores");
+  for (auto [value, field] : {std::pair{options->bmm1_scale, "bmm1_scale"}, std::pair{options->bmm2_scale, "bmm2_scale"}})
+    if (!std::isfinite(value) || !(value > 0.f))
+      invalid(fmt::format("options->{}={} is not allowed; allowed: a finite value > 0 (default 1.0)", field, value));
+  a.bmm1_scale = options->bmm1_scale;
+  a.bmm2_scale = options->bmm2_scale;
+  return a;
+}
+
+std::optional<float> optional_positive(float value, const char* name) {
+  if (value == 0.0f) return std::nullopt;
+  if (!std::isfinite(value) || !(value > 0.f))
+    invalid(fmt::format("{}={} is not allowed; allowed: a finite value > 0, or 0 for not provided", name, value));
+  return value;
+}
+
+}  // namespace attnjit::capi

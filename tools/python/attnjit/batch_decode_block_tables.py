@@ -1,0 +1,130 @@
+"""TensorRT-LLM's and cuDNN's batch decode (block tables + device lengths)
+with FlashInfer's signatures, over the C API (attnjit_batch_decode.h).
+
+Both are one call: the library memoizes the plan per problem and splits
+every request the same way (the lengths stay on the device), so a call is
+graph-capturable as long as its inputs already have the types asked for
+(int32 on the query's device; anything else is converted with a copy).
+Arguments for features attnjit lacks are refused with an UNSUPPORTED
+AttnjitError naming them, never ignored.
+"""
+
+import ctypes
+
+from . import _batch_args as A
+from . import _ctypes_types as T
+from . import _runtime
+from ._dlpack import Borrowed, require_torch
+from ._library import check, lib
+from .errors import invalid_argument
+
+
+def _out(torch, query, out, dtype):
+    if out is None:
+        return torch.empty(query.shape, dtype=dtype, device=query.device)
+    A.cuda_tensor(torch, "out", out)
+    if out.dtype != dtype:
+        raise invalid_argument(f"out: dtype {out.dtype} differs from out_dtype {dtype}; they must be equal")
+    return out
+
+
+def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_tables, seq_lens, max_seq_len,
+                                      bmm1_scale=1.0, bmm2_scale=1.0, window_left=-1, out=None, out_dtype=None,
+                                      o_sf_scale=None, o_sf_vec_size=None, sinks=None, kv_layout="HND",
+                                      enable_pdl=None, backend="auto", q_len_per_req=1, o_scale=1.0, mask=None,
+                                      max_q_len=None, cum_seq_lens_q=None, kv_block_scales=None,
+                                      skip_softmax_threshold_scale_factor=None, kv_cache_sf=None,
+                                      uses_shared_paged_kv_idx=True, *, lse=None):
+    """flashinfer.decode.trtllm_batch_decode_with_kv_cache: query [batch, num_qo_heads, head_dim]; kv_cache
+    one 5-D tensor [pages, 2, ...] or (k_cache, v_cache) in kv_layout; block_tables [batch, max_pages] (or
+    [batch, 2, max_pages] with uses_shared_paged_kv_idx=False); seq_lens [batch]. Returns out.
+
+    lse (an attnjit extension): a float32 [batch, num_qo_heads] CUDA tensor to fill with the base-2 lse.
+    """
+    torch = require_torch()
+    # Features of TensorRT-LLM attnjit does not have: refused by name.
+    A.refuse_if_given(o_sf_scale=o_sf_scale, o_sf_vec_size=o_sf_vec_size, sinks=sinks, mask=mask,
+                      max_q_len=max_q_len, cum_seq_lens_q=cum_seq_lens_q, kv_block_scales=kv_block_scales,
+                      skip_softmax_threshold_scale_factor=skip_softmax_threshold_scale_factor,
+                      kv_cache_sf=kv_cache_sf)
+    if isinstance(out_dtype, str) and out_dtype == "nvfp4":
+        raise A.unsupported("out_dtype='nvfp4' is not supported on this architecture (TensorRT-LLM writes NVFP4 "
+                            "on Blackwell, sm_100, only); allowed: None or a float dtype")
+    if enable_pdl:
+        raise A.unsupported("enable_pdl=True is not supported by attnjit yet; allowed: None, False")
+    if backend != "auto":
+        raise A.unsupported(f"backend={backend!r} is not available: attnjit runs its own kernels; allowed: 'auto'")
+    if q_len_per_req not in (None, 1):
+        raise A.unsupported(f"q_len_per_req={q_len_per_req!r} is not supported yet; allowed: 1 (one query token "
+                            "per request)")
+    if o_scale not in (None, 1.0):
+        raise A.unsupported(f"o_scale={o_scale!r} is not supported (it scales xqa's fp8 output); allowed: 1.0")
+
+    options = T.TrtllmDecodeOptions()
+    lib().attnjit_trtllm_decode_options_init(ctypes.byref(options))
+    options.kv_layout = A.kv_layout(kv_layout)
+    options.window_left = A.window(window_left)
+    options.uses_shared_paged_kv_idx = A.flag("uses_shared_paged_kv_idx", uses_shared_paged_kv_idx)
+    options.bmm1_scale = A.scale(torch, "bmm1_scale", bmm1_scale, 1.0)
+    options.bmm2_scale = A.scale(torch, "bmm2_scale", bmm2_scale, 1.0)
+    A.positive_int("max_seq_len", max_seq_len)
+    A.cuda_tensor(torch, "query", query)
+    k_cache, v_cache = A.kv_cache_pair(torch, "kv_cache", kv_cache)
+    ws, ws_bytes, _ = A.workspace(torch, "workspace_buffer", workspace_buffer)
+    dtype = query.dtype if out_dtype is None else A.dtype_of(torch, "out_dtype", out_dtype)
+    if out_dtype is None and out is not None:
+        dtype = out.dtype  # FlashInfer: "if not provided, will use the type of out"
+    out = _out(torch, query, out, dtype)
+    if lse is not None:
+        A.cuda_tensor(torch, "lse", lse)
+    tables = A.device_int32(torch, "block_tables", block_tables, query.device)
+    lens = A.device_int32(torch, "seq_lens", seq_lens, query.device, allow_uint32=True)
+    with Borrowed() as borrowed, torch.cuda.device(query.device):
+        stream = torch.cuda.current_stream(query.device).cuda_stream
+        check(lib().attnjit_trtllm_batch_decode_with_kv_cache(
+            _runtime.handle(), borrowed.tensor(query, "query"), borrowed.tensor(k_cache, "k_cache"),
+            borrowed.optional(v_cache, "v_cache"), ws, ws_bytes, borrowed.tensor(tables, "block_tables"),
+            borrowed.tensor(lens, "seq_lens"), max_seq_len, ctypes.byref(options), borrowed.tensor(out, "out"),
+            borrowed.optional(lse, "lse"), stream))
+    return out
+
+
+def cudnn_batch_decode_with_kv_cache(q, k_cache, v_cache, scale, workspace_buffer, *, max_sequence_kv,
+                                     actual_seq_lens_kv=None, block_tables=None, is_cuda_graph_compatible=False,
+                                     batch_offsets_q=None, batch_offsets_o=None, batch_offsets_k=None,
+                                     batch_offsets_v=None, out=None):
+    """flashinfer.decode.cudnn_batch_decode_with_kv_cache: q [batch, num_qo_heads, head_dim]; k_cache,
+    v_cache [pages, num_kv_heads, page_size, head_dim]; actual_seq_lens_kv [batch] (or [batch, 1, 1, 1]; a
+    CPU tensor is copied to q's device); block_tables [batch, max_pages]. Returns out.
+
+    is_cuda_graph_compatible is accepted either way: attnjit's launch depends only on the shapes, so every
+    call is graph-compatible.
+    """
+    torch = require_torch()
+    A.refuse_if_given(batch_offsets_q=batch_offsets_q, batch_offsets_o=batch_offsets_o,
+                      batch_offsets_k=batch_offsets_k, batch_offsets_v=batch_offsets_v)
+    A.flag("is_cuda_graph_compatible", is_cuda_graph_compatible)
+    if actual_seq_lens_kv is None:
+        raise invalid_argument("actual_seq_lens_kv: is None; allowed: an int32 tensor [batch_size] of KV lengths")
+    if block_tables is None:
+        raise A.unsupported("block_tables=None (a non-paged cache) is not supported; allowed: an int32 tensor "
+                            "[batch_size, max_pages]")
+    scale = A.scale(torch, "scale", scale, None)
+    if scale is None:
+        raise invalid_argument("scale: is None; allowed: a float > 0 (typically 1/sqrt(head_dim))")
+    A.positive_int("max_sequence_kv", max_sequence_kv)
+    A.cuda_tensor(torch, "q", q)
+    A.tensor(torch, "k_cache", k_cache)
+    A.tensor(torch, "v_cache", v_cache)
+    ws, ws_bytes, _ = A.workspace(torch, "workspace_buffer", workspace_buffer)
+    out = _out(torch, q, out, q.dtype)
+    lens = A.device_int32(torch, "actual_seq_lens_kv", actual_seq_lens_kv, q.device, allow_uint32=True)
+    tables = A.device_int32(torch, "block_tables", block_tables, q.device)
+    with Borrowed() as borrowed, torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        check(lib().attnjit_cudnn_batch_decode_with_kv_cache(
+            _runtime.handle(), borrowed.tensor(q, "q"), borrowed.tensor(k_cache, "k_cache"),
+            borrowed.tensor(v_cache, "v_cache"), scale, ws, ws_bytes, max_sequence_kv,
+            borrowed.tensor(lens, "actual_seq_lens_kv"), borrowed.tensor(tables, "block_tables"),
+            borrowed.tensor(out, "out"), stream))
+    return out

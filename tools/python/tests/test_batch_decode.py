@@ -1,0 +1,220 @@
+"""Batch decode's three Python entry points on a GPU against a float64 torch
+reference: page sizes 1 and 16, GQA group 4, NHD and HND, lengths off page
+boundaries and of 1, pages shuffled in memory, lse (base 2), and a CUDA
+graph replayed after a new plan(). Skips without torch or a CUDA device.
+
+Outputs are checked finite after the allocator's free memory was poisoned
+with NaN, so an unwritten output cannot pass; tolerances as
+test_single_decode.py (fp16 2e-3, bf16 1e-2 relative for o; lse absolute).
+"""
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the GPU tests need it")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device visible to torch", allow_module_level=True)
+
+import attnjit  # noqa: E402
+from attnjit import AttnjitError, Status  # noqa: E402
+
+DEVICE = "cuda"
+O_TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+LSE_TOL = {torch.float16: 4e-3, torch.bfloat16: 2e-2}
+LENS = [1, 17, 300, 16, 64, 129]
+
+
+class PagedBatch:
+    """A paged cache [pages, 2, ...] in `layout` with each request's pages
+    scattered (a shuffled pool plus unused pages), the FlashInfer page table,
+    the block table, and each request's dense K and V for the reference."""
+
+    def __init__(self, lens, page_size, num_kv_heads, head_dim, dtype, layout, seed):
+        g = torch.Generator(device=DEVICE).manual_seed(seed)
+        self.lens, self.page_size, self.layout = lens, page_size, layout
+        pages_per = [(n + page_size - 1) // page_size for n in lens]
+        num_pages = sum(pages_per) + 3
+        perm = torch.randperm(num_pages, generator=g, device=DEVICE).cpu()
+        self.indptr = torch.tensor([0] + list(_cumsum(pages_per)), dtype=torch.int32)
+        self.indices = perm[: sum(pages_per)].to(torch.int32)
+        self.last_page_len = torch.tensor([n - (p - 1) * page_size for n, p in zip(lens, pages_per)],
+                                          dtype=torch.int32)
+        self.max_pages = max(pages_per)
+        table = torch.zeros(len(lens), self.max_pages, dtype=torch.int32)
+        for r, p in enumerate(pages_per):
+            table[r, :p] = self.indices[self.indptr[r]:self.indptr[r] + p]
+        self.block_tables = table.to(DEVICE)
+        self.seq_lens = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
+        shape = ((num_pages, 2, page_size, num_kv_heads, head_dim) if layout == "NHD"
+                 else (num_pages, 2, num_kv_heads, page_size, head_dim))
+        self.kv = torch.randn(shape, generator=g, device=DEVICE).to(dtype)
+
+    def dense(self, r):
+        """Request r's K and V [len, kv_heads, head_dim] in float64."""
+        pages = self.indices[self.indptr[r]:self.indptr[r + 1]].long().to(DEVICE)
+        kv = self.kv[pages].double()  # [p, 2, ...]
+        if self.layout == "HND":
+            kv = kv.transpose(2, 3)  # to [p, 2, page_size, heads, D]
+        k = kv[:, 0].reshape(-1, *kv.shape[3:])[: self.lens[r]]
+        v = kv[:, 1].reshape(-1, *kv.shape[3:])[: self.lens[r]]
+        return k, v
+
+
+def _cumsum(xs):
+    total = 0
+    for x in xs:
+        total += x
+        yield total
+
+
+def reference(q, batch, sm_scale=None):
+    """o [B, H, D] and lse [B, H] (base 2) in float64."""
+    outs, lses = [], []
+    for r in range(q.shape[0]):
+        k, v = batch.dense(r)
+        group = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[2])
+        s = torch.einsum("hd,lhd->hl", q[r].double(), k) * scale
+        outs.append(torch.einsum("hl,lhd->hd", torch.softmax(s, dim=-1), v))
+        lses.append(torch.logsumexp(s, dim=-1) / math.log(2.0))
+    return torch.stack(outs), torch.stack(lses)
+
+
+def poison(shape, dtype):
+    torch.full(shape, float("nan"), dtype=dtype, device=DEVICE)
+    torch.full(shape[:2], float("nan"), dtype=torch.float32, device=DEVICE)
+
+
+def check(o, lse, o_ref, lse_ref, dtype):
+    torch.cuda.synchronize()
+    assert torch.isfinite(o).all(), "o has non-finite values (poisoned memory left unwritten?)"
+    err = ((o.double() - o_ref).norm() / o_ref.norm()).item()
+    assert err <= O_TOL[dtype], f"relative error of o {err:.2e} > {O_TOL[dtype]:.0e}"
+    if lse is not None:
+        assert lse.dtype == torch.float32 and lse.shape == o.shape[:2]
+        assert torch.isfinite(lse).all()
+        lse_err = (lse.double() - lse_ref).abs().max().item()
+        assert lse_err <= LSE_TOL[dtype], f"lse error {lse_err:.2e} > {LSE_TOL[dtype]:.0e}"
+
+
+def make_q(batch_size, num_qo_heads, head_dim, dtype, seed):
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    return torch.randn(batch_size, num_qo_heads, head_dim, generator=g, device=DEVICE).to(dtype)
+
+
+def workspace():
+    return torch.empty(128 << 20, dtype=torch.uint8, device=DEVICE)
+
+
+CASES = [(ps, layout, dtype, tc) for ps in (1, 16) for layout in ("NHD", "HND")
+         for dtype in (torch.float16, torch.bfloat16) for tc in (False, True)]
+
+
+@pytest.mark.parametrize("page_size, layout, dtype, use_tensor_cores", CASES)
+def test_wrapper(page_size, layout, dtype, use_tensor_cores):
+    num_kv_heads, head_dim = 2, 128
+    batch = PagedBatch(LENS, page_size, num_kv_heads, head_dim, dtype, layout, seed=page_size)
+    q = make_q(len(LENS), 4 * num_kv_heads, head_dim, dtype, seed=1)
+    w = attnjit.BatchDecodeWithPagedKVCacheWrapper(workspace(), kv_layout=layout,
+                                                   use_tensor_cores=use_tensor_cores)
+    w.plan(batch.indptr, batch.indices, batch.last_page_len, 4 * num_kv_heads, num_kv_heads, head_dim, page_size,
+           q_data_type=dtype)
+    o_ref, lse_ref = reference(q, batch)
+    poison(q.shape, dtype)
+    o, lse = w.run(q, batch.kv, return_lse=True)
+    check(o, lse, o_ref, lse_ref, dtype)
+    # The (k, v) tuple form reads the same cache.
+    o2 = w.run(q, (batch.kv[:, 0], batch.kv[:, 1]))
+    torch.cuda.synchronize()
+    assert torch.equal(o, o2)
+
+
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_trtllm(page_size, layout):
+    dtype, num_kv_heads, head_dim = torch.bfloat16, 2, 128
+    batch = PagedBatch(LENS, page_size, num_kv_heads, head_dim, dtype, layout, seed=10 + page_size)
+    q = make_q(len(LENS), 4 * num_kv_heads, head_dim, dtype, seed=2)
+    sm_scale = 0.7 / math.sqrt(head_dim)
+    o_ref, lse_ref = reference(q, batch, sm_scale)
+    poison(q.shape, dtype)
+    lse = torch.empty(q.shape[:2], dtype=torch.float32, device=DEVICE)
+    o = attnjit.trtllm_batch_decode_with_kv_cache(q, batch.kv, workspace(), batch.block_tables, batch.seq_lens,
+                                                  max(LENS), bmm1_scale=sm_scale, kv_layout=layout, lse=lse)
+    check(o, lse, o_ref, lse_ref, dtype)
+    # bmm2_scale multiplies the output.
+    o_half = attnjit.trtllm_batch_decode_with_kv_cache(q, batch.kv, workspace(), batch.block_tables,
+                                                       batch.seq_lens, max(LENS), bmm1_scale=sm_scale,
+                                                       bmm2_scale=0.5, kv_layout=layout)
+    check(o_half, None, o_ref * 0.5, None, dtype)
+
+
+def test_trtllm_separate_k_and_v_page_tables():
+    dtype, layout, ps = torch.float16, "HND", 16
+    batch = PagedBatch(LENS, ps, 2, 64, dtype, layout, seed=21)
+    q = make_q(len(LENS), 8, 64, dtype, seed=3)
+    o_ref, _ = reference(q, batch)
+    tables = torch.stack([batch.block_tables, batch.block_tables], dim=1).contiguous()  # [B, 2, max_pages]
+    o = attnjit.trtllm_batch_decode_with_kv_cache(q, (batch.kv[:, 0], batch.kv[:, 1]), workspace(), tables,
+                                                  batch.seq_lens, max(LENS), bmm1_scale=1 / 8.0,
+                                                  kv_layout=layout, uses_shared_paged_kv_idx=False)
+    check(o, None, o_ref, None, dtype)
+
+
+@pytest.mark.parametrize("page_size", [1, 16])
+def test_cudnn(page_size):
+    dtype, num_kv_heads, head_dim = torch.float16, 2, 128
+    batch = PagedBatch(LENS, page_size, num_kv_heads, head_dim, dtype, "HND", seed=30 + page_size)
+    q = make_q(len(LENS), 4 * num_kv_heads, head_dim, dtype, seed=4)
+    scale = 1.0 / math.sqrt(head_dim)
+    o_ref, _ = reference(q, batch, scale)
+    poison(q.shape, dtype)
+    o = attnjit.cudnn_batch_decode_with_kv_cache(
+        q, batch.kv[:, 0], batch.kv[:, 1], scale, workspace(), max_sequence_kv=max(LENS),
+        actual_seq_lens_kv=batch.seq_lens.view(-1, 1, 1, 1), block_tables=batch.block_tables)
+    check(o, None, o_ref, None, dtype)
+
+
+def test_wrapper_cuda_graph_replays_after_a_new_plan():
+    dtype, layout, ps, hkv, d = torch.float16, "NHD", 16, 2, 128
+    max_batch, max_pages = 8, 256
+    bufs = (torch.empty(max_batch + 1, dtype=torch.int32, device=DEVICE),
+            torch.empty(max_pages, dtype=torch.int32, device=DEVICE),
+            torch.empty(max_batch, dtype=torch.int32, device=DEVICE))
+    w = attnjit.BatchDecodeWithPagedKVCacheWrapper(workspace(), kv_layout=layout, use_cuda_graph=True,
+                                                   paged_kv_indptr_buffer=bufs[0], paged_kv_indices_buffer=bufs[1],
+                                                   paged_kv_last_page_len_buffer=bufs[2])
+    first = PagedBatch(LENS, ps, hkv, d, dtype, layout, seed=40)
+    q = make_q(len(LENS), 4 * hkv, d, dtype, seed=5)
+    w.plan(first.indptr, first.indices, first.last_page_len, 4 * hkv, hkv, d, ps, q_data_type=dtype)
+    out = torch.empty_like(q)
+    lse = torch.empty(q.shape[:2], dtype=torch.float32, device=DEVICE)
+    kv = first.kv.clone()
+    w.run(q, kv, out=out, lse=lse, return_lse=True)  # warm up outside capture (kernels load)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        w.run(q, kv, out=out, lse=lse, return_lse=True)
+    # Same batch size, other lengths and pages: re-plan, copy the new cache in, replay.
+    second = PagedBatch([300, 5, 1, 150, 33, 16], ps, hkv, d, dtype, layout, seed=41)
+    assert second.kv.shape[0] <= kv.shape[0]  # 38 pages into the captured 39
+    kv.zero_()
+    kv[: second.kv.shape[0]].copy_(second.kv)
+    w.plan(second.indptr, second.indices, second.last_page_len, 4 * hkv, hkv, d, ps, q_data_type=dtype)
+    out.fill_(float("nan"))
+    graph.replay()
+    o_ref, lse_ref = reference(q, second)
+    check(out, lse, o_ref, lse_ref, dtype)
+
+
+def test_wrong_shapes_raise_with_the_library_message():
+    dtype = torch.float16
+    batch = PagedBatch([5, 9], 16, 2, 64, dtype, "NHD", seed=50)
+    w = attnjit.BatchDecodeWithPagedKVCacheWrapper(workspace())
+    w.plan(batch.indptr, batch.indices, batch.last_page_len, 8, 2, 64, 16, q_data_type=dtype)
+    with pytest.raises(AttnjitError) as info:
+        w.run(make_q(3, 8, 64, dtype, seed=6), batch.kv)  # planned for 2 requests
+    assert info.value.status == Status.INVALID_ARGUMENT and "q:" in info.value.message
+    with pytest.raises(AttnjitError, match="indices: page id"):
+        w.run(make_q(2, 8, 64, dtype, seed=6), batch.kv[:1])  # fewer pages than the table names

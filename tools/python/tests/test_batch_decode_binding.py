@@ -1,0 +1,208 @@
+"""Batch decode's binding without a GPU: the ctypes mirrors of
+attnjit_batch_decode.h, the init functions' defaults, the library's own
+refusals reached through ctypes (no torch needed), and -- where torch is
+installed, even CPU-only -- the Python entry points refusing unsupported or
+wrong arguments by name before any GPU work.
+
+Needs libattnjit.so (see attnjit/_library.py for where it is looked for).
+"""
+
+import ctypes
+import inspect
+
+import pytest
+
+import attnjit
+from attnjit import _ctypes_types as T
+from attnjit import _runtime
+from attnjit._library import ABI_VERSION, lib
+from attnjit.errors import AttnjitError, Status
+
+
+def _dltensor(shape, code=2, bits=16, device_type=2, device_id=0):
+    arr = (ctypes.c_int64 * len(shape))(*shape)
+    t = T.DLTensor()
+    t.data = 0x7F0000000000
+    t.device = T.DLDevice(device_type, device_id)
+    t.ndim = len(shape)
+    t.dtype = T.DLDataType(code, bits, 1)
+    t.shape = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
+    return t, arr  # keep arr alive with t
+
+
+def _error():
+    return lib().attnjit_last_error().decode()
+
+
+def test_struct_layouts_match_the_header():
+    assert ctypes.sizeof(T.BatchDecodeWrapperOptions) == 5 * 4
+    assert T.BatchDecodeWrapperOptions.device.offset == 16
+    # struct_size, 2 int32, 2 DLDataType (4 bytes each), 4 floats.
+    assert ctypes.sizeof(T.BatchDecodePlanOptions) == 4 + 2 * 4 + 2 * 4 + 4 * 4
+    assert T.BatchDecodePlanOptions.q_data_type.offset == 12
+    assert T.BatchDecodePlanOptions.logits_soft_cap.offset == 20
+    assert ctypes.sizeof(T.TrtllmDecodeOptions) == 4 + 4 * 4 + 2 * 4
+    assert T.TrtllmDecodeOptions.bmm1_scale.offset == 20
+
+
+def test_abi_is_unchanged_by_the_additions():
+    # Batch decode only adds functions and structs: callers of ABI 2 keep working.
+    assert ABI_VERSION == 2
+    assert lib().attnjit_check_version(2) == 0
+
+
+def test_init_functions_set_the_defaults():
+    w = T.BatchDecodeWrapperOptions(kv_layout=9, use_cuda_graph=5, device=3)
+    lib().attnjit_batch_decode_wrapper_options_init(ctypes.byref(w))
+    assert (w.struct_size, w.kv_layout, w.use_cuda_graph, w.use_tensor_cores, w.device) == (20, 0, 0, 0, 0)
+    p = T.BatchDecodePlanOptions(window_left=7, sm_scale=2.0)
+    lib().attnjit_batch_decode_plan_options_init(ctypes.byref(p))
+    assert (p.pos_encoding_mode, p.window_left, p.sm_scale) == (0, -1, 0.0)
+    assert (p.q_data_type.code, p.q_data_type.bits, p.q_data_type.lanes) == (2, 16, 1)
+    assert p.kv_data_type.bits == 0
+    r = T.TrtllmDecodeOptions()
+    lib().attnjit_trtllm_decode_options_init(ctypes.byref(r))
+    assert (r.kv_layout, r.window_left, r.uses_shared_paged_kv_idx, r.bmm1_scale, r.bmm2_scale) == (1, -1, 1, 1.0,
+                                                                                                     1.0)
+
+
+def test_exports_and_flashinfer_signatures():
+    for name in ("BatchDecodeWithPagedKVCacheWrapper", "trtllm_batch_decode_with_kv_cache",
+                 "cudnn_batch_decode_with_kv_cache"):
+        assert name in attnjit.__all__ and hasattr(attnjit, name)
+    init = list(inspect.signature(attnjit.BatchDecodeWithPagedKVCacheWrapper.__init__).parameters)
+    assert init[1:] == ["float_workspace_buffer", "kv_layout", "use_cuda_graph", "use_tensor_cores",
+                        "paged_kv_indptr_buffer", "paged_kv_indices_buffer", "paged_kv_last_page_len_buffer"]
+    plan = list(inspect.signature(attnjit.BatchDecodeWithPagedKVCacheWrapper.plan).parameters)
+    assert plan[1:16] == ["indptr", "indices", "last_page_len", "num_qo_heads", "num_kv_heads", "head_dim",
+                          "page_size", "pos_encoding_mode", "window_left", "logits_soft_cap", "q_data_type",
+                          "kv_data_type", "sm_scale", "rope_scale", "rope_theta"]
+    run = list(inspect.signature(attnjit.BatchDecodeWithPagedKVCacheWrapper.run).parameters)
+    assert run[1:6] == ["q", "paged_kv_cache", "k_scale", "v_scale", "return_lse"]
+    trtllm = list(inspect.signature(attnjit.trtllm_batch_decode_with_kv_cache).parameters)
+    assert trtllm[:9] == ["query", "kv_cache", "workspace_buffer", "block_tables", "seq_lens", "max_seq_len",
+                          "bmm1_scale", "bmm2_scale", "window_left"]
+    cudnn = inspect.signature(attnjit.cudnn_batch_decode_with_kv_cache).parameters
+    assert list(cudnn)[:5] == ["q", "k_cache", "v_cache", "scale", "workspace_buffer"]
+    assert cudnn["max_sequence_kv"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_wrapper_create_refuses_graph_buffers_without_graph_mode():
+    buf, _keep = _dltensor([9], code=0, bits=32)
+    handle = ctypes.c_void_p()
+    status = lib().attnjit_batch_decode_wrapper_create(_runtime.handle(), 0x7F0000000000, 1 << 20, None,
+                                                       ctypes.byref(buf), None, None, ctypes.byref(handle))
+    assert status == Status.INVALID_ARGUMENT
+    assert "paged_kv_indptr_buffer: is given but options->use_cuda_graph=0" in _error()
+    assert not handle.value
+
+
+def test_wrapper_handle_is_a_generic_plan():
+    handle = ctypes.c_void_p()
+    assert lib().attnjit_batch_decode_wrapper_create(_runtime.handle(), 0x7F0000000000, 1 << 20, None, None, None,
+                                                     None, ctypes.byref(handle)) == 0
+    plan = attnjit.Plan(handle)
+    assert plan.operator == "batch_decode"
+    assert plan.workspace_bytes == 0
+    assert "not planned" in plan.describe()
+    # The page table must be on the host; the error names it before any device work.
+    indptr, _a = _dltensor([3], code=0, bits=32)  # kDLCUDA
+    rest, _b = _dltensor([2], code=0, bits=32, device_type=1)
+    status = lib().attnjit_batch_decode_wrapper_plan(handle, ctypes.byref(indptr), ctypes.byref(rest),
+                                                     ctypes.byref(rest), 8, 2, 128, 16, None, None)
+    assert status == Status.INVALID_ARGUMENT
+    assert _error().startswith("indptr: device_type=2 (kDLCUDA) is not allowed")
+    plan.destroy()
+
+
+def test_trtllm_refuses_a_host_block_table_naming_it():
+    q, _a = _dltensor([2, 8, 128])
+    k, _b = _dltensor([10, 2, 16, 128])
+    tables, _c = _dltensor([2, 4], code=0, bits=32, device_type=1)
+    lens, _d = _dltensor([2], code=0, bits=32)
+    status = lib().attnjit_trtllm_batch_decode_with_kv_cache(
+        _runtime.handle(), ctypes.byref(q), ctypes.byref(k), ctypes.byref(k), 0x7F0000000000, 1 << 20,
+        ctypes.byref(tables), ctypes.byref(lens), 64, None, ctypes.byref(q), None, None)
+    assert status == Status.INVALID_ARGUMENT
+    assert "block_tables: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA" in _error()
+
+
+# --- the Python entry points' own checks: need torch (CPU-only is enough), no GPU ---
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch", reason="torch is not installed")
+
+
+def _trtllm_args(torch):
+    q = torch.zeros(2, 8, 128, dtype=torch.float16)
+    kv = torch.zeros(10, 2, 2, 16, 128, dtype=torch.float16)
+    return dict(query=q, kv_cache=kv, workspace_buffer=torch.zeros(16, dtype=torch.uint8),
+                block_tables=torch.zeros(2, 4, dtype=torch.int32), seq_lens=torch.ones(2, dtype=torch.int32),
+                max_seq_len=64)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (dict(sinks=[0.0]), "sinks=[0.0] is not supported"),
+    (dict(out_dtype="nvfp4"), "out_dtype='nvfp4' is not supported on this architecture"),
+    (dict(q_len_per_req=2), "q_len_per_req=2 is not supported yet"),
+    (dict(enable_pdl=True), "enable_pdl=True is not supported"),
+    (dict(backend="xqa"), "backend='xqa' is not available"),
+    (dict(kv_cache_sf=(1, 2)), "kv_cache_sf=(1, 2) is not supported"),
+    (dict(o_scale=0.5), "o_scale=0.5 is not supported"),
+])
+def test_trtllm_refuses_unsupported_arguments_by_name(torch, extra, needle):
+    with pytest.raises(AttnjitError) as info:
+        attnjit.trtllm_batch_decode_with_kv_cache(**_trtllm_args(torch), **extra)
+    assert info.value.status == Status.UNSUPPORTED
+    assert needle in info.value.message
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (dict(kv_layout="BHD"), "kv_layout='BHD' is not a KV layout; allowed: NHD, HND"),
+    (dict(window_left=-2), "window_left=-2 is not allowed"),
+    (dict(bmm1_scale=0.0), "bmm1_scale=0.0 is not allowed; allowed: a finite float > 0"),
+    (dict(max_seq_len=0), "max_seq_len=0 is not allowed"),
+    (dict(uses_shared_paged_kv_idx="yes"), "uses_shared_paged_kv_idx='yes' is not allowed"),
+])
+def test_trtllm_refuses_wrong_values_by_name(torch, extra, needle):
+    args = _trtllm_args(torch)
+    args.update(extra)
+    with pytest.raises(AttnjitError) as info:
+        attnjit.trtllm_batch_decode_with_kv_cache(**args)
+    assert info.value.status == Status.INVALID_ARGUMENT
+    assert needle in info.value.message
+
+
+def test_trtllm_device_scale_tensor_is_unsupported(torch):
+    with pytest.raises(AttnjitError) as info:
+        attnjit.trtllm_batch_decode_with_kv_cache(**_trtllm_args(torch), bmm1_scale=torch.ones(1))
+    assert info.value.status == Status.UNSUPPORTED and "bmm1_scale: a tensor scale" in info.value.message
+
+
+def test_cudnn_refuses_by_name(torch):
+    q = torch.zeros(2, 8, 128, dtype=torch.float16)
+    k = torch.zeros(10, 2, 16, 128, dtype=torch.float16)
+    ws = torch.zeros(16, dtype=torch.uint8)
+    lens, tables = torch.ones(2, dtype=torch.int32), torch.zeros(2, 4, dtype=torch.int32)
+    with pytest.raises(AttnjitError, match="batch_offsets_k=.* is not supported"):
+        attnjit.cudnn_batch_decode_with_kv_cache(q, k, k, 0.1, ws, max_sequence_kv=64, actual_seq_lens_kv=lens,
+                                                 block_tables=tables, batch_offsets_k=lens)
+    with pytest.raises(AttnjitError, match="block_tables=None .* is not supported"):
+        attnjit.cudnn_batch_decode_with_kv_cache(q, k, k, 0.1, ws, max_sequence_kv=64, actual_seq_lens_kv=lens)
+    with pytest.raises(AttnjitError, match="scale=-1.0 is not allowed"):
+        attnjit.cudnn_batch_decode_with_kv_cache(q, k, k, -1.0, ws, max_sequence_kv=64, actual_seq_lens_kv=lens,
+                                                 block_tables=tables)
+    with pytest.raises(AttnjitError, match="q: device cpu is not allowed; allowed: a CUDA tensor"):
+        attnjit.cudnn_batch_decode_with_kv_cache(q, k, k, 0.1, ws, max_sequence_kv=64, actual_seq_lens_kv=lens,
+                                                 block_tables=tables)
+
+
+def test_wrapper_refuses_by_name_before_device_work(torch):
+    ws = torch.zeros(16, dtype=torch.uint8)
+    with pytest.raises(AttnjitError, match="kv_layout='NDH' is not a KV layout"):
+        attnjit.BatchDecodeWithPagedKVCacheWrapper(ws, kv_layout="NDH")
+    with pytest.raises(AttnjitError, match="use_cuda_graph=2 is not allowed"):
+        attnjit.BatchDecodeWithPagedKVCacheWrapper(ws, use_cuda_graph=2)
+    with pytest.raises(AttnjitError, match="float_workspace_buffer: device cpu is not allowed"):
+        attnjit.BatchDecodeWithPagedKVCacheWrapper(ws)
