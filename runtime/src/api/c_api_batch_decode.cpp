@@ -172,8 +172,12 @@ attnjit_status_t attnjit_batch_decode_wrapper_plan(attnjit_plan_t* wrapper, cons
   return guard([&] {
     auto& w = attnjit::capi::plan_as_mutable<Wrapper>(wrapper, kOp, "attnjit_batch_decode_wrapper_plan");
     const auto args = attnjit::capi::to_plan_args(options, num_qo_heads, num_kv_heads, head_dim, page_size);
-    w.plan(attnjit::capi::host_int32_array(indptr, "indptr"), attnjit::capi::host_int32_array(indices, "indices"),
-           attnjit::capi::host_int32_array(last_page_len, "last_page_len"), args, as_stream(stream));
+    // One after another: as call arguments their order would be unspecified
+    // (GCC reads last_page_len first), and the error must name the first bad one.
+    const auto indptr_v = attnjit::capi::host_int32_array(indptr, "indptr");
+    const auto indices_v = attnjit::capi::host_int32_array(indices, "indices");
+    const auto last_v = attnjit::capi::host_int32_array(last_page_len, "last_page_len");
+    w.plan(indptr_v, indices_v, last_v, args, as_stream(stream));
     refresh(*wrapper, w, true);
   });
 }
