@@ -10,6 +10,7 @@ import ctypes
 from . import _batch_args as A
 from . import _ctypes_types as T
 from . import _runtime
+from ._streams import current_stream
 from ._dlpack import Borrowed, require_torch
 from ._library import check, lib
 from ._plans import Plan
@@ -99,8 +100,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         options.rope_theta = _float("rope_theta", rope_theta)
         host = [A.host_int32(torch, name, t) for name, t in
                 (("indptr", indptr), ("indices", indices), ("last_page_len", last_page_len))]
-        with Borrowed() as borrowed, torch.cuda.device(self._device):
-            stream = torch.cuda.current_stream(self._device).cuda_stream
+        with Borrowed() as borrowed, current_stream(torch, self._device) as stream:
             check(lib().attnjit_batch_decode_wrapper_plan(
                 self._plan.handle, borrowed.tensor(host[0], "indptr"), borrowed.tensor(host[1], "indices"),
                 borrowed.tensor(host[2], "last_page_len"), num_qo_heads, num_kv_heads, head_dim, page_size,
@@ -131,8 +131,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
             out = torch.empty((batch, num_qo_heads, head_dim), dtype=q.dtype, device=q.device)
         if return_lse and lse is None:
             lse = torch.empty((batch, num_qo_heads), dtype=torch.float32, device=q.device)
-        with Borrowed() as borrowed, torch.cuda.device(q.device):
-            stream = torch.cuda.current_stream(q.device).cuda_stream
+        with Borrowed() as borrowed, current_stream(torch, q.device) as stream:
             check(lib().attnjit_batch_decode_wrapper_run(
                 self._plan.handle, borrowed.tensor(q, "q"), borrowed.tensor(k_cache, "k_cache"),
                 borrowed.optional(v_cache, "v_cache"), borrowed.tensor(out, "out"),

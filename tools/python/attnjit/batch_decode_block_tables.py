@@ -14,6 +14,7 @@ import ctypes
 from . import _batch_args as A
 from . import _ctypes_types as T
 from . import _runtime
+from ._streams import current_stream
 from ._dlpack import Borrowed, require_torch
 from ._library import check, lib
 from .errors import invalid_argument
@@ -79,8 +80,7 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
         A.cuda_tensor(torch, "lse", lse)
     tables = A.device_int32(torch, "block_tables", block_tables, query.device)
     lens = A.device_int32(torch, "seq_lens", seq_lens, query.device, allow_uint32=True)
-    with Borrowed() as borrowed, torch.cuda.device(query.device):
-        stream = torch.cuda.current_stream(query.device).cuda_stream
+    with Borrowed() as borrowed, current_stream(torch, query.device) as stream:
         check(lib().attnjit_trtllm_batch_decode_with_kv_cache(
             _runtime.handle(), borrowed.tensor(query, "query"), borrowed.tensor(k_cache, "k_cache"),
             borrowed.optional(v_cache, "v_cache"), ws, ws_bytes, borrowed.tensor(tables, "block_tables"),
@@ -120,8 +120,7 @@ def cudnn_batch_decode_with_kv_cache(q, k_cache, v_cache, scale, workspace_buffe
     out = _out(torch, q, out, q.dtype)
     lens = A.device_int32(torch, "actual_seq_lens_kv", actual_seq_lens_kv, q.device, allow_uint32=True)
     tables = A.device_int32(torch, "block_tables", block_tables, q.device)
-    with Borrowed() as borrowed, torch.cuda.device(q.device):
-        stream = torch.cuda.current_stream(q.device).cuda_stream
+    with Borrowed() as borrowed, current_stream(torch, q.device) as stream:
         check(lib().attnjit_cudnn_batch_decode_with_kv_cache(
             _runtime.handle(), borrowed.tensor(q, "q"), borrowed.tensor(k_cache, "k_cache"),
             borrowed.tensor(v_cache, "v_cache"), scale, ws, ws_bytes, max_sequence_kv,

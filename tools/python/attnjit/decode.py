@@ -6,6 +6,7 @@ import math
 from . import _ctypes_types as T
 from . import _runtime
 from ._plans import Plan
+from ._streams import current_stream
 from ._dlpack import Borrowed, require_torch
 from ._library import check, lib
 from .errors import invalid_argument
@@ -80,8 +81,7 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
     lse = torch.empty(q.shape[0], dtype=torch.float32, device=q.device) if return_lse else None
     # The library plans (memoized per problem) and leases a workspace of this
     # call's own, so calls on several threads or streams never share one.
-    with Borrowed() as borrowed, torch.cuda.device(q.device):
-        stream = torch.cuda.current_stream(q.device).cuda_stream
+    with Borrowed() as borrowed, current_stream(torch, q.device) as stream:
         check(lib().attnjit_single_decode_with_kv_cache(
             _runtime.handle(), borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
             borrowed.tensor(o, "o"), borrowed.optional(lse, "lse"), ctypes.byref(options), None, 0, stream))
@@ -135,8 +135,7 @@ class SingleDecodeWrapper:
         if self._return_lse and lse is None:
             lse = torch.empty(q.shape[0], dtype=torch.float32, device=q.device)
         ws = self._workspace
-        with Borrowed() as borrowed, torch.cuda.device(q.device):
-            stream = torch.cuda.current_stream(q.device).cuda_stream
+        with Borrowed() as borrowed, current_stream(torch, q.device) as stream:
             check(lib().attnjit_single_decode_run(
                 self._plan.handle, borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
                 borrowed.tensor(o, "o"), borrowed.optional(lse if self._return_lse else None, "lse"),
