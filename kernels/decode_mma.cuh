@@ -10,13 +10,14 @@
 // (fp8 -> f16 exactly, without going through float; the variant's key
 // transform, if any, in float) and stores them to shared memory; each warp
 // then computes, per 16 of its rows, S = Q K^T, the online softmax on the S
-// fragments (fragment_softmax.cuh), and O += P V.
+// fragments (fragment_softmax.cuh), and O += P V. A warp loads and stages
+// exactly the rows it computes on, so the loop needs no CTA barrier.
 //
 // A tile holds the same bytes of K/V whatever their type, so as many bytes
 // are in flight per SM for fp8 as for 16-bit KV and fp8 streams at the same
 // bytes/s, twice the rows/s: 16 rows per warp for 16-bit KV, double
 // buffered; 32 for fp8 (two 16-row MMA tiles), whose widened tile takes both
-// buffers' shared memory and is single buffered (one more barrier per tile).
+// buffers' shared memory and is single buffered (one more __syncwarp per tile).
 // Warps merge their states at the end,
 // like the CUDA-core skeleton. K and V are found through the KV source
 // (kv_source.cuh): single decode reads request 0 of a contiguous source, batch
@@ -45,12 +46,12 @@ struct DecodeMmaTraits {
   static constexpr int kKVBytes = storage_bytes<KVT>::value;
   static constexpr int kLoadFrags = 2 / kKVBytes;                 // 8-element fragments per 16-byte load
   static constexpr int kLanesPerRow = HeadDim / (8 * kLoadFrags);
-  static constexpr int kRowsPerPass = kThreads / kLanesPerRow;
+  static constexpr int kRowsPerPass = 32 / kLanesPerRow;         // rows a warp loads per pass
   static constexpr int kSubTiles = 2 / kKVBytes;                  // 16-row MMA tiles per warp and tile
   static constexpr int kWarpRows = 16 * kSubTiles;
   static constexpr int kTileRows = kWarpRows * Warps;
   static constexpr int kBuffers = 2 / kSubTiles;
-  static constexpr int kPasses = kTileRows / kRowsPerPass;       // loads per thread per tile, each of K and V
+  static constexpr int kPasses = kWarpRows / kRowsPerPass;       // loads per thread per tile, each of K and V
   static constexpr int kStride = HeadDim + 8;                    // smem row pitch: ldmatrix without bank conflicts
   static constexpr int kSmemBytes = kernels::decode_mma_smem_bytes(Warps, HeadDim);
   static_assert((16 + 2 * kBuffers * kTileRows) * kStride * 2 <= kSmemBytes, "tiles exceed the planned smem");
@@ -82,7 +83,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   const int head0 = kv_head * p.group_size + blockIdx.x * Tr::kHeads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int slice = tid % Tr::kLanesPerRow, row_in_pass = tid / Tr::kLanesPerRow;
+  const int slice = lane % Tr::kLanesPerRow, row_in_pass = lane / Tr::kLanesPerRow;
   const int chunk0 = slice * Tr::kLoadFrags, dim0 = chunk0 * 8;  // this thread's first K/V element of a row
 
   unsigned char* smem = attnjit_decode_mma_smem;
@@ -124,7 +125,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   auto load_tile = [&](int base) {
 #pragma unroll
     for (int s = 0; s < Tr::kPasses; ++s) {
-      const int r = min(base + s * Tr::kRowsPerPass + row_in_pass, end - 1);  // past the end: masked later
+      const int r = min(base + warp * Tr::kWarpRows + s * Tr::kRowsPerPass + row_in_pass, end - 1);  // past the end: masked later
       const KVRowAddress at = kv_slice.row(r);
       load_raw16<kv_t>(at.k, k_raw[s]);
       load_raw16<kv_t>(at.v, v_raw[s]);
@@ -133,7 +134,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   auto store_tile = [&](int buf, int base) {
 #pragma unroll
     for (int s = 0; s < Tr::kPasses; ++s) {
-      const int r = s * Tr::kRowsPerPass + row_in_pass;
+      const int r = warp * Tr::kWarpRows + s * Tr::kRowsPerPass + row_in_pass;
       unsigned char* k_row = k_tile(buf) + r * kRowBytes;
       unsigned char* v_row = v_tile(buf) + r * kRowBytes;
 #pragma unroll
@@ -216,21 +217,22 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       }
     }
 
-    // One buffer: every warp must be done with the tile before it is overwritten.
-    if (Tr::kBuffers == 1) __syncthreads();
+    // A warp stages exactly the rows it computes on, so only the warp
+    // synchronizes: warps run out of step, some loading while others compute.
+    // One buffer: the warp's reads of its rows are done before it overwrites them.
+    if (Tr::kBuffers == 1) __syncwarp();
     if (more) store_tile(buf ^ (Tr::kBuffers - 1), base + Tr::kTileRows);
-    __syncthreads();
+    __syncwarp();
     buf ^= Tr::kBuffers - 1;
   }
 
   pdl_launch_dependents();  // the next kernel may start its prologue: this CTA only merges and stores now
 
   // Row sums across the quad, then the warps' states through shared memory.
-  // They overwrite the Q tile: after a loop the last barrier already ordered
-  // every ldmatrix of it before these stores, but an empty chunk (a split past
-  // a device-side length) skips the loop, so the barrier is taken here
-  // (compute-sanitizer racecheck found the race; uniform across the CTA).
-  if (begin >= end) __syncthreads();
+  // They overwrite the Q tile and other warps' K/V rows, which those warps
+  // may still be reading (the loop synchronizes only within a warp; an empty
+  // chunk skips the loop), hence a CTA barrier first.
+  __syncthreads();
   rows.finalize();
   constexpr int kRec = D + 2;
   float* states = reinterpret_cast<float*>(smem);
