@@ -9,8 +9,8 @@
 // flight while this one computes), widens them to the MMA's 16-bit type
 // (fp8 -> f16 exactly, without going through float; the variant's key
 // transform, if any, in float) and stores them to shared memory; each warp
-// then computes, per 16 of its rows, S = Q K^T, the online softmax on the S
-// fragments (fragment_softmax.cuh), and O += P V. A warp loads and stages
+// then computes on its rows S = Q K^T, the online softmax on the S fragments
+// (fragment_softmax.cuh), and O += P V. A warp loads and stages
 // exactly the rows it computes on, so the loop needs no CTA barrier.
 //
 // A tile holds the same bytes of K/V whatever their type, so as many bytes
@@ -174,27 +174,28 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     const bool more = base + Tr::kTileRows < end;  // uniform across the CTA
     if (more) load_tile(base + Tr::kTileRows);
 
+    const int row0 = warp * Tr::kWarpRows;  // this warp's first row in the tile
+    const int col0 = base + row0;
+    if (col0 < end) {  // uniform across the warp; else it holds only rows past the end
+      // S = Q K^T on the warp's rows: two 8-row n-tiles per 16-row MMA tile.
+      frag_c s[2 * Tr::kSubTiles];
 #pragma unroll
-    for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
-      const int row0 = warp * Tr::kWarpRows + sub * 16;  // this MMA tile's first row in the tile
-      const int col0 = base + row0;
-      if (col0 >= end) break;  // uniform across the warp: only rows past the end are left
-
-      // S = Q K^T on these 16 rows: two 8-row n-tiles.
-      frag_c s[2];
-      s[0].zero();
-      s[1].zero();
-      const unsigned char* kw = k_tile(buf) + (row0 + (lane & 7) + ((lane >> 4) << 3)) * kRowBytes;
+      for (int n = 0; n < 2 * Tr::kSubTiles; ++n) s[n].zero();
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        uint32_t r[4];
-        ldmatrix_x4(r, kw + chunk(2 * ks + ((lane >> 3) & 1)));
-        mma_16816<T>(s[0], qa[ks], frag_b{{r[0], r[1]}});
-        mma_16816<T>(s[1], qa[ks], frag_b{{r[2], r[3]}});
+      for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
+        const unsigned char* kw = k_tile(buf) + (row0 + sub * 16 + (lane & 7) + ((lane >> 4) << 3)) * kRowBytes;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+          uint32_t r[4];
+          ldmatrix_x4(r, kw + chunk(2 * ks + ((lane >> 3) & 1)));
+          mma_16816<T>(s[2 * sub], qa[ks], frag_b{{r[0], r[1]}});
+          mma_16816<T>(s[2 * sub + 1], qa[ks], frag_b{{r[2], r[3]}});
+        }
       }
 
       // The variant turns S into base-2 logits (masked rows -inf), then the
-      // online softmax makes it P and rescales what O holds so far.
+      // online softmax makes it P and rescales what O holds so far: once per
+      // warp tile, however many MMA tiles it spans.
       map_tile(s, [&](int half, int col, float x) {
         const auto& var = half == 0 ? var_lo : var_hi;
         const int j = col0 + col;
@@ -205,15 +206,18 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       rows.raise_max(tile_max, scale);
       rescale(o, scale);
       rows.exp2_and_sum(s);
-      // O += P V, P (16 x 16 KV rows) as an A fragment.
-      const frag_a pa = to_a_fragment<T>(s[0], s[1]);
-      const unsigned char* vw = v_tile(buf) + (row0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * kRowBytes;
+      // O += P V, P (16 x 16 KV rows per MMA tile) as A fragments.
 #pragma unroll
-      for (int nd = 0; nd < D / 16; ++nd) {
-        uint32_t r[4];
-        ldmatrix_x4_trans(r, vw + chunk(2 * nd + (lane >> 4)));
-        mma_16816<T>(o[2 * nd], pa, frag_b{{r[0], r[1]}});
-        mma_16816<T>(o[2 * nd + 1], pa, frag_b{{r[2], r[3]}});
+      for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
+        const frag_a pa = to_a_fragment<T>(s[2 * sub], s[2 * sub + 1]);
+        const unsigned char* vw = v_tile(buf) + (row0 + sub * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * kRowBytes;
+#pragma unroll
+        for (int nd = 0; nd < D / 16; ++nd) {
+          uint32_t r[4];
+          ldmatrix_x4_trans(r, vw + chunk(2 * nd + (lane >> 4)));
+          mma_16816<T>(o[2 * nd], pa, frag_b{{r[0], r[1]}});
+          mma_16816<T>(o[2 * nd + 1], pa, frag_b{{r[2], r[3]}});
+        }
       }
     }
 
