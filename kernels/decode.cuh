@@ -54,6 +54,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   using kv_t = typename Tr::kv_t;
   constexpr int kQBytes = storage_bytes<typename Tr::q_t>::value;
 
+  pdl_wait();  // q, the cache and the work list may come from the kernel before
   const kernels::DecodeWorkItem item = decode_work_item(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
   const int kv_head = blockIdx.z;
@@ -143,6 +144,8 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
       }
     }
   }
+
+  pdl_launch_dependents();  // the next kernel may start its prologue: this CTA only merges and stores now
 
   // Merge the lane groups of each warp (they hold disjoint rows).
 #pragma unroll

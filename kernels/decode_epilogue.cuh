@@ -6,6 +6,7 @@
 #include "decode_work.cuh"
 #include "numeric.cuh"
 #include "softmax_state.cuh"
+#include "variant.cuh"
 
 namespace attnjit {
 
@@ -27,10 +28,11 @@ ATTNJIT_DEVICE void merge_warps_and_store(const float* states, const DecodeWork&
       for (int i = 0; i < 8; ++i) o.x[i] = rec[2 + d0 + i];
       acc.merge(rec[0], rec[1], o);
     }
+    const int head = head0 + h;
+    if (work.slot < 0) apply_sink(acc, p.var.sinks, head);  // a split's partial state goes without it
     frag8 out = acc.normalized();
 #pragma unroll
     for (int i = 0; i < 8; ++i) out.x[i] *= p.var.v_scale;
-    const int head = head0 + h;
     if (work.slot < 0) {
       store8<OT>(static_cast<char*>(p.o) + (work.request * p.o_stride_b + head * p.o_stride_h + d0) * storage_bytes<OT>::value,
                  out);

@@ -4,13 +4,21 @@
 // instead of kHeads x (dot products + shuffles) per row.
 //
 // Grid (group_size / kHeads, work items, num_kv_heads), 4 warps (work items:
-// decode_work.cuh). Each
-// iteration the CTA stages a tile of 16 rows per warp: every thread loads its
-// 8-element slices of K and V (the next tile's loads are in flight while this
-// one computes), converts them (fp8 -> the q dtype, the variant's key
-// transform) and stores them to shared memory; each warp then computes
-// S = Q K^T on its 16 rows, the online softmax on the S fragments
-// (fragment_softmax.cuh), and O += P V. Warps merge their states at the end,
+// decode_work.cuh). Each iteration the CTA stages a tile of K and V: every
+// thread loads 16-byte slices of its rows (the next tile's loads are in
+// flight while this one computes), widens them to the MMA's 16-bit type
+// (fp8 -> f16 exactly, without going through float; the variant's key
+// transform, if any, in float) and stores them to shared memory; each warp
+// then computes on its rows S = Q K^T, the online softmax on the S fragments
+// (fragment_softmax.cuh), and O += P V. A warp loads and stages
+// exactly the rows it computes on, so the loop needs no CTA barrier.
+//
+// A tile holds the same bytes of K/V whatever their type, so as many bytes
+// are in flight per SM for fp8 as for 16-bit KV and fp8 streams at the same
+// bytes/s, twice the rows/s: 16 rows per warp for 16-bit KV, double
+// buffered; 32 for fp8 (two 16-row MMA tiles), whose widened tile takes both
+// buffers' shared memory and is single buffered (one more __syncwarp per tile).
+// Warps merge their states at the end,
 // like the CUDA-core skeleton. K and V are found through the KV source
 // (kv_source.cuh): single decode reads request 0 of a contiguous source, batch
 // decode the item's request of a paged one.
@@ -35,13 +43,20 @@ struct DecodeMmaTraits {
   static constexpr int kHeads = HeadsPerCta;
   static constexpr int kWarps = Warps;
   static constexpr int kThreads = Warps * 32;
-  static constexpr int kTileRows = 16 * Warps;                  // 16 KV rows per warp
-  static constexpr int kLanesPerRow = HeadDim / 8;
-  static constexpr int kRowsPerPass = kThreads / kLanesPerRow;
-  static constexpr int kPasses = kTileRows / kRowsPerPass;       // slices per thread per tile
+  static constexpr int kKVBytes = storage_bytes<KVT>::value;
+  static constexpr int kLoadFrags = 2 / kKVBytes;                 // 8-element fragments per 16-byte load
+  static constexpr int kLanesPerRow = HeadDim / (8 * kLoadFrags);
+  static constexpr int kRowsPerPass = 32 / kLanesPerRow;         // rows a warp loads per pass
+  static constexpr int kSubTiles = 2 / kKVBytes;                  // 16-row MMA tiles per warp and tile
+  static constexpr int kWarpRows = 16 * kSubTiles;
+  static constexpr int kTileRows = kWarpRows * Warps;
+  static constexpr int kBuffers = 2 / kSubTiles;
+  static constexpr int kPasses = kWarpRows / kRowsPerPass;       // loads per thread per tile, each of K and V
   static constexpr int kStride = HeadDim + 8;                    // smem row pitch: ldmatrix without bank conflicts
   static constexpr int kSmemBytes = kernels::decode_mma_smem_bytes(Warps, HeadDim);
-  using q_t = QT;  // also the tensor cores' input type
+  static_assert((16 + 2 * kBuffers * kTileRows) * kStride * 2 <= kSmemBytes, "tiles exceed the planned smem");
+  using q_t = QT;
+  using mma_t = typename mma_input<QT, KVT>::type;  // the tensor cores' input type, and the smem tiles'
   using kv_t = KVT;
   using o_t = OT;
   using KVSource = KVSourceT<KVT>;
@@ -53,27 +68,35 @@ extern __shared__ __align__(16) unsigned char attnjit_decode_mma_smem[];
 
 template <class Tr>
 ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
-  using T = typename Tr::q_t;
+  using T = typename Tr::mma_t;
   using kv_t = typename Tr::kv_t;
   constexpr int D = Tr::kHeadDim;
   constexpr int kRowBytes = Tr::kStride * 2;
   constexpr int kTileBytes = Tr::kTileRows * kRowBytes;
-  constexpr int kRopePartner = Tr::kLanesPerRow / 2;
+  constexpr int kQSlices = D / 8;                        // the Q tile is staged 8 elements per thread
+  constexpr int kRopePartner = Tr::kLanesPerRow / 2;     // the lane holding a K slice's dims +- D/2
 
+  pdl_wait();  // q, the cache and the work list may come from the kernel before
   const kernels::DecodeWorkItem item = decode_work_item(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
   const int kv_head = blockIdx.z;
   const int head0 = kv_head * p.group_size + blockIdx.x * Tr::kHeads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int slice = tid % Tr::kLanesPerRow, row_in_pass = tid / Tr::kLanesPerRow, dim0 = slice * 8;
+  const int slice = lane % Tr::kLanesPerRow, row_in_pass = lane / Tr::kLanesPerRow;
+  const int chunk0 = slice * Tr::kLoadFrags, dim0 = chunk0 * 8;  // this thread's first K/V element of a row
 
   unsigned char* smem = attnjit_decode_mma_smem;
   unsigned char* q_tile = smem;
   // Buffers by arithmetic, not a pointer array: a run-time index into an
   // array would put it in local memory.
   auto k_tile = [&](int buf) { return smem + 16 * kRowBytes + buf * kTileBytes; };
-  auto v_tile = [&](int buf) { return smem + 16 * kRowBytes + (2 + buf) * kTileBytes; };
+  auto v_tile = [&](int buf) { return smem + 16 * kRowBytes + (Tr::kBuffers + buf) * kTileBytes; };
+  // The 16-byte chunk c (elements 8c..8c+7) of a K/V tile row. Chunks 8-15
+  // swap in pairs, so the 8 lanes of a store phase, which write chunks
+  // 2l (+1) when a lane holds 16 fp8 elements, hit distinct banks; the
+  // ldmatrix reads take whole chunks and follow the same map.
+  auto chunk = [](int c) { return (c ^ ((c >> 3) & 1)) * 16; };
 
   const typename Tr::KVSource kv(p.kv, item.request);
   const int kv_len = kv.length();
@@ -85,37 +108,46 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   const typename Tr::Variant var_hi(p.var, work.request, head0 + min(g + 8, Tr::kHeads - 1), p.num_qo_heads, kv_len);
 
   // Q tile: rows are heads (zero past kHeads), transformed, unscaled.
-  for (int item = tid; item < 16 * Tr::kLanesPerRow; item += Tr::kThreads) {
-    const int r = item / Tr::kLanesPerRow, d0 = (item % Tr::kLanesPerRow) * 8;
+  for (int item = tid; item < 16 * kQSlices; item += Tr::kThreads) {
+    const int r = item / kQSlices, d0 = (item % kQSlices) * 8;
     frag8 qf;
     qf.zero();
     if (r < Tr::kHeads)
       qf = load8<typename Tr::q_t>(q_base + ((head0 + r) * p.q_stride_h + d0) * 2);
-    var_lo.template transform_query<D>(qf, q_pos, d0, kRopePartner);  // the same for every head
+    var_lo.template transform_query<D>(qf, q_pos, d0, kQSlices / 2);  // the same for every head
     store_smem8<T>(q_tile + r * kRowBytes + d0 * 2, qf);
   }
 
   const int begin = work.begin, end = work.end;
   const auto kv_slice = kv.slice(kv_head, dim0);  // bound here, after the query: fewer registers live across it
 
-  raw8<kv_t> k_raw[Tr::kPasses], v_raw[Tr::kPasses];
+  raw8<kv_t> k_raw[Tr::kPasses][Tr::kLoadFrags], v_raw[Tr::kPasses][Tr::kLoadFrags];
   auto load_tile = [&](int base) {
 #pragma unroll
     for (int s = 0; s < Tr::kPasses; ++s) {
-      const int r = min(base + s * Tr::kRowsPerPass + row_in_pass, end - 1);  // past the end: masked later
+      const int r = min(base + warp * Tr::kWarpRows + s * Tr::kRowsPerPass + row_in_pass, end - 1);  // past the end: masked later
       const KVRowAddress at = kv_slice.row(r);
-      k_raw[s] = load_raw8<kv_t>(at.k);
-      v_raw[s] = load_raw8<kv_t>(at.v);
+      load_raw16<kv_t>(at.k, k_raw[s]);
+      load_raw16<kv_t>(at.v, v_raw[s]);
     }
   };
   auto store_tile = [&](int buf, int base) {
 #pragma unroll
     for (int s = 0; s < Tr::kPasses; ++s) {
-      const int r = s * Tr::kRowsPerPass + row_in_pass;
-      frag8 kf = to_frag8(k_raw[s]);
-      var_lo.template transform_key<D>(kf, base + r, dim0, kRopePartner);  // the same for every head
-      store_smem8<T>(k_tile(buf) + r * kRowBytes + dim0 * 2, kf);
-      store_smem8<T>(v_tile(buf) + r * kRowBytes + dim0 * 2, to_frag8(v_raw[s]));
+      const int r = warp * Tr::kWarpRows + s * Tr::kRowsPerPass + row_in_pass;
+      unsigned char* k_row = k_tile(buf) + r * kRowBytes;
+      unsigned char* v_row = v_tile(buf) + r * kRowBytes;
+#pragma unroll
+      for (int f = 0; f < Tr::kLoadFrags; ++f) {
+        if (Tr::Variant::kTransformsKeys) {  // in float, then rounded once to the MMA type
+          frag8 kf = to_frag8(k_raw[s][f]);
+          var_lo.template transform_key<D>(kf, base + r, dim0 + 8 * f, kRopePartner);  // the same for every head
+          store_smem8<T>(k_row + chunk(chunk0 + f), kf);
+        } else {
+          store_smem8(k_row + chunk(chunk0 + f), widen8(k_raw[s][f]));
+        }
+        store_smem8(v_row + chunk(chunk0 + f), widen8(v_raw[s][f]));
+      }
     }
   };
 
@@ -142,54 +174,69 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     const bool more = base + Tr::kTileRows < end;  // uniform across the CTA
     if (more) load_tile(base + Tr::kTileRows);
 
-    // S = Q K^T on this warp's 16 rows: two 8-row n-tiles.
-    frag_c s[2];
-    s[0].zero();
-    s[1].zero();
-    const unsigned char* kw = k_tile(buf) + warp * 16 * kRowBytes;
+    const int row0 = warp * Tr::kWarpRows;  // this warp's first row in the tile
+    const int col0 = base + row0;
+    if (col0 < end) {  // uniform across the warp; else it holds only rows past the end
+      // S = Q K^T on the warp's rows: two 8-row n-tiles per 16-row MMA tile.
+      frag_c s[2 * Tr::kSubTiles];
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t r[4];
-      ldmatrix_x4(r, kw + ((lane & 7) + ((lane >> 4) << 3)) * kRowBytes + (ks * 16 + ((lane >> 3) & 1) * 8) * 2);
-      mma_16816<T>(s[0], qa[ks], frag_b{{r[0], r[1]}});
-      mma_16816<T>(s[1], qa[ks], frag_b{{r[2], r[3]}});
+      for (int n = 0; n < 2 * Tr::kSubTiles; ++n) s[n].zero();
+#pragma unroll
+      for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
+        const unsigned char* kw = k_tile(buf) + (row0 + sub * 16 + (lane & 7) + ((lane >> 4) << 3)) * kRowBytes;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+          uint32_t r[4];
+          ldmatrix_x4(r, kw + chunk(2 * ks + ((lane >> 3) & 1)));
+          mma_16816<T>(s[2 * sub], qa[ks], frag_b{{r[0], r[1]}});
+          mma_16816<T>(s[2 * sub + 1], qa[ks], frag_b{{r[2], r[3]}});
+        }
+      }
+
+      // The variant turns S into base-2 logits (masked rows -inf), then the
+      // online softmax makes it P and rescales what O holds so far: once per
+      // warp tile, however many MMA tiles it spans.
+      map_tile(s, [&](int half, int col, float x) {
+        const auto& var = half == 0 ? var_lo : var_hi;
+        const int j = col0 + col;
+        return j < end && var.keep(q_pos, j) ? var.logit(x * var.q_scale, j) : neg_inf();
+      });
+      float tile_max[2], scale[2];
+      row_max(s, tile_max);
+      rows.raise_max(tile_max, scale);
+      rescale(o, scale);
+      rows.exp2_and_sum(s);
+      // O += P V, P (16 x 16 KV rows per MMA tile) as A fragments.
+#pragma unroll
+      for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
+        const frag_a pa = to_a_fragment<T>(s[2 * sub], s[2 * sub + 1]);
+        const unsigned char* vw = v_tile(buf) + (row0 + sub * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * kRowBytes;
+#pragma unroll
+        for (int nd = 0; nd < D / 16; ++nd) {
+          uint32_t r[4];
+          ldmatrix_x4_trans(r, vw + chunk(2 * nd + (lane >> 4)));
+          mma_16816<T>(o[2 * nd], pa, frag_b{{r[0], r[1]}});
+          mma_16816<T>(o[2 * nd + 1], pa, frag_b{{r[2], r[3]}});
+        }
+      }
     }
 
-    // The variant turns S into base-2 logits (masked rows -inf), then the
-    // online softmax makes it P and rescales what O holds so far.
-    const int col0 = base + warp * 16;
-    map_tile(s, [&](int half, int col, float x) {
-      const auto& var = half == 0 ? var_lo : var_hi;
-      const int j = col0 + col;
-      return j < end && var.keep(q_pos, j) ? var.logit(x * var.q_scale, j) : neg_inf();
-    });
-    float tile_max[2], scale[2];
-    row_max(s, tile_max);
-    rows.raise_max(tile_max, scale);
-    rescale(o, scale);
-    rows.exp2_and_sum(s);
-    // O += P V, P (16 x 16 KV rows) as an A fragment.
-    const frag_a pa = to_a_fragment<T>(s[0], s[1]);
-    const unsigned char* vw = v_tile(buf) + warp * 16 * kRowBytes;
-#pragma unroll
-    for (int nd = 0; nd < D / 16; ++nd) {
-      uint32_t r[4];
-      ldmatrix_x4_trans(r, vw + ((lane & 7) + (((lane >> 3) & 1) << 3)) * kRowBytes + (nd * 16 + (lane >> 4) * 8) * 2);
-      mma_16816<T>(o[2 * nd], pa, frag_b{{r[0], r[1]}});
-      mma_16816<T>(o[2 * nd + 1], pa, frag_b{{r[2], r[3]}});
-    }
-
-    if (more) store_tile(buf ^ 1, base + Tr::kTileRows);
-    __syncthreads();
-    buf ^= 1;
+    // A warp stages exactly the rows it computes on, so only the warp
+    // synchronizes: warps run out of step, some loading while others compute.
+    // One buffer: the warp's reads of its rows are done before it overwrites them.
+    if (Tr::kBuffers == 1) __syncwarp();
+    if (more) store_tile(buf ^ (Tr::kBuffers - 1), base + Tr::kTileRows);
+    __syncwarp();
+    buf ^= Tr::kBuffers - 1;
   }
 
+  pdl_launch_dependents();  // the next kernel may start its prologue: this CTA only merges and stores now
+
   // Row sums across the quad, then the warps' states through shared memory.
-  // They overwrite the Q tile: after a loop the last barrier already ordered
-  // every ldmatrix of it before these stores, but an empty chunk (a split past
-  // a device-side length) skips the loop, so the barrier is taken here
-  // (compute-sanitizer racecheck found the race; uniform across the CTA).
-  if (begin >= end) __syncthreads();
+  // They overwrite the Q tile and other warps' K/V rows, which those warps
+  // may still be reading (the loop synchronizes only within a warp; an empty
+  // chunk skips the loop), hence a CTA barrier first.
+  __syncthreads();
   rows.finalize();
   constexpr int kRec = D + 2;
   float* states = reinterpret_cast<float*>(smem);

@@ -10,6 +10,8 @@
 #include "merge_params.h"
 #include "math.cuh"
 #include "numeric.cuh"
+#include "softmax_state.cuh"
+#include "variant.cuh"
 
 namespace attnjit {
 
@@ -28,6 +30,7 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   __shared__ float warp_max[Tr::kWarps];
   __shared__ __align__(16) float sums[Tr::kGroups][Tr::kHeadDim];
   __shared__ float weights[Tr::kGroups];
+  pdl_wait();  // the partial states come from the kernel before
   const int row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // This row's partials: slots [first, first + num_splits), `stride` rows apart.
@@ -72,20 +75,20 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   __syncthreads();
 
   if (group != 0) return;
-  d = 0.f;
-  o.zero();
+  SoftmaxState acc;  // relative to m
+  acc.m = m;
+  acc.d = 0.f;
+  acc.o.zero();
   for (int gi = 0; gi < Tr::kGroups; ++gi) {
-    d += weights[gi];
+    acc.d += weights[gi];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) o.x[i] += sums[gi][d0 + i];
+    for (int i = 0; i < 8; ++i) acc.o.x[i] += sums[gi][d0 + i];
   }
-  const float rcp = d > 0.f ? 1.f / d : 0.f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) o.x[i] *= rcp;
+  apply_sink(acc, p.sinks, r);
   store8<typename Tr::o_t>(static_cast<char*>(p.o) + (request * p.o_stride_request + r * p.o_stride_row + d0) *
                                                      storage_bytes<typename Tr::o_t>::value,
-                           o);
-  if (p.lse && slice == 0) p.lse[row] = d > 0.f ? m + ptx_log2(d) : neg_inf();
+                           acc.normalized());
+  if (p.lse && slice == 0) p.lse[row] = acc.lse();
 }
 
 }  // namespace attnjit

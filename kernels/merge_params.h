@@ -21,6 +21,7 @@ struct MergeParams {
   void* o;                   // request b, row r at o + b * o_stride_request + r * o_stride_row
   float* lse;                // [num_rows] or null (row b * rows_per_request + r)
   const int32_t* indptr;     // [requests + 1] or null
+  const float* sinks;        // [rows_per_request] (row r of a request: its qo head) or null: variant.cuh
   int64_t o_stride_row;
   int64_t o_stride_request;
   int32_t num_rows;          // rows in the grid: requests * rows_per_request

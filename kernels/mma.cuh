@@ -57,4 +57,12 @@ ATTNJIT_DEVICE void store_smem8(void* p, const frag8& f) {
   asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(smem_addr(p)), "r"(a), "r"(b), "r"(c), "r"(d));
 }
 
+// Eight elements already in a 16-bit type (widen8), 16 bytes to shared memory.
+template <class T>
+ATTNJIT_DEVICE void store_smem8(void* p, const raw8<T>& x) {
+  static_assert(storage_bytes<T>::value == 2, "shared-memory tiles hold the MMA's 16-bit type");
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(smem_addr(p)), "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]),
+               "r"(x.r[3]));
+}
+
 }  // namespace attnjit

@@ -60,23 +60,37 @@ ATTNJIT_DEVICE uint32_t f32_to_bf16x2(float lo, float hi) {
   return r;
 }
 
-// fp8 -> f16 by moving bits, valid on every arch. e5m2 is the top byte of an
-// f16. e4m3 (bias 7) placed in f16's field (bias 15) reads as value * 2^-8,
-// subnormals included, so one multiply by 256 restores it. (e4m3's single NaN
-// encoding is not reproduced: calibrated KV caches hold none.)
-ATTNJIT_DEVICE void e5m2x4_to_f32(uint32_t v, float* out) {
-  f16x2_to_f32(((v & 0x00ffu) << 8) | ((v & 0xff00u) << 16), out[0], out[1]);
-  f16x2_to_f32(((v >> 8) & 0xff00u) | (v & 0xff000000u), out[2], out[3]);
+// Four fp8 values (the bytes of v, lowest first) widened exactly to f16, as
+// two f16x2 words (elements 0,1 and 2,3; the lower element in the low half).
+// e5m2 is the top byte of an f16: one byte permute per word. e4m3 has a
+// hardware conversion from sm_89 on (two values per instruction). Before
+// that, e4m3 (bias 7) placed in f16's field (bias 15) reads as value * 2^-8,
+// subnormals included, and one f16x2 multiply by 256 restores it exactly.
+// (e4m3's single NaN encoding is not reproduced on that path: calibrated KV
+// caches hold none.)
+ATTNJIT_DEVICE uint32_t byte_perm(uint32_t a, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(a), "r"(selector));
+  return r;
 }
-ATTNJIT_DEVICE void e4m3x4_to_f32(uint32_t v, float* out) {
-  // byte b -> f16 bits (b & 0x80) << 8 | (b & 0x7f) << 7
-  uint32_t b0 = v & 0xffu, b1 = (v >> 8) & 0xffu, b2 = (v >> 16) & 0xffu, b3 = v >> 24;
-  uint32_t p01 = ((b0 & 0x80u) << 8) | ((b0 & 0x7fu) << 7) | ((((b1 & 0x80u) << 8) | ((b1 & 0x7fu) << 7)) << 16);
-  uint32_t p23 = ((b2 & 0x80u) << 8) | ((b2 & 0x7fu) << 7) | ((((b3 & 0x80u) << 8) | ((b3 & 0x7fu) << 7)) << 16);
-  f16x2_to_f32(p01, out[0], out[1]);
-  f16x2_to_f32(p23, out[2], out[3]);
+ATTNJIT_DEVICE void fp8x4_to_f16x2(e5m2, uint32_t v, uint32_t& lo, uint32_t& hi) {
+  lo = byte_perm(v, 0x1404);  // bytes 0, 1 -> the high bytes of two f16
+  hi = byte_perm(v, 0x3424);
+}
+ATTNJIT_DEVICE void fp8x4_to_f16x2(e4m3, uint32_t v, uint32_t& lo, uint32_t& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{ .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h; }"
+      : "=r"(lo), "=r"(hi) : "r"(v));
+#else
+  uint32_t w[2] = {byte_perm(v, 0x1404), byte_perm(v, 0x3424)};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) out[i] *= 256.f;
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t bits = (w[i] & 0x80008000u) | ((w[i] >> 1) & 0x3f803f80u);  // sign | exponent, mantissa >> 1
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(w[i]) : "r"(bits), "r"(0x5c005c00u));  // * 256 (exact)
+  }
+  lo = w[0];
+  hi = w[1];
+#endif
 }
 
 }  // namespace detail
@@ -100,6 +114,17 @@ ATTNJIT_DEVICE raw8<T> load_raw8(const void* p) {
   return x;
 }
 
+// Sixteen bytes of T at p: one raw8 of a 16-bit type, two of fp8 (elements
+// 0-7 and 8-15), so a kernel can keep its loads 16 bytes wide for any type.
+template <class T>
+ATTNJIT_DEVICE void load_raw16(const void* p, raw8<T> (&x)[2 / storage_bytes<T>::value]) {
+  uint32_t r[4];
+  detail::ld_stream_16(p, r);
+  constexpr int kWords = 2 * storage_bytes<T>::value;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) x[i / kWords].r[i % kWords] = r[i];
+}
+
 ATTNJIT_DEVICE frag8 to_frag8(const raw8<f16>& x) {
   frag8 f;
 #pragma unroll
@@ -112,17 +137,38 @@ ATTNJIT_DEVICE frag8 to_frag8(const raw8<bf16>& x) {
   for (int i = 0; i < 4; ++i) detail::bf16x2_to_f32(x.r[i], f.x[2 * i], f.x[2 * i + 1]);
   return f;
 }
-ATTNJIT_DEVICE frag8 to_frag8(const raw8<e5m2>& x) {
+template <class FP8>
+ATTNJIT_DEVICE frag8 fp8_to_frag8(const raw8<FP8>& x) {
   frag8 f;
-  detail::e5m2x4_to_f32(x.r[0], f.x);
-  detail::e5m2x4_to_f32(x.r[1], f.x + 4);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    uint32_t lo, hi;
+    detail::fp8x4_to_f16x2(FP8{}, x.r[i], lo, hi);
+    detail::f16x2_to_f32(lo, f.x[4 * i], f.x[4 * i + 1]);
+    detail::f16x2_to_f32(hi, f.x[4 * i + 2], f.x[4 * i + 3]);
+  }
   return f;
 }
-ATTNJIT_DEVICE frag8 to_frag8(const raw8<e4m3>& x) {
-  frag8 f;
-  detail::e4m3x4_to_f32(x.r[0], f.x);
-  detail::e4m3x4_to_f32(x.r[1], f.x + 4);
-  return f;
+ATTNJIT_DEVICE frag8 to_frag8(const raw8<e5m2>& x) { return fp8_to_frag8(x); }
+ATTNJIT_DEVICE frag8 to_frag8(const raw8<e4m3>& x) { return fp8_to_frag8(x); }
+
+// The 16-bit type a tensor-core kernel computes in, given q's and the KV's
+// storage types: q's own, but f16 for fp8 KV, which widens to f16 exactly
+// (and bf16 q converts to f16 exactly within f16's range, |q| < 65504).
+template <class Q, class KV> struct mma_input { using type = Q; };
+template <class Q> struct mma_input<Q, e4m3> { using type = f16; };
+template <class Q> struct mma_input<Q, e5m2> { using type = f16; };
+
+// Eight loaded elements as eight of the MMA's 16-bit type, without going
+// through float: the same bits for a 16-bit type, an exact widening for fp8.
+ATTNJIT_DEVICE raw8<f16> widen8(const raw8<f16>& x) { return x; }
+ATTNJIT_DEVICE raw8<bf16> widen8(const raw8<bf16>& x) { return x; }
+template <class FP8>
+ATTNJIT_DEVICE raw8<f16> widen8(const raw8<FP8>& x) {
+  raw8<f16> w;
+  detail::fp8x4_to_f16x2(FP8{}, x.r[0], w.r[0], w.r[1]);
+  detail::fp8x4_to_f16x2(FP8{}, x.r[1], w.r[2], w.r[3]);
+  return w;
 }
 
 // load8<T>(p): eight consecutive elements of type T at p, as floats.

@@ -50,6 +50,13 @@ struct SoftmaxState {
     m = m_new;
   }
 
+  // An attention sink: a logit (base 2) in the denominator with no value.
+  ATTNJIT_DEVICE void add_sink(float logit) {
+    frag8 none;
+    none.zero();
+    merge(logit, 1.f, none);
+  }
+
   // Merges the state held by the lane `offset` away (xor), for tree reductions.
   ATTNJIT_DEVICE void merge_lane_xor(int offset) {
     const float m2 = __shfl_xor_sync(0xffffffffu, m, offset);

@@ -9,10 +9,12 @@
 //   x += slope_h * (j - q_pos)         (ALiBi)
 //   x = cap * tanh(x / cap)            (soft cap)
 //   logit = x * log2(e)                (softmax runs in base 2)
+//   apply_sink                         TensorRT-LLM's sinks, on a head's final state
 #pragma once
 #include "mask.cuh"
 #include "math.cuh"
 #include "pos_encoding.cuh"
+#include "softmax_state.cuh"
 #include "variant_params.h"
 
 namespace attnjit {
@@ -24,6 +26,9 @@ struct AttentionVariant {
   // With neither bias nor cap the whole transform is one multiply, folded
   // into q once instead of applied to every logit.
   static constexpr bool kFoldScaleIntoQ = !kAlibi && !SoftCap;
+  // Whether transform_key changes a key: skeletons that can stage keys
+  // without going through float (decode_mma.cuh) do so when it does not.
+  static constexpr bool kTransformsKeys = kRope;
   using MaskT = Mask<MaskMode, Window>;
 
   float q_scale;      // multiplies q up front
@@ -70,5 +75,15 @@ struct AttentionVariant {
     return x * kLog2e;
   }
 };
+
+// TensorRT-LLM's attention sinks (VariantParams::sinks): per query head, a
+// logit in the units of the scaled scores (natural log) that joins the
+// softmax's denominator and contributes no value:
+//   o = sum_j e^(x_j) v_j / (e^(sink_h) + sum_j e^(x_j)),  lse includes it.
+// Applied once per output, to the state over the head's whole sequence:
+// never to a split's partial state (the merge applies it instead).
+ATTNJIT_DEVICE void apply_sink(SoftmaxState& s, const float* sinks, int qo_head) {
+  if (sinks) s.add_sink(sinks[qo_head] * kLog2e);
+}
 
 }  // namespace attnjit

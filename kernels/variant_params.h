@@ -25,7 +25,7 @@ struct VariantParams {
   float rope_rcp_scale;   // 1 / rope_scale
   float rope_log2_theta;
   int32_t window_left;    // < 0: no sliding window; else keys in [q_pos - window_left, q_pos]
-  const float* sinks;     // per qo head, or null; reserved for TensorRT-LLM's sinks, unused so far
+  const float* sinks;     // per qo head, or null: TensorRT-LLM's sinks (variant.cuh, apply_sink)
   // kMaskCustom: packed bits, FlashInfer's order (little-endian within a
   // byte; per request a row-major [qo_len, kv_len] block starting at byte
   // custom_mask_indptr[request], or at byte 0 when that is null).

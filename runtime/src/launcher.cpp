@@ -4,7 +4,7 @@
 
 namespace attnjit::detail {
 
-void launch(const Kernel& kernel, const ops::LaunchShape& shape, const void* params, Stream stream) {
+void launch(const Kernel& kernel, const ops::LaunchShape& shape, const void* params, Stream stream, bool pdl) {
   CUlaunchConfig cfg{};
   cfg.gridDimX = shape.grid[0];
   cfg.gridDimY = shape.grid[1];
@@ -14,6 +14,13 @@ void launch(const Kernel& kernel, const ops::LaunchShape& shape, const void* par
   cfg.blockDimZ = 1;
   cfg.sharedMemBytes = shape.smem_bytes;
   cfg.hStream = stream;
+  CUlaunchAttribute attr{};
+  if (pdl) {
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
   void* args[] = {const_cast<void*>(params)};
   // A CUkernel is accepted where a CUfunction is expected and runs in the
   // current context (CUDA 12 context-independent loading).

@@ -9,6 +9,10 @@
 
 namespace attnjit::detail {
 
-void launch(const Kernel& kernel, const ops::LaunchShape& shape, const void* params, Stream stream);
+// pdl: programmatic dependent launch (sm_90+): the kernel may start while the
+// previous kernel on `stream` finishes; the kernels wait for it with
+// griddepcontrol.wait before their first global read (kernels/platform.cuh).
+void launch(const Kernel& kernel, const ops::LaunchShape& shape, const void* params, Stream stream,
+            bool pdl = false);
 
 }  // namespace attnjit::detail

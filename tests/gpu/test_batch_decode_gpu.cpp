@@ -37,11 +37,18 @@ struct Case {
   KVLayout layout = KVLayout::NHD;
   bool tc = false;
   int window_left = -1;
+  bool sinks = false;            // TensorRT-LLM only: sink_logit(h) per head
+  std::optional<bool> pdl;       // TensorRT-LLM only: enable_pdl (unset: on from sm_90)
   std::string label() const {
-    return fmt::format("{} batch={} ps={} {}q/{}kv d={} {}/{} {} tc={} window={} lens[0]={}", name(entry), lens.size(),
-                       page_size, hq, hkv, d, to_string(q), to_string(kv), to_string(layout), tc, window_left, lens[0]);
+    return fmt::format("{} batch={} ps={} {}q/{}kv d={} {}/{} {} tc={} window={} sinks={} pdl={} lens[0]={}",
+                       name(entry), lens.size(), page_size, hq, hkv, d, to_string(q), to_string(kv),
+                       to_string(layout), tc, window_left, sinks, pdl ? (*pdl ? "on" : "off") : "auto", lens[0]);
   }
 };
+
+// Sinks from -2 to 4: against logits of a few units, from negligible to
+// dominating a short request's denominator.
+double sink_logit(int h) { return -2.0 + 1.5 * (h % 5); }
 
 double o_tol(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
 double lse_tol(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
@@ -119,7 +126,9 @@ Errors compare(const Case& c, const Batch& b, const std::vector<double>& out, co
     sp.kv_dtype = c.kv;
     sp.options.window_left = c.window_left;
     const std::vector<double> q(b.q.begin() + r * H * D, b.q.begin() + (r + 1) * H * D);
-    const auto ref = reference_single_decode(sp, q, b.k_dense[r], b.v_dense[r]);
+    std::vector<double> sinks(H);
+    for (int h = 0; h < H; ++h) sinks[h] = sink_logit(h);
+    const auto ref = reference_single_decode(sp, q, b.k_dense[r], b.v_dense[r], c.sinks ? &sinks : nullptr);
     double num = 0, den = 0;
     for (int i = 0; i < H * D; ++i) {
       const double x = out[r * H * D + i];
@@ -142,7 +151,8 @@ DeviceBuffer upload_ints(const std::vector<int32_t>& v) {
   return d;
 }
 
-Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
+// out_bits: the output's bytes as the GPU wrote them (for bitwise comparisons).
+Errors run_case(const Runtime& rt, const Case& c, uint32_t seed, std::vector<uint8_t>* out_bits = nullptr) {
   cuda::ScopedDevice scope(0);
   const Batch b = make_batch(c, seed);
   const int64_t B = c.lens.size(), H = c.hq, Hk = c.hkv, D = c.d, ps = c.page_size, P = b.num_pages;
@@ -177,6 +187,15 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
     w.run(tq, tk, tv, to, &tl);
   } else {
     const DeviceBuffer table = upload_ints(b.table), lens = upload_ints(c.lens);
+    DeviceBuffer sinks(4 * H);
+    {
+      std::vector<uint8_t> bytes(4 * H);
+      for (int h = 0; h < H; ++h) {
+        const float s = float(sink_logit(h));
+        std::memcpy(&bytes[4 * h], &s, 4);
+      }
+      sinks.upload(bytes);
+    }
     const int64_t max_len = *std::max_element(c.lens.begin(), c.lens.end());
     if (c.entry == Entry::TrtLlm) {
       TrtllmDecodeArgs a;
@@ -188,6 +207,8 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
       a.window_left = c.window_left;
       a.kv_layout = c.layout;
       a.use_tensor_cores = c.tc;
+      a.sinks = c.sinks ? static_cast<const float*>(sinks.get()) : nullptr;
+      a.enable_pdl = c.pdl;
       trtllm_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to, &tl);
     } else {
       CudnnDecodeArgs a;
@@ -201,6 +222,7 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
     ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the tables go out of scope
   }
   ATTNJIT_CU(cuda::driver().CtxSynchronize());
+  if (out_bits) *out_bits = dout.download();
   const auto out = decode(c.q, dout.download());
   const auto lse = decode(DType::F32, dlse.download());
   return compare(c, b, out, with_lse ? &lse : nullptr);
@@ -228,6 +250,7 @@ std::vector<Case> grid() {
           // cuDNN's entry has no sliding window.
           c.window_left = turn % 5 == 4 && c.entry != Entry::Cudnn ? 100 : -1;
           c.lens = batches[turn % batches.size()];
+          c.sinks = c.entry == Entry::TrtLlm && turn % 2 == 0;
           cases.push_back(c);
           ++turn;
         }
@@ -241,6 +264,7 @@ std::vector<Case> grid() {
     c.tc = e != Entry::Cudnn;
     c.lens.assign(40, 77);
     c.lens[3] = 20000;
+    c.sinks = e == Entry::TrtLlm;  // split KV: the merge kernel adds the sinks
     cases.push_back(c);
   }
   // ATTNJIT_TEST_GRID=reduced (compute-sanitizer, 10-100x slower): every
@@ -280,6 +304,46 @@ TEST_CASE("batch decode matches the float64 reference through all three entry po
   for (auto& [k, e] : worst)
     table += fmt::format("  {:<34} worst rel L2 err(o) {:.2e}  worst abs err(lse, base 2) {:.2e}\n", k, e.o_rel, e.lse_abs);
   WARN(table);
+}
+
+TEST_CASE("TensorRT-LLM batch decode gives the same bits with programmatic dependent launch on and off",
+          "[gpu][batch_decode][pdl]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  if (std::atoi(rt.engine().arch_of(0).c_str() + 3) < 90) {
+    WARN("PDL needs sm_90: enable_pdl=true must be refused here");
+    Case c;
+    c.entry = Entry::TrtLlm;
+    c.lens = {100};
+    c.pdl = true;
+    CHECK_THROWS(run_case(rt, c, 1));
+    return;
+  }
+  // Split KV (decode then merge kernel, both launched with the attribute),
+  // sinks, fp8 and bf16, CUDA and tensor cores.
+  for (DType kv : {DType::BF16, DType::E4M3})
+    for (bool tc : {false, true}) {
+      Case c;
+      c.entry = Entry::TrtLlm;
+      c.hq = 32;
+      c.hkv = 8;
+      c.kv = kv;
+      c.layout = KVLayout::HND;
+      c.tc = tc;
+      c.sinks = true;
+      c.lens.assign(24, 300);
+      c.lens[5] = 9000;
+      INFO(c.label());
+      std::vector<uint8_t> off, on;
+      c.pdl = false;
+      const Errors e_off = run_case(rt, c, 21, &off);
+      c.pdl = true;
+      const Errors e_on = run_case(rt, c, 21, &on);
+      CHECK(e_off.o_rel <= o_tol(c.q));
+      CHECK(e_off.lse_abs <= lse_tol(c.q));
+      CHECK(e_on.o_rel == e_off.o_rel);
+      CHECK(on == off);
+    }
 }
 
 TEST_CASE("batch decode in a CUDA graph replays correctly after a new plan", "[gpu][batch_decode][graph]") {

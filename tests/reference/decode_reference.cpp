@@ -30,7 +30,8 @@ double alibi_slope(int h, int n_heads) {
 }  // namespace
 
 DecodeReference reference_single_decode(const SingleDecodeProblem& p, const std::vector<double>& q,
-                                        const std::vector<double>& k, const std::vector<double>& v) {
+                                        const std::vector<double>& k, const std::vector<double>& v,
+                                        const std::vector<double>* sinks) {
   const int H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, group = H / Hk;
   const int64_t N = p.kv_len;
   const auto& o = p.options;
@@ -71,7 +72,8 @@ DecodeReference reference_single_decode(const SingleDecodeProblem& p, const std:
       s[n] = x;
       m = std::max(m, x);
     }
-    double denom = 0;
+    if (sinks) m = std::max(m, (*sinks)[h]);
+    double denom = sinks ? std::exp((*sinks)[h] - m) : 0.0;
     std::vector<double> acc(D, 0.0);
     for (int64_t n = first; n < N; ++n) {
       const double w = std::exp(s[n] - m);

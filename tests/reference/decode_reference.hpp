@@ -14,7 +14,11 @@ struct DecodeReference {
 
 // q [H, D]; k, v dense in the problem's kv_layout; values already dequantized
 // from their storage dtype (scales are applied here, from the options).
+// sinks: TensorRT-LLM's attention sinks, one logit per qo head (in the units
+// of the scaled scores) added to the softmax denominator, e^sink; lse
+// includes it.
 DecodeReference reference_single_decode(const SingleDecodeProblem& p, const std::vector<double>& q,
-                                        const std::vector<double>& k, const std::vector<double>& v);
+                                        const std::vector<double>& k, const std::vector<double>& v,
+                                        const std::vector<double>* sinks = nullptr);
 
 }  // namespace attnjit::test

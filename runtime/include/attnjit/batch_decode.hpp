@@ -94,6 +94,17 @@ struct PagedKVView {
 ATTNJIT_API std::pair<TensorView, TensorView> kv_cache_halves(void* data, DType dtype, const int64_t (&shape)[5],
                                                                const int64_t (&strides)[5], int device = 0);
 
+// What run() takes per launch beyond the tensors (TensorRT-LLM's entry point).
+struct BatchDecodeLaunchExtras {
+  // [num_qo_heads] float32 on the device: attention sinks, logits in the
+  // units of the scaled scores joining each head's softmax denominator
+  // (kernels/variant.cuh); lse includes them. Null: none.
+  const float* sinks = nullptr;
+  // Programmatic dependent launch (sm_90+): the decode kernel's launch may
+  // overlap the previous kernel's tail, and the merge kernel the decode's.
+  bool enable_pdl = false;
+};
+
 class ATTNJIT_API BatchDecodePlan {
  public:
   // Validates the problem and makes every kernel ready on its device. The
@@ -121,7 +132,8 @@ class ATTNJIT_API BatchDecodePlan {
   // null. k_scale / v_scale multiply the planned scales (FlashInfer passes
   // them to run()). Only launches: graph-capturable.
   void run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse, void* workspace,
-           size_t workspace_bytes, Stream stream, float k_scale = 1.f, float v_scale = 1.f) const;
+           size_t workspace_bytes, Stream stream, float k_scale = 1.f, float v_scale = 1.f,
+           const BatchDecodeLaunchExtras& extras = {}) const;
 
   struct Impl;
 
@@ -186,9 +198,9 @@ struct TrtllmDecodeArgs {
   KVLayout kv_layout = KVLayout::HND;
   std::optional<DType> out_dtype;         // default q's; "nvfp4" has no DType: see nvfp4_out
   bool nvfp4_out = false, nvfp4_kv = false;  // Blackwell-only in the original: errors here
-  const float* sinks = nullptr;           // per qo head: not supported yet (error)
+  const float* sinks = nullptr;           // [num_qo_heads] float32, device: added to each head's softmax denominator
   int q_len_per_req = 1;                  // > 1 not supported yet (error)
-  std::optional<bool> enable_pdl;         // true not supported yet (error)
+  std::optional<bool> enable_pdl;         // programmatic dependent launch; unset: on where the GPU has it (sm_90+)
   bool use_tensor_cores = false;
 };
 // query [batch, H, D]; k_cache / v_cache 4-D per kv_layout; out [batch, H, D];

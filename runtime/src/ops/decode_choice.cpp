@@ -61,7 +61,9 @@ DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
 // while one computes, so registers grow with unroll * 2 raw fragments.
 DecodeTile decode_tile(const DecodeKernel& s) {
   const int warps = s.warps, rows_per_step = 256 / s.head_dim;  // rows a warp covers per step
-  if (s.tensor_cores) return {16 * warps, 2};  // 16 rows per warp per tile; ~215 registers
+  // Tensor cores: 16 rows per warp per tile, 32 for fp8 KV (the same bytes;
+  // kernels/decode_mma.cuh); ~215 registers.
+  if (s.tensor_cores) return {16 * warps * (2 / static_cast<int>(dtype_size(s.variant.kv_dtype))), 2};
   int unroll, ctas;
   if (s.heads_per_cta <= 2) unroll = 4, ctas = 4;       // <= 128 registers
   else if (s.heads_per_cta <= 4) unroll = 2, ctas = 3;  // ~150 registers

@@ -4,6 +4,8 @@
 // every call graph-capturable.
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
 #include "engine.hpp"
@@ -75,12 +77,16 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   if (a.bmm1_scale_tensor || a.bmm2_scale_tensor)
     unsupported(fmt::format("{}: a device-tensor scale is not supported yet; pass the float (bmm1_scale / bmm2_scale)",
                             a.bmm1_scale_tensor ? "bmm1_scale" : "bmm2_scale"));
-  if (a.sinks) unsupported("sinks: attention sinks are not supported yet; allowed: none (nullptr)");
   if (a.q_len_per_req != 1)
     unsupported(fmt::format("q_len_per_req={} is not supported yet; allowed: 1 (one query token per request)",
                             a.q_len_per_req));
-  if (a.enable_pdl.value_or(false))
-    unsupported("enable_pdl=true is not supported yet (programmatic dependent launch); allowed: false or unset");
+  // Programmatic dependent launch needs sm_90; unset means "where the GPU has it", as in FlashInfer.
+  const std::string arch = rt.engine().arch_of(query.device);
+  const bool pdl_capable = std::atoi(arch.c_str() + 3) >= 90;  // "sm_90a" -> 90
+  if (a.enable_pdl.value_or(false) && !pdl_capable)
+    unsupported(fmt::format("enable_pdl=true needs sm_90 or newer (programmatic dependent launch); this device is {}; "
+                            "allowed: false or unset",
+                            arch));
   if (!a.block_tables || !a.seq_lens)
     invalid(fmt::format("{} is null; a device int32 array is required", a.block_tables ? "seq_lens" : "block_tables"));
   if (a.max_pages_per_seq < 1)
@@ -110,7 +116,10 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   kv.v_block_table = a.uses_shared_paged_kv_idx ? a.block_tables : a.block_tables + a.max_pages_per_seq;
   kv.block_table_stride = a.uses_shared_paged_kv_idx ? a.max_pages_per_seq : 2 * a.max_pages_per_seq;
   kv.seq_lens = a.seq_lens;
-  plan->run(query, kv, out, lse, workspace, workspace_bytes, stream);
+  BatchDecodeLaunchExtras extras;
+  extras.sinks = a.sinks;
+  extras.enable_pdl = a.enable_pdl.value_or(pdl_capable);
+  plan->run(query, kv, out, lse, workspace, workspace_bytes, stream, 1.f, 1.f, extras);
 }
 
 void cudnn_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k_cache,

@@ -110,7 +110,7 @@ void BatchDecodePlan::plan(const int32_t* kv_lens, int batch, void* workspace, s
 
 void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse,
                           void* workspace, size_t workspace_bytes, Stream stream, float k_scale,
-                          float v_scale) const {
+                          float v_scale, const BatchDecodeLaunchExtras& extras) const {
   const auto& I = *impl_;
   const auto& P = I.problem;
   const auto& L = I.layout;
@@ -182,6 +182,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.var.rope_rcp_scale = L.rope_rcp_scale;
   dp.var.rope_log2_theta = L.rope_log2_theta;
   dp.var.window_left = P.options.window_left;  // the kernel starts each item's rows at the window
+  dp.var.sinks = extras.sinks;
   dp.chunk_size = L.uniform_chunk;
   dp.num_splits = L.uniform_splits;
   dp.num_requests = static_cast<int32_t>(P.batch_size);
@@ -192,7 +193,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   decode_shape.grid[1] = num_work_items();
   const bool merge = graph ? slots : (P.host_lengths ? I.partition.any_split : L.uniform_splits > 1);
   cuda::ScopedDevice scope(P.device);
-  detail::launch(*I.decode, decode_shape, &dp, stream);
+  detail::launch(*I.decode, decode_shape, &dp, stream, extras.enable_pdl);
   if (merge) {
     kernels::MergeParams mp{};
     mp.partial_o = dp.partial_o;
@@ -200,6 +201,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
     mp.o = o.data;
     mp.lse = dp.lse;
     mp.indptr = P.host_lengths ? ops::region_ptr<const int32_t>(workspace, L.workspace.region("merge_indptr")) : nullptr;
+    mp.sinks = extras.sinks;
     mp.o_stride_row = o.strides[1];
     mp.o_stride_request = o.strides[0];
     mp.num_splits = L.uniform_splits;
@@ -207,7 +209,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
     ops::LaunchShape merge_shape = L.merge.shape;
     merge_shape.grid[0] = static_cast<uint32_t>((graph ? P.batch_size : B) * H);
     mp.num_rows = static_cast<int32_t>(merge_shape.grid[0]);
-    detail::launch(*I.merge, merge_shape, &mp, stream);
+    detail::launch(*I.merge, merge_shape, &mp, stream, extras.enable_pdl);
   }
 }
 
