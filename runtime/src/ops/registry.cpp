@@ -4,6 +4,7 @@
 
 #include "attnjit/error.hpp"
 #include "ops/single_decode/single_decode_entry.hpp"
+#include "ops/single_prefill/single_prefill_entry.hpp"
 
 namespace attnjit::ops {
 
@@ -11,6 +12,7 @@ const std::vector<OperatorEntry>& operators() {
   // One line per operator.
   static const std::vector<OperatorEntry> entries = {
       single_decode_entry(),
+      single_prefill_entry(),
   };
   return entries;
 }
