@@ -12,7 +12,7 @@
 
 namespace attnjit {
 
-template <int HeadDim, class OT, int Warps>
+template <int HeadDim, class OT, int Warps, class InT = f32>
 struct MergeTraits {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kWarps = Warps;
@@ -20,7 +20,21 @@ struct MergeTraits {
   static constexpr int kSlices = HeadDim / 8;         // 8-wide slices of a row
   static constexpr int kGroups = kThreads / kSlices;  // splits handled side by side
   using o_t = OT;
+  using in_t = InT;
 };
+
+// Where row `row`'s state 0 starts (o in elements of the input, lse in
+// floats), and the distance between consecutive states (merge_params.h).
+struct MergeRowAddress {
+  int64_t o, o_step, lse, lse_step;
+};
+ATTNJIT_DEVICE MergeRowAddress merge_row_address(const kernels::MergeParams& p, int row, int head_dim) {
+  if (p.heads == 0)
+    return {int64_t(row) * head_dim, int64_t(p.num_rows) * head_dim, int64_t(row), int64_t(p.num_rows)};
+  const int64_t seq = row / p.heads, head = row % p.heads;
+  return {seq * p.in_seq_stride + head * p.in_head_stride, p.in_state_stride,
+          seq * p.lse_seq_stride + head * p.lse_head_stride, p.lse_state_stride};
+}
 
 template <class Tr>
 ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
@@ -29,10 +43,13 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   __shared__ float weights[Tr::kGroups];
   const int row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (p.row_mask && !p.row_mask[p.heads ? row / p.heads : row]) return;  // the whole CTA: a row left as it is
+  const MergeRowAddress at = merge_row_address(p, row, Tr::kHeadDim);
+  constexpr int kInBytes = storage_bytes<typename Tr::in_t>::value;
 
   // The largest lse over the splits, so every weight is <= 1.
   float m = neg_inf();
-  for (int s = tid; s < p.num_splits; s += Tr::kThreads) m = fmaxf(m, p.partial_lse[int64_t(s) * p.num_rows + row]);
+  for (int s = tid; s < p.num_splits; s += Tr::kThreads) m = fmaxf(m, p.partial_lse[at.lse + s * at.lse_step]);
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   if (lane == 0) warp_max[warp] = m;
@@ -48,9 +65,9 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   o.zero();
 #pragma unroll 4
   for (int s = group; s < p.num_splits; s += Tr::kGroups) {
-    const int64_t r = int64_t(s) * p.num_rows + row;
-    const float w = exp2_rel(p.partial_lse[r], m);
-    const frag8 part = load8<f32>(p.partial_o + r * Tr::kHeadDim + d0);
+    const float w = exp2_rel(p.partial_lse[at.lse + s * at.lse_step], m);
+    const frag8 part = load8<typename Tr::in_t>(static_cast<const char*>(p.partial_o) +
+                                                (at.o + s * at.o_step + d0) * kInBytes);
     d += w;
 #pragma unroll
     for (int i = 0; i < 8; ++i) o.x[i] = fmaf(w, part.x[i], o.x[i]);

@@ -47,6 +47,7 @@ struct DriverApi {
   decltype(&::cuMemcpyHtoD) MemcpyHtoD = nullptr;
   decltype(&::cuMemcpyDtoH) MemcpyDtoH = nullptr;
   decltype(&::cuMemcpyDtoDAsync) MemcpyDtoDAsync = nullptr;
+  decltype(&::cuMemcpyHtoDAsync) MemcpyHtoDAsync = nullptr;
   decltype(&::cuMemsetD8Async) MemsetD8Async = nullptr;
   decltype(&::cuStreamCreate) StreamCreate = nullptr;
   decltype(&::cuStreamDestroy) StreamDestroy = nullptr;

@@ -56,6 +56,7 @@ ATTNJIT_ABI_AT_12000(MemFree, PFN_cuMemFree_v3020);                            /
 ATTNJIT_ABI_AT_12000(MemcpyHtoD, PFN_cuMemcpyHtoD_v3020);                      // = _v2
 ATTNJIT_ABI_AT_12000(MemcpyDtoH, PFN_cuMemcpyDtoH_v3020);                      // = _v2
 ATTNJIT_ABI_AT_12000(MemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020);            // = _v2
+ATTNJIT_ABI_AT_12000(MemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020);            // = _v2
 ATTNJIT_ABI_AT_12000(MemsetD8Async, PFN_cuMemsetD8Async_v3020);
 ATTNJIT_ABI_AT_12000(StreamCreate, PFN_cuStreamCreate_v2000);
 ATTNJIT_ABI_AT_12000(StreamDestroy, PFN_cuStreamDestroy_v4000);                // = _v2
@@ -176,6 +177,7 @@ std::string resolve_driver_api(void* libcuda, DriverApi& api) {
       resolve(r, "cuMemcpyHtoD", api.MemcpyHtoD, &error) &&
       resolve(r, "cuMemcpyDtoH", api.MemcpyDtoH, &error) &&
       resolve(r, "cuMemcpyDtoDAsync", api.MemcpyDtoDAsync, &error) &&
+      resolve(r, "cuMemcpyHtoDAsync", api.MemcpyHtoDAsync, &error) &&
       resolve(r, "cuMemsetD8Async", api.MemsetD8Async, &error) &&
       resolve(r, "cuStreamCreate", api.StreamCreate, &error) &&
       resolve(r, "cuStreamDestroy", api.StreamDestroy, &error) &&
