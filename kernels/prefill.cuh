@@ -47,7 +47,7 @@ struct PrefillTraits {
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRowsPerWarp = 16 * FragsM;
   static constexpr int kTileQ = kernels::prefill_tile_q(FragsM);
-  static constexpr int kTileKV = kernels::prefill_tile_kv(HeadDim);
+  static constexpr int kTileKV = kernels::prefill_tile_kv(HeadDim, FragsM);
   static constexpr int kStages = Stages;
   // Copies: a thread moves one 16-byte slice of a row, the CTA kRowsPerPass rows at a time.
   static constexpr int kLanesPerRow = HeadDim / 8;

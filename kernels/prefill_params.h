@@ -39,12 +39,17 @@ struct PrefillParams {
 
 // The CTA's query tile: 16 rows per MMA fragment, frags_m fragments per warp, 4 warps.
 ATTNJIT_HOST_DEVICE constexpr int prefill_tile_q(int frags_m) { return 4 * 16 * frags_m; }
-// KV rows per pipeline stage: 256-wide heads take half, so S and O fit in registers.
-ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim) { return head_dim == 256 ? 32 : 64; }
+// KV rows per pipeline stage: 64, or 32 where O is 128 accumulators per thread
+// (256-wide heads; 128-wide with two fragments per warp), so that S and O fit
+// in registers (sm_90a, ptxas: 255 registers and no spill at 32 rows; 112
+// bytes spilled at 64 for 128-wide heads with two fragments).
+ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim, int frags_m) {
+  return head_dim * frags_m >= 256 ? 32 : 64;
+}
 // Dynamic shared memory: the Q tile and `stages` K and V tiles, 16-bit, rows
 // padded by 8 elements (ldmatrix without bank conflicts).
 ATTNJIT_HOST_DEVICE constexpr int prefill_smem_bytes(int head_dim, int frags_m, int stages) {
-  return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim)) * (head_dim + 8) * 2;
+  return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim, frags_m)) * (head_dim + 8) * 2;
 }
 
 }  // namespace kernels

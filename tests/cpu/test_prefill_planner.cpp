@@ -94,7 +94,7 @@ TEST_CASE("single prefill plan: the variant follows the options", "[prefill][pla
   k = *ops::plan_single_prefill(p, {132}).prefill.spec.as<PrefillKernel>();
   CHECK(k.variant.mask == MaskMode::Custom);
   // Run-time values never enter the spec: lengths, sm_scale, rope theta, window size.
-  auto a = problem(100, 4000), b = problem(3000, 3000);
+  auto a = problem(1000, 4000), b = problem(3000, 3000);  // both long enough for the 128-row tile
   a.options.sm_scale = 0.1f;
   b.options.rope_theta = 5e5f;
   CHECK(ops::plan_single_prefill(a, {132}).prefill.spec == ops::plan_single_prefill(b, {132}).prefill.spec);
@@ -195,4 +195,14 @@ TEST_CASE("single prefill problems round-trip through JSON, and unknown keys are
   const auto& op = ops::find_operator("single_prefill");
   CHECK_FALSE(op.kernels_for(j).empty());
   CHECK(op.explain(j, {132}).at("num_chunks").get<int>() >= 1);
+}
+
+TEST_CASE("single prefill plan: the query tile follows the packed query length", "[prefill][planner]") {
+  auto tile = [](int64_t qo, int hq, int hk, int d) {
+    return ops::plan_single_prefill(problem(qo, 4096, hq, hk, d), {132}).prefill.spec.as<PrefillKernel>()->tile_q();
+  };
+  CHECK(tile(16, 32, 8, 128) == 64);    // 64 packed rows: one small tile
+  CHECK(tile(1000, 32, 8, 128) == 128);  // long prefill: 128-row tiles
+  CHECK(tile(1000, 32, 8, 256) == 64);   // 256-wide heads keep 64 rows (registers)
+  CHECK(tile(128, 32, 8, 64) == 128);    // GQA packing counts: 128 tokens x 4 heads
 }

@@ -361,4 +361,95 @@ TEST_CASE("merge_state, merge_state_in_place and merge_states follow the definit
   }
 }
 
+TEST_CASE("merge_state_in_place merges where the mask says and leaves the other positions", "[gpu][merge]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  cuda::ScopedDevice scope(0);
+  const int64_t seq = 20, H = 2, D = 64;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto randv = [&](size_t n, float sc) { std::vector<float> x(n); for (auto& e : x) e = sc * uni(rng); return x; };
+  std::vector<uint8_t> ab, bb;
+  const auto va = encode(DType::F16, randv(seq * H * D, 1.f), ab);
+  const auto vb = encode(DType::F16, randv(seq * H * D, 1.f), bb);
+  const auto sa = randv(seq * H, 3.f), sb = randv(seq * H, 3.f);
+  std::vector<uint8_t> mask(seq);
+  for (int64_t i = 0; i < seq; ++i) mask[i] = i % 3 != 0;
+  auto bytes = [](const std::vector<float>& f) {
+    std::vector<uint8_t> b(f.size() * 4);
+    std::memcpy(b.data(), f.data(), b.size());
+    return b;
+  };
+  DeviceBuffer dva(ab.size()), dvb(bb.size()), dsa(sa.size() * 4), dsb(sb.size() * 4), dm(seq);
+  dva.upload(ab);
+  dvb.upload(bb);
+  dsa.upload(bytes(sa));
+  dsb.upload(bytes(sb));
+  dm.upload(mask);
+  merge_state_in_place(rt, make_tensor(dva.get(), DType::F16, {seq, H, D}), make_tensor(dsa.get(), DType::F32, {seq, H}),
+                       make_tensor(dvb.get(), DType::F16, {seq, H, D}), make_tensor(dsb.get(), DType::F32, {seq, H}),
+                       static_cast<const uint8_t*>(dm.get()), nullptr);
+  ATTNJIT_CU(cuda::driver().CtxSynchronize());
+  const auto v = decode(DType::F16, dva.download());
+  const auto s = decode(DType::F32, dsa.download());
+  double worst_v = 0, worst_s = 0;
+  for (int64_t i = 0; i < seq; ++i)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t r = i * H + h;
+      const double m = std::max(sa[r], sb[r]), wa = std::exp2(sa[r] - m), wb = std::exp2(sb[r] - m);
+      const double s_ref = mask[i] ? m + std::log2(wa + wb) : sa[r];
+      worst_s = std::max(worst_s, std::fabs(s[r] - s_ref));
+      for (int64_t d = 0; d < D; ++d) {
+        const double v_ref = mask[i] ? (wa * va[r * D + d] + wb * vb[r * D + d]) / (wa + wb) : va[r * D + d];
+        worst_v = std::max(worst_v, std::fabs(v[r * D + d] - v_ref));
+      }
+    }
+  CHECK(worst_v <= 2e-3);
+  CHECK(worst_s <= 1e-4);
+}
+
+TEST_CASE("batch prefill run() is captured in a CUDA graph and replays to the same output", "[gpu][prefill][batch][graph]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(0);
+  const std::vector<int32_t> qo_indptr = {0, 5, 9}, kv_indptr = {0, 3000, 9000};  // short queries: split + merge
+  const int64_t H = 8, Hk = 2, D = 128, nq = 9, nk = 9000;
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto randv = [&](size_t n) { std::vector<float> x(n); for (auto& e : x) e = uni(rng); return x; };
+  std::vector<uint8_t> qb, kb, vb;
+  encode(DType::BF16, randv(nq * H * D), qb);
+  encode(DType::BF16, randv(nk * Hk * D), kb);
+  encode(DType::BF16, randv(nk * Hk * D), vb);
+  DeviceBuffer dq(qb.size()), dk(kb.size()), dv(vb.size()), o1(nq * H * D * 2), o2(nq * H * D * 2), ws(32 << 20);
+  dq.upload(qb);
+  dk.upload(kb);
+  dv.upload(vb);
+  o2.poison();
+  BatchPrefillWithRaggedKVCacheWrapper w(rt, ws.get(), ws.bytes());
+  BatchPrefillPlanOptions opts;
+  opts.causal = true;
+  opts.q_data_type = DType::BF16;
+  CUstream stream;
+  ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  w.plan(qo_indptr, kv_indptr, 8, 2, 128, opts, stream);
+  const auto tq = make_tensor(dq.get(), DType::BF16, {nq, H, D});
+  const auto tk = make_tensor(dk.get(), DType::BF16, {nk, Hk, D});
+  const auto tv = make_tensor(dv.get(), DType::BF16, {nk, Hk, D});
+  w.run(tq, tk, tv, make_tensor(o1.get(), DType::BF16, {nq, H, D}), nullptr, stream);
+  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  w.run(tq, tk, tv, make_tensor(o2.get(), DType::BF16, {nq, H, D}), nullptr, stream);
+  CUgraph graph;
+  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
+  CUgraphExec exec;
+  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  ATTNJIT_CU(cu.StreamSynchronize(stream));
+  CHECK(o1.download() == o2.download());
+  cu.GraphExecDestroy(exec);
+  cu.GraphDestroy(graph);
+  cu.StreamDestroy(stream);
+}
+
 }  // namespace attnjit::test

@@ -36,12 +36,12 @@ nlohmann::json launch_json(const KernelLaunch& k) {
 }  // namespace
 
 // 32 rows per warp (a 128-row CTA tile) halve the K/V traffic per query row
-// but double the accumulators: only where the query fills the tiles, and
-// only for 64-wide heads. At 128 the compiler's figures (sm_90a) were 255
-// registers with 112 bytes spilled, against 168 and none at 16 rows per warp;
-// 256-wide heads' O alone is 128 registers per fragment.
+// and reuse every K/V fragment for two MMAs: where the query fills the
+// tiles. 256-wide heads stay at 16 rows per warp (their O alone is 128
+// registers per fragment); 128-wide heads with 32 rows per warp take 32-row
+// KV tiles to stay clear of spills (prefill_params.h).
 int prefill_frags_m(int head_dim, int64_t max_packed_len) {
-  return head_dim == 64 && max_packed_len >= 512 ? 2 : 1;
+  return head_dim <= 128 && max_packed_len >= 512 ? 2 : 1;
 }
 
 int prefill_ctas_per_sm(const PrefillKernel& k) {
