@@ -7,9 +7,10 @@ Pure Python; torch is imported only inside calls that take tensors, so
 from ._plans import Plan
 from .decode import SingleDecodeWrapper, single_decode_with_kv_cache
 from .errors import AttnjitError, Status
+from .prefill import single_prefill_with_kv_cache, single_prefill_with_kv_cache_return_lse
 
-__all__ = ["AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "single_decode_with_kv_cache", "version",
-           "version_number"]
+__all__ = ["AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "single_decode_with_kv_cache",
+           "single_prefill_with_kv_cache", "single_prefill_with_kv_cache_return_lse", "version", "version_number"]
 
 
 def version():

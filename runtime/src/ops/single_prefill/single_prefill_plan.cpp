@@ -23,6 +23,7 @@ struct SinglePrefillPlan::Impl {
 
 SinglePrefillPlan::SinglePrefillPlan(const Runtime& rt, const SinglePrefillProblem& problem)
     : impl_(std::make_unique<Impl>()) {
+  ops::validate(problem);  // before the device is asked anything: bad input fails the same everywhere
   auto& engine = rt.engine();
   impl_->problem = problem;
   ops::DeviceFigures figures;
