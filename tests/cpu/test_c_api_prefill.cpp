@@ -62,3 +62,30 @@ TEST_CASE("C API: single prefill rejects bad options and problems, naming them",
   CHECK(attnjit_single_prefill_with_kv_cache(nullptr, q.get(), k.get(), v.get(), o.get(), nullptr, &opts, nullptr, 0,
                                              nullptr, 0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
 }
+
+TEST_CASE("C API: batch prefill handles check their arguments", "[capi][prefill][batch][errors]") {
+  Runtime r;
+  alignas(256) static char ws[256];
+  attnjit_batch_prefill_t* w = nullptr;
+  CHECK(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 5, "auto", 0, &w) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(w == nullptr);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("kv_layout=5"));
+  CHECK(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 0, "fa3", 0, &w) == ATTNJIT_ERROR_UNSUPPORTED);
+  REQUIRE(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 0, nullptr, 0, &w) == ATTNJIT_OK);
+  const int32_t qo[] = {0, 4, 8}, pages[] = {0, 1, 2}, ids[] = {0, 1}, last[] = {1, 17};
+  attnjit_prefill_options_t o;
+  attnjit_prefill_options_init(&o);
+  CHECK(attnjit_batch_prefill_plan(w, qo, pages, 2, ids, 2, last, 16, 8, 2, 128, &o, "float16", nullptr, nullptr, 0,
+                                   nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("paged_kv_last_page_len[1]=17"));
+  CHECK(attnjit_batch_prefill_plan(w, qo, pages, 2, ids, 2, last, 16, 8, 2, 128, &o, "float64", nullptr, nullptr, 0,
+                                   nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(attnjit_batch_prefill_plan(w, nullptr, pages, 2, ids, 2, last, 16, 8, 2, 128, &o, "float16", nullptr, nullptr,
+                                   0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_indptr"));
+  size_t bytes = 1;
+  CHECK(attnjit_batch_prefill_workspace_bytes(w, &bytes) == ATTNJIT_OK);
+  CHECK(bytes == 0);  // not planned
+  CHECK(attnjit_batch_prefill_destroy(w) == ATTNJIT_OK);
+  CHECK(attnjit_batch_prefill_destroy(nullptr) == ATTNJIT_OK);
+}

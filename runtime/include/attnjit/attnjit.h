@@ -140,6 +140,32 @@ ATTNJIT_API attnjit_status_t attnjit_single_prefill_with_kv_cache(
     const attnjit_prefill_options_t* options, const void* packed_custom_mask, size_t packed_custom_mask_bytes,
     void* workspace, size_t workspace_bytes, void* stream);
 
+/* Batch prefill (FlashInfer's BatchPrefillWith{Ragged,Paged}KVCacheWrapper):
+ * create once with the caller's workspace (partial states and the uploaded
+ * index arrays), plan per batch layout, run per layer (launches only). */
+typedef struct attnjit_batch_prefill attnjit_batch_prefill_t;
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_create(attnjit_runtime_t* rt, int paged, void* workspace,
+                                                          size_t workspace_bytes, int32_t kv_layout,
+                                                          const char* backend, int device,
+                                                          attnjit_batch_prefill_t** out);
+/* Host arrays: qo_indptr and kv_indptr (ragged: rows; paged: pages) have
+ * batch_size + 1 entries; paged only: page_indices (num_page_indices) and
+ * last_page_len (batch_size), page_size. custom_mask: host bytes (0 / 1) of
+ * FlashInfer's flattened mask, or NULL. options->kv_layout is ignored (the
+ * wrapper's). q_dtype, kv_dtype: "float16", "bfloat16" (kv_dtype NULL: q's). */
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_plan(
+    attnjit_batch_prefill_t* w, const int32_t* qo_indptr, const int32_t* kv_indptr, size_t batch_size,
+    const int32_t* page_indices, size_t num_page_indices, const int32_t* last_page_len, int page_size,
+    int num_qo_heads, int num_kv_heads, int head_dim, const attnjit_prefill_options_t* options, const char* q_dtype,
+    const char* kv_dtype, const uint8_t* custom_mask, size_t custom_mask_len, void* stream);
+/* ragged: k, v [nnz_kv, H_kv, D] (NHD) or [H_kv, nnz_kv, D]; paged: k, v the
+ * 4-D page caches (any page stride). lse may be NULL. */
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_run(const attnjit_batch_prefill_t* w, const DLTensor* q,
+                                                       const DLTensor* k, const DLTensor* v, DLTensor* o,
+                                                       DLTensor* lse, void* stream);
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_workspace_bytes(const attnjit_batch_prefill_t* w, size_t* out);
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_destroy(attnjit_batch_prefill_t* w);
+
 #ifdef __cplusplus
 }
 #endif

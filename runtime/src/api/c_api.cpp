@@ -22,6 +22,7 @@
 
 #include "api/c_api_convert.hpp"
 #include "api/c_api_guard.hpp"
+#include "api/c_api_runtime.hpp"
 #include "api/dlpack_codes.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 #include "attnjit/error.hpp"
@@ -36,9 +37,6 @@
 #endif
 
 // The handles: opaque to C, plain wrappers here.
-struct attnjit_runtime {
-  attnjit::Runtime runtime;
-};
 // One handle type for every operator's plan: the operator's name, the C++
 // plan behind a type-erased pointer, and what the generic functions report.
 struct attnjit_plan {

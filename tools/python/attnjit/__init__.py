@@ -5,11 +5,12 @@ Pure Python; torch is imported only inside calls that take tensors, so
 """
 
 from ._plans import Plan
+from .batch_prefill import BatchPrefillWithPagedKVCacheWrapper, BatchPrefillWithRaggedKVCacheWrapper
 from .decode import SingleDecodeWrapper, single_decode_with_kv_cache
 from .errors import AttnjitError, Status
 from .prefill import single_prefill_with_kv_cache, single_prefill_with_kv_cache_return_lse
 
-__all__ = ["AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "single_decode_with_kv_cache",
+__all__ = ["AttnjitError", "BatchPrefillWithPagedKVCacheWrapper", "BatchPrefillWithRaggedKVCacheWrapper", "Plan", "SingleDecodeWrapper", "Status", "single_decode_with_kv_cache",
            "single_prefill_with_kv_cache", "single_prefill_with_kv_cache_return_lse", "version", "version_number"]
 
 
