@@ -25,6 +25,10 @@ if command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool racecheck "$B/attnjit_tests" "single prefill: a custom mask*","batch prefill: the spec*" 2>&1 | tail -n 20 | tee "$OUT/racecheck.log" || status=1
 fi
 
+echo "== Python prefill tests (the spec's examples)"
+PYTHONPATH=tools/python ATTNJIT_LIBRARY="$B/libattnjit.so" python3 -m pytest -q tools/python/tests/test_single_prefill.py \
+  tools/python/tests/test_batch_prefill.py 2>&1 | tail -n 20 | tee "$OUT/pytest_prefill.log" || status=1
+
 echo "== attnjit bench --op single_prefill"
 "$B/attnjit" bench --skip-jit --op single_prefill --json "$OUT/bench_prefill.json" 2>&1 | tee "$OUT/bench_prefill.txt" || status=1
 
