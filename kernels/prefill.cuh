@@ -15,8 +15,10 @@
 //   O += P V           P re-packed from the S accumulators as A fragments
 //
 // K and V tiles stream through a kStages-deep cp.async ring in shared memory,
-// so the copies of the next tiles overlap this one's math. With RoPE the
-// staged Q (once) and K tiles are rotated in shared memory before use.
+// so the copies of the next tiles overlap this one's math (fp8 K/V go through
+// registers instead, widened to q's dtype; their scales are folded into
+// sm_scale and v_scale). With RoPE the staged Q (once) and K tiles are
+// rotated in shared memory before use.
 //
 // Causal attention aligns the queries to the end of the KV: query i of qo_len
 // sits at position kv_len - qo_len + i and sees keys up to there. With more
@@ -40,7 +42,7 @@ struct PrefillTraits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
   static_assert(FragsM == 1 || FragsM == 2, "16 or 32 query rows per warp");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
-  static_assert(storage_bytes<KVT>::value == 2, "prefill reads 16-bit K/V");
+  static_assert(storage_bytes<QT>::value == 2, "q is 16-bit (the tensor cores' input type)");
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kFragsM = FragsM;
   static constexpr int kWarps = 4;
@@ -145,8 +147,22 @@ ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
       const int r = s * Tr::kRowsPerPass + row_in_pass, j = base + r;
       const bool valid = j < kv_len;  // rows past the sequence read as zeros (masked, and 0 * V stays finite)
       const KVRowAddress at = kv_slice.row(valid ? j : 0);
-      cp_async_16(kt.at(r, dim0), at.k, valid);
-      cp_async_16(vt.at(r, dim0), at.v, valid);
+      if constexpr (storage_bytes<typename Tr::kv_t>::value == 2) {
+        cp_async_16(kt.at(r, dim0), at.k, valid);
+        cp_async_16(vt.at(r, dim0), at.v, valid);
+      } else {
+        // fp8: through registers, widened to the q dtype for the tensor cores.
+        // The stage was freed by the last barrier and is read after the next.
+        frag8 kf, vf;
+        kf.zero();
+        vf.zero();
+        if (valid) {
+          kf = load8<typename Tr::kv_t>(at.k);
+          vf = load8<typename Tr::kv_t>(at.v);
+        }
+        kt.template store8_at<T>(r, dim0, kf);
+        vt.template store8_at<T>(r, dim0, vf);
+      }
     }
   };
 

@@ -116,9 +116,12 @@ TEST_CASE("single prefill: bad problems name the argument, its value and what is
   CHECK_THAT(msg, Catch::Contains("head_dim=96") && Catch::Contains("64, 128, 256"));
 
   p = problem(16, 16);
-  p.kv_dtype = DType::E4M3;
-  msg = error_of([&] { ops::validate(p); }, Status::Unsupported);
-  CHECK_THAT(msg, Catch::Contains("float8_e4m3fn") && Catch::Contains("allowed"));
+  p.kv_dtype = DType::E4M3;  // fp8 KV with a 16-bit q is allowed
+  CHECK_NOTHROW(ops::validate(p));
+  CHECK(ops::plan_single_prefill(p, {132}).prefill.spec.as<PrefillKernel>()->variant.kv_dtype == DType::E4M3);
+  p.options.k_scale = 0.f;
+  msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("k_scale=0"));
   p = problem(16, 16);
   p.q_dtype = p.kv_dtype = DType::F32;
   msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);

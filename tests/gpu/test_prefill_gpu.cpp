@@ -30,7 +30,7 @@ struct Case {
   std::string label() const {
     const auto& o = p.options;
     return fmt::format("qo={} kv={} H={}/{} D={} {} {} {}{}{}{} win={}{}", p.qo_len, p.kv_len, p.num_qo_heads,
-                       p.num_kv_heads, p.head_dim, to_string(p.q_dtype), to_string(o.kv_layout),
+                       p.num_kv_heads, p.head_dim, fmt::format("{}/{}", to_string(p.q_dtype), to_string(p.kv_dtype)), to_string(o.kv_layout),
                        o.custom_mask ? "custom" : o.causal ? "causal" : "nomask", o.logits_soft_cap ? " cap" : "",
                        o.pos_encoding_mode == PosEncoding::None ? "" : std::string(" ") + to_string(o.pos_encoding_mode),
                        o.return_lse ? " lse" : "", o.window_left, mask_kind == MaskKind::Random ? " randmask" : "");
@@ -95,7 +95,8 @@ Outcome run_case(const Runtime& rt, const Case& c, uint32_t seed) {
     packed = pack_custom_mask(mask);
   }
 
-  DeviceBuffer dq(qb.size()), dk(kb.size()), dv(vb.size()), dout(M * H * D * 2), dlse(M * H * 4),
+  DeviceBuffer dq(qb.size()), dk(std::max<size_t>(kb.size(), 1)), dv(std::max<size_t>(vb.size(), 1)),
+      dout(M * H * D * 2), dlse(M * H * 4),
       dmask(std::max<size_t>(packed.size(), 1));
   dq.upload(qb);
   dk.upload(to_layout(kb));
@@ -204,6 +205,14 @@ std::vector<Case> prefill_grid() {
     Case win_nc = make(qo, 800, 4, 1, 256, DType::F16);  // window without causal, 256-wide heads
     win_nc.p.options.window_left = 37;
     out.push_back(win_nc);
+  }
+  for (DType kv8 : {DType::E4M3, DType::E5M2}) {  // fp8 KV (widened to q's dtype exactly) with scales
+    Case c = make(kv8 == DType::E4M3 ? 100 : 5, 1100, 8, 2, 128, kv8 == DType::E4M3 ? DType::BF16 : DType::F16);
+    c.p.kv_dtype = kv8;
+    c.p.options.causal = true;
+    c.p.options.k_scale = 0.5f;
+    c.p.options.v_scale = 2.f;
+    out.push_back(c);
   }
   Case longkv = make(16, 16384, 8, 1, 128, DType::BF16);  // a short append against a long cache: split KV
   longkv.p.options.causal = true;

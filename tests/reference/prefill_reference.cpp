@@ -62,7 +62,7 @@ PrefillReference reference_prefill(const PrefillRequestShape& s, const PrefillOp
       const double* kr = &keys[(n * Hk + hk) * D];
       double dot = 0;
       for (int d = 0; d < D; ++d) dot += qh[d] * kr[d];
-      double x = dot * sm_scale;
+      double x = dot * sm_scale * o.k_scale.value_or(1.f);
       if (alibi) x += alibi_slope(h, H) * double(n - pos);
       if (cap > 0) x = cap * std::tanh(x / cap);
       sc[n] = x;
@@ -78,7 +78,7 @@ PrefillReference reference_prefill(const PrefillRequestShape& s, const PrefillOp
       const double* vr = &v[(n * Hk + hk) * D];
       for (int d = 0; d < D; ++d) acc[d] += w * vr[d];
     }
-    for (int d = 0; d < D; ++d) ref.o[size_t((i * H + h) * D + d)] = acc[d] / denom;
+    for (int d = 0; d < D; ++d) ref.o[size_t((i * H + h) * D + d)] = acc[d] * o.v_scale.value_or(1.f) / denom;
     ref.lse[size_t(i * H + h)] = (m + std::log(denom)) / std::log(2.0);
   };
   const int64_t rows = M * H;

@@ -22,7 +22,8 @@ struct PrefillReference {
 };
 
 // q [qo_len, H, D]; k, v [kv_len, H_kv, D] (logical NHD, whatever the layout
-// the kernel reads); `mask` used when options.custom_mask (qo_len * kv_len entries).
+// the kernel reads), k and v already dequantized from their storage dtype
+// (k_scale, v_scale applied here); `mask` used when options.custom_mask.
 PrefillReference reference_prefill(const PrefillRequestShape& s, const PrefillOptions& options,
                                    const std::vector<double>& q, const std::vector<double>& k,
                                    const std::vector<double>& v, const std::vector<bool>* mask);

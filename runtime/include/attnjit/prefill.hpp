@@ -36,6 +36,7 @@ struct PrefillOptions {
   std::optional<float> logits_soft_cap;         // unset or 0: no capping
   std::optional<float> sm_scale;                // default 1/sqrt(head_dim)
   std::optional<float> rope_scale, rope_theta;  // default 1 and 1e4
+  std::optional<float> k_scale, v_scale;        // fp8 KV calibration; default 1
   std::string backend = "auto";                 // "auto" or "fa2"; "fa3" is not available yet
   bool return_lse = false;  // lse is base 2: log2(sum exp2(s * log2 e)), as decode's
 };

@@ -82,11 +82,6 @@ void PrefillKernel::validate() const {
     throw Error(Status::InvalidArgument,
                 fmt::format("prefill spec.{}={} is not supported; allowed: {}", field, value, allowed));
   };
-  if (variant.kv_dtype != DType::F16 && variant.kv_dtype != DType::BF16)
-    throw Error(Status::InvalidArgument,
-                fmt::format("prefill spec.kv_dtype={} is not supported; allowed: float16, bfloat16 (fp8 KV is not "
-                            "implemented for prefill yet)",
-                            to_string(variant.kv_dtype)));
   if (variant.o_dtype != variant.q_dtype)
     throw Error(Status::InvalidArgument, fmt::format("prefill spec.o_dtype={} must equal q_dtype={}",
                                                      to_string(variant.o_dtype), to_string(variant.q_dtype)));

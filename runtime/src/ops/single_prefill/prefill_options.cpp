@@ -61,7 +61,8 @@ int int_of(const nlohmann::json& j, const char* key) {
 const std::set<std::string>& prefill_option_keys() {
   static const std::set<std::string> keys = {
       "causal",     "custom_mask",  "kv_layout", "pos_encoding_mode", "allow_fp16_qk_reduction", "window_left",
-      "logits_soft_cap", "sm_scale", "rope_scale", "rope_theta",      "backend",                 "return_lse"};
+      "logits_soft_cap", "sm_scale", "rope_scale", "rope_theta",      "backend",                 "return_lse",
+      "k_scale",    "v_scale"};
   return keys;
 }
 
@@ -78,6 +79,8 @@ PrefillOptions prefill_options_from_json(const nlohmann::json& j) {
   o.sm_scale = float_of(j, "sm_scale");
   o.rope_scale = float_of(j, "rope_scale");
   o.rope_theta = float_of(j, "rope_theta");
+  o.k_scale = float_of(j, "k_scale");
+  o.v_scale = float_of(j, "v_scale");
   o.backend = string_of(j, "backend", "auto");
   o.return_lse = bool_of(j, "return_lse");
   return o;
@@ -99,6 +102,8 @@ void put_prefill_options(nlohmann::json& j, const PrefillOptions& o) {
   put("sm_scale", o.sm_scale);
   put("rope_scale", o.rope_scale);
   put("rope_theta", o.rope_theta);
+  put("k_scale", o.k_scale);
+  put("v_scale", o.v_scale);
 }
 
 void validate_prefill_options(const PrefillOptions& o) {
@@ -112,6 +117,8 @@ void validate_prefill_options(const PrefillOptions& o) {
   check_positive_finite(o.sm_scale, "sm_scale");
   check_positive_finite(o.rope_scale, "rope_scale");
   check_positive_finite(o.rope_theta, "rope_theta");
+  check_positive_finite(o.k_scale, "k_scale");
+  check_positive_finite(o.v_scale, "v_scale");
   if (o.logits_soft_cap && !(std::isfinite(*o.logits_soft_cap) && *o.logits_soft_cap >= 0.f))
     invalid(fmt::format("logits_soft_cap={} is not allowed; it must be >= 0 (0: no capping)", *o.logits_soft_cap));
 }
@@ -126,12 +133,10 @@ void validate_prefill_heads(int num_qo_heads, int num_kv_heads, int head_dim, DT
     throw Error(Status::Unsupported, fmt::format("head_dim={} is not supported; supported: 64, 128, 256", head_dim));
   if (q_dtype != DType::F16 && q_dtype != DType::BF16)
     invalid(fmt::format("q.dtype={} is not supported; allowed: float16, bfloat16", to_string(q_dtype)));
-  if (kv_dtype == DType::E4M3 || kv_dtype == DType::E5M2)
-    throw Error(Status::Unsupported, fmt::format("k.dtype={} is not supported by prefill yet; allowed: q's dtype ({})",
-                                                 to_string(kv_dtype), to_string(q_dtype)));
-  if (kv_dtype != q_dtype)
-    invalid(fmt::format("k.dtype={} must equal q.dtype={}; allowed: {}", to_string(kv_dtype), to_string(q_dtype),
-                        to_string(q_dtype)));
+  const bool kv8 = kv_dtype == DType::E4M3 || kv_dtype == DType::E5M2;
+  if (!kv8 && kv_dtype != q_dtype)
+    invalid(fmt::format("k.dtype={} is not allowed with q.dtype={}; allowed: {}, float8_e4m3fn, float8_e5m2",
+                        to_string(kv_dtype), to_string(q_dtype), to_string(q_dtype)));
 }
 
 PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dtype, DType kv_dtype) {
@@ -149,8 +154,9 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
 
 kernels::VariantParams prefill_variant_params(const PrefillOptions& o, int head_dim) {
   kernels::VariantParams v{};
-  v.sm_scale = o.sm_scale.value_or(1.f / std::sqrt(float(head_dim)));
-  v.v_scale = 1.f;
+  // fp8 calibration scales fold into the logit scale and the output (as in decode).
+  v.sm_scale = o.sm_scale.value_or(1.f / std::sqrt(float(head_dim))) * o.k_scale.value_or(1.f);
+  v.v_scale = o.v_scale.value_or(1.f);
   v.soft_cap = o.logits_soft_cap.value_or(0.f);
   v.rope_rcp_scale = 1.f / o.rope_scale.value_or(1.f);
   v.rope_log2_theta = std::log2(o.rope_theta.value_or(1e4f));

@@ -31,7 +31,7 @@ BenchFigures single_prefill_bench(const Runtime& rt, const nlohmann::json& probl
   const auto stream = static_cast<CUstream>(stream_ptr);
   SinglePrefillPlan plan(rt, p);
   const int64_t hq = p.num_qo_heads, hkv = p.num_kv_heads, d = p.head_dim, m = p.qo_len, n = p.kv_len;
-  const size_t q_bytes = size_t(m) * hq * d * 2, kv_bytes = size_t(n) * hkv * d * 2;
+  const size_t q_bytes = size_t(m) * hq * d * 2, kv_bytes = size_t(n) * hkv * d * dtype_size(p.kv_dtype);
   const bool nhd = p.options.kv_layout == KVLayout::NHD;
   bench::DeviceMem q(q_bytes), k(kv_bytes), v(kv_bytes), o(q_bytes), ws(plan.workspace_bytes()), lse(size_t(m) * hq * 4);
   bench::fill_random(q.p, q_bytes, 7);

@@ -22,7 +22,7 @@ nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& devic
 // cross product (each problem also lists its merge kernel and, for head_dim
 // 64, both query tiles): head dims x dtypes, mask modes rotating through
 // them, and each encoding x cap pair once with a window on one of them.
-// About 30 prefill kernels: the grid runs on CI's 2-core machine.
+// About 35 prefill kernels: the grid runs on CI's 2-core machine.
 std::vector<nlohmann::json> variant_grid() {
   std::vector<nlohmann::json> out;
   auto problem = [](int d, const char* dtype, int group, const char* mask, const char* pos, bool cap, int window) {
@@ -40,6 +40,13 @@ std::vector<nlohmann::json> variant_grid() {
     for (const char* dtype : {"float16", "bfloat16"}) out.push_back(problem(d, dtype, 4, masks[turn++ % 3], "NONE", false, -1));
   for (const char* pos : {"NONE", "ROPE_LLAMA", "ALIBI"})
     for (bool cap : {false, true}) out.push_back(problem(128, "bfloat16", 1, "causal", pos, cap, cap ? 256 : -1));
+  // fp8 KV (its register load path), once per fp8 format.
+  auto fp8 = problem(128, "bfloat16", 4, "causal", "NONE", false, -1);
+  fp8["kv_dtype"] = "float8_e4m3fn";
+  out.push_back(fp8);
+  fp8 = problem(64, "float16", 2, "none", "ROPE_LLAMA", false, -1);
+  fp8["kv_dtype"] = "float8_e5m2";
+  out.push_back(fp8);
   return out;
 }
 
