@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cache/posix_io.hpp"
+#include "cache/temp_files.hpp"
 #include "log.hpp"
 
 namespace attnjit::cache {
@@ -32,8 +33,8 @@ PublishResult publish_atomically(const fs::path& final_path, std::string_view by
   fs::path temp;
   posix::Fd fd;
   for (int attempt = 0; !fd.valid(); ++attempt) {
-    temp = folder / (temp_prefix + std::to_string(::getpid()) + "." + random_suffix());
-    const int raw = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    temp = folder / (temp_prefix + temp_files::writer_tag() + random_suffix());
+    const int raw = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);  // the umask decides
     const int err = raw < 0 ? errno : 0;
     fd = posix::Fd(raw);
     if (raw < 0 && (err != EEXIST || attempt > 8)) return {err, "create", temp};

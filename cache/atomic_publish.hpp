@@ -1,7 +1,7 @@
 // Publishing a file so that readers see either nothing or all of it: write a
 // uniquely named temporary beside the final name, fsync it, rename it over
 // the final name, fsync the folder. A crash at any point leaves at most a
-// temporary (reaped later by age), never a half-written entry.
+// temporary (reaped later: at once when its writer is gone, else by age), never a half-written entry.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -16,8 +16,9 @@ struct PublishResult {
   bool ok() const { return err == 0; }
 };
 
-// `temp_prefix` starts the temporary's name (".<key>.tmp."); a pid and a random
-// suffix follow, so concurrent writers, even across hosts, never share one.
+// `temp_prefix` starts the temporary's name (".<key>.tmp."); the host, the pid
+// and a random suffix follow (temp_files.hpp), so concurrent writers, even
+// across hosts, never share one, and a dead writer's file can be recognized.
 PublishResult publish_atomically(const std::filesystem::path& final_path, std::string_view bytes,
                                  const std::string& temp_prefix);
 

@@ -25,7 +25,8 @@ namespace {
 // failing disk: the cache keeps working memory-only rather than failing calls.
 bool cannot_write_here(int err) {
   switch (err) {
-    case EACCES: case EPERM: case EROFS: case ENOTDIR: case ENOSPC: case EDQUOT:
+    // EFBIG: the file size limit (ulimit -f), once the CLI ignores SIGXFSZ.
+    case EACCES: case EPERM: case EROFS: case ENOTDIR: case ENOSPC: case EDQUOT: case EFBIG:
       return true;
     default:
       return false;
@@ -52,12 +53,19 @@ fs::path DiskCache::entry_path(const std::string& arch, const std::string& key) 
   return layout::entry_path(config_.dir, arch, key);
 }
 
+std::string DiskCache::not_writable_reason() const {
+  if (!mode_writes()) return fmt::format("cache mode {} does not write", to_string(config_.mode));
+  std::lock_guard<std::mutex> g(mutex_);
+  return degraded_reason_;
+}
+
 void DiskCache::degrade(const std::string& step, const fs::path& where, int err) {
   bool first;
   {
     std::lock_guard<std::mutex> g(mutex_);
     first = !degraded_;
     degraded_ = true;
+    if (first) degraded_reason_ = fmt::format("cannot {} {}: {}", step, where.string(), posix::errno_text(err));
   }
   if (first)
     log::warn("attnjit cache: cannot {} {}: {}; the cache folder {} is not writable, continuing memory-only "

@@ -39,9 +39,28 @@ struct EntryInfo {
   nlohmann::json metadata;                    // empty when the header could not be read
 };
 
-struct VerifyReport { size_t ok = 0, corrupt = 0, removed = 0; std::vector<std::string> problems; };
+// A temporary file of an interrupted or running publish (temp_files.hpp).
+struct TemporaryInfo {
+  std::filesystem::path path;
+  uint64_t bytes = 0;
+  std::chrono::seconds age{0};
+  std::string writer;  // "pid 123 on host h: gone", "running" or "unknown"
+};
+struct VerifyReport {
+  size_t ok = 0, corrupt = 0, removed = 0;
+  std::vector<std::string> problems;
+  std::vector<TemporaryInfo> temporaries;  // not corruption, but shown: a kill mid-publish leaves them
+};
 struct GcReport { size_t evicted = 0, temporaries_reaped = 0; uint64_t bytes_before = 0, bytes_after = 0; };
-struct Stats { size_t entries = 0; uint64_t bytes = 0; uint64_t max_bytes = 0; std::string dir; CacheMode mode; bool writable = false; };
+struct Stats {
+  size_t entries = 0;
+  uint64_t bytes = 0;
+  uint64_t max_bytes = 0;
+  std::string dir;
+  CacheMode mode;
+  bool writable = false;
+  std::vector<TemporaryInfo> temporaries;
+};
 
 class DiskCache {
  public:
@@ -51,6 +70,10 @@ class DiskCache {
   // False in mode off/readonly, or after the folder proved unwritable (degraded to
   // memory-only; warned once).
   bool writable() const;
+  // Why the cache is not writable: the mode, or the failure that degraded it
+  // to memory-only (naming the step, the path and the errno text); empty
+  // while writable.
+  std::string not_writable_reason() const;
   std::filesystem::path entry_path(const std::string& arch, const std::string& key) const;
 
   // Verified load. A corrupt or truncated entry is logged, removed (when
@@ -81,8 +104,12 @@ class DiskCache {
   size_t clear();                                   // entries removed
   GcReport gc(std::optional<uint64_t> max_bytes);   // reap temporaries, evict to the cap
   Stats stats() const;
-  // Removes temporary files left by writers that died, older than `age`.
+  // Removes temporary files left by writers that died: those older than
+  // `age`, and those of this host whose writer process is gone (after
+  // temp_files::kDeadWriterGrace).
   size_t reap_temporaries(std::chrono::seconds age);
+  // The temporaries there now, with their writers' state.
+  std::vector<TemporaryInfo> temporaries() const;
 
   // Temporaries older than this belong to dead writers (a live one finishes a
   // cubin in well under a second); store() and gc() reap them.
@@ -106,6 +133,7 @@ class DiskCache {
   CacheConfig config_;
   mutable std::mutex mutex_;  // guards degraded_ and reaped_
   bool degraded_ = false;
+  std::string degraded_reason_;
   bool reaped_ = false;       // stale temporaries reaped once, on the first store
   SingleFlight<std::pair<Entry, Source>> flights_;  // in-process single flight per arch/key
 };

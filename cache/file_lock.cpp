@@ -12,7 +12,18 @@ namespace attnjit::cache {
 int FileLock::lock(const std::filesystem::path& path, Wait wait) {
   unlock();
   for (;;) {
-    posix::Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    // 0666 less the umask, so a group-shared folder's locks are group-writable.
+    posix::Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666));
+    if (!fd.valid() && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+      // Another user's lock file that we may not write (their umask made it
+      // 0644). flock needs no write access on the file, only an open
+      // descriptor, so a read-only one locks it just as well: the lock then
+      // still excludes that user's processes, instead of turning ours
+      // memory-only for the whole run.
+      const int create_err = errno;
+      fd = posix::Fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid() && errno == ENOENT) return create_err;  // no file, and we may not create one
+    }
     if (!fd.valid()) {
       if (errno == EINTR) continue;
       return errno;

@@ -3,7 +3,9 @@
 //
 // flock is tied to the open file description, so two DiskCache objects in one
 // process exclude each other just as two processes do, and the kernel drops
-// the lock when a holder dies: no stale lock ever needs breaking.
+// the lock when a holder dies: no stale lock ever needs breaking. A lock file
+// this process may not write (another user's) is opened read-only: flock does
+// not need write access, so users sharing a folder exclude each other.
 #pragma once
 #include <filesystem>
 

@@ -12,6 +12,7 @@
 #include "cache/entry_format.hpp"
 #include "cache/file_lock.hpp"
 #include "cache/posix_io.hpp"
+#include "cache/temp_files.hpp"
 #include "log.hpp"
 
 namespace attnjit::cache {
@@ -87,6 +88,7 @@ VerifyReport DiskCache::verify(bool remove_corrupt) {
     if (remove_corrupt && mode_writes() && err == 0 && discard_corrupt_entry(f.path, problem, id, true))
       ++report.removed;
   }
+  report.temporaries = temporaries();
   return report;
 }
 
@@ -135,20 +137,46 @@ Stats DiskCache::stats() const {
     ++s.entries;
     s.bytes += f.bytes;
   }
+  s.temporaries = temporaries();
   return s;
+}
+
+std::vector<TemporaryInfo> DiskCache::temporaries() const {
+  std::vector<TemporaryInfo> out;
+  if (!disk_allowed()) return out;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& f : only(layout::scan(config_.dir), layout::FileKind::Temporary)) {
+    TemporaryInfo t;
+    t.path = f.path;
+    t.bytes = f.bytes;
+    t.age = std::chrono::duration_cast<std::chrono::seconds>(now - f.mtime);
+    const std::string name = f.path.filename().string();
+    const auto w = temp_files::writer_of(name);
+    const char* state = temp_files::to_string(temp_files::writer_state(name));
+    t.writer = !w ? std::string("unknown writer")
+               : w->host.empty() ? fmt::format("pid {} on an unrecorded host: {}", w->pid, state)
+                                 : fmt::format("pid {} on host {}: {}", w->pid, w->host, state);
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 size_t DiskCache::reap_temporaries(std::chrono::seconds age) {
   if (!mode_writes()) return 0;
-  const auto cutoff = fs::file_time_type::clock::now() - age;
+  const auto now = fs::file_time_type::clock::now();
+  const auto cutoff = now - age, grace_cutoff = now - temp_files::kDeadWriterGrace;
   size_t reaped = 0;
   for (const auto& f : layout::scan(config_.dir)) {
-    if (f.kind != layout::FileKind::Temporary || f.mtime >= cutoff) continue;
+    if (f.kind != layout::FileKind::Temporary) continue;
+    // Old enough to belong to a dead writer, or (this host) its writer is known to be gone.
+    const bool dead_writer = f.mtime < grace_cutoff &&
+                             temp_files::writer_state(f.path.filename().string()) == temp_files::WriterState::Gone;
+    if (f.mtime >= cutoff && !dead_writer) continue;
     if (int err = posix::remove_file(f.path)) {
       log::warn("attnjit cache: cannot remove stale temporary {}: {}", f.path.string(), posix::errno_text(err));
       continue;
     }
-    log::info("attnjit cache: removed stale temporary {} (a writer that died)", f.path.string());
+    log::info("attnjit cache: removed stale temporary {} (its writer died)", f.path.string());
     ++reaped;
   }
   return reaped;

@@ -100,7 +100,8 @@ int make_dirs(const fs::path& dir) {
   if (dir.has_parent_path() && dir.parent_path() != dir) {
     if (int err = make_dirs(dir.parent_path())) return err;
   }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno;
+  // 0777 less the umask: a group-shared cache (umask 002, setgid folder) stays group-writable.
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) return errno;
   return 0;
 }
 

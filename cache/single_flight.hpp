@@ -1,6 +1,7 @@
 // The in-process half of "compile once": concurrent callers with one id share
 // one run of the work. The first caller (the leader) runs it; the others block
-// until it finishes and get a copy of its result, or its exception.
+// until it finishes and get a copy of its result, or of its exception (an
+// attnjit::Error is re-created per waiter; other exceptions are rethrown).
 #pragma once
 #include <condition_variable>
 #include <exception>
@@ -11,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <utility>
+
+#include "attnjit/error.hpp"
 
 namespace attnjit::cache {
 
@@ -33,14 +36,26 @@ class SingleFlight {
     if (!leader) {
       std::unique_lock<std::mutex> g(flight->mutex);
       flight->cv.wait(g, [&] { return flight->done; });
+      // Each waiter throws an Error object of its own. Rethrowing the
+      // leader's exception_ptr would hand one object to every thread at once,
+      // its lifetime then hanging on a reference count inside libstdc++ that
+      // ThreadSanitizer cannot see (it reported the last catch's free as a
+      // race with the other threads' reads).
+      if (flight->error_status) throw Error(*flight->error_status, flight->error_message);
       if (flight->error) std::rethrow_exception(flight->error);
       return {*flight->result, false};
     }
 
     std::optional<T> result;
     std::exception_ptr error;
+    std::optional<Status> error_status;
+    std::string error_message;
     try {
       result.emplace(work());
+    } catch (const Error& e) {
+      error = std::current_exception();
+      error_status = e.status();
+      error_message = e.what();
     } catch (...) {
       error = std::current_exception();
     }
@@ -53,7 +68,10 @@ class SingleFlight {
     {
       std::lock_guard<std::mutex> g(flight->mutex);
       flight->result = result;
-      flight->error = error;
+      // An Error stays with this thread alone (the waiters get status and text).
+      flight->error = error_status ? nullptr : error;
+      flight->error_status = error_status;
+      flight->error_message = error_message;
       flight->done = true;
     }
     flight->cv.notify_all();
@@ -67,7 +85,9 @@ class SingleFlight {
     std::condition_variable cv;
     bool done = false;
     std::optional<T> result;
-    std::exception_ptr error;
+    std::exception_ptr error;           // what the leader threw, unless an attnjit::Error
+    std::optional<Status> error_status;  // set when that was an attnjit::Error
+    std::string error_message;
   };
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;

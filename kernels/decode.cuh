@@ -1,7 +1,8 @@
 // Decode attention skeleton: one query token per head against a KV sequence.
 //
-// Grid (group_size / kHeads, num_splits, num_kv_heads); a CTA owns kHeads
-// query heads that share one KV head and one chunk of the sequence, so each K
+// Grid (group_size / kHeads, work items, num_kv_heads); a CTA owns kHeads
+// query heads that share one KV head and one work item (a chunk of one
+// request's sequence, decode_work.cuh), so each K
 // and V row is read from memory once per CTA; sibling CTAs of a larger group
 // are adjacent in launch order and find the rows in L2. Within the CTA a row
 // is spread over kLanesPerRow lanes, 8 elements (one 16-byte or 8-byte load)
@@ -12,10 +13,12 @@
 // lanes, then warps, at the end. With more than one split, each CTA writes a
 // normalized partial state and merge.cuh combines them. K and V are found
 // through the KV source (kv_source.cuh), so one skeleton serves every cache
-// layout; single decode reads request 0 of a contiguous source.
+// layout: single decode reads request 0 of a contiguous source, batch decode
+// the item's request of a paged one.
 #pragma once
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
+#include "decode_work.cuh"
 #include "kv_source.cuh"
 #include "numeric.cuh"
 #include "softmax_state.cuh"
@@ -40,7 +43,7 @@ struct DecodeTraits {
   using kv_t = KVT;
   using o_t = OT;
   using KVSource = KVSourceT<KVT>;
-  // No window check per row: the planner starts the rows at the window (kv_begin).
+  // No window check per row: a work item's rows start inside the window (decode_work.cuh).
   using Variant = AttentionVariant<PosMode, SoftCap, MaskMode>;
 };
 
@@ -51,7 +54,8 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   using kv_t = typename Tr::kv_t;
   constexpr int kQBytes = storage_bytes<typename Tr::q_t>::value;
 
-  const int split = blockIdx.y;
+  const kernels::DecodeWorkItem item = decode_work_item(p);
+  if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
   const int kv_head = blockIdx.z;
   const int head0 = kv_head * p.group_size + blockIdx.x * Tr::kHeads;
   const int lane = threadIdx.x & 31;
@@ -61,17 +65,19 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   const int dim0 = slice * 8;
   constexpr int kRopePartner = Tr::kLanesPerRow / 2;  // lane holding dims +- D/2
 
-  const typename Tr::KVSource kv(p.kv, /*request=*/0);
+  const typename Tr::KVSource kv(p.kv, item.request);
   const int kv_len = kv.length();
   const int q_pos = kv_len - 1;
+  const DecodeWork work = resolve_work(item, p.var.window_left, kv_len);
+  const char* q_base = static_cast<const char*>(p.q) + work.request * p.q_stride_b * kQBytes;
 
   // The query heads, transformed (RoPE) and pre-scaled once.
   typename Tr::Variant variant[Tr::kHeads] = {};
   frag8 q[Tr::kHeads];
 #pragma unroll
   for (int h = 0; h < Tr::kHeads; ++h) {
-    variant[h] = typename Tr::Variant(p.var, /*request=*/0, head0 + h, p.num_qo_heads, kv_len);
-    q[h] = load8<typename Tr::q_t>(static_cast<const char*>(p.q) + ((head0 + h) * p.q_stride_h + dim0) * kQBytes);
+    variant[h] = typename Tr::Variant(p.var, work.request, head0 + h, p.num_qo_heads, kv_len);
+    q[h] = load8<typename Tr::q_t>(q_base + ((head0 + h) * p.q_stride_h + dim0) * kQBytes);
     variant[h].template transform_query<Tr::kHeadDim>(q[h], q_pos, dim0, kRopePartner);
 #pragma unroll
     for (int i = 0; i < 8; ++i) q[h].x[i] *= variant[h].q_scale;
@@ -81,8 +87,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
 #pragma unroll
   for (int h = 0; h < Tr::kHeads; ++h) state[h].init();
 
-  const int begin = p.kv_begin + split * p.chunk_size;
-  const int end = min(begin + p.chunk_size, kv_len);
+  const int begin = work.begin, end = work.end;
   const auto kv_slice = kv.slice(kv_head, dim0);  // bound here, after the query: fewer registers live across it
 
   // Rows past the end load the last row (always valid memory) and are masked
@@ -163,7 +168,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   }
   __syncthreads();
 
-  merge_warps_and_store<typename Tr::o_t, Tr::kHeadDim, Tr::kHeads, Tr::kWarps, Tr::kHeads>(smem, head0, split, p);
+  merge_warps_and_store<typename Tr::o_t, Tr::kHeadDim, Tr::kHeads, Tr::kWarps, Tr::kHeads>(smem, work, head0, p);
 }
 
 }  // namespace attnjit

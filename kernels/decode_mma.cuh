@@ -3,7 +3,8 @@
 // mma.m16n8k16, so q.k and p.v for 16 KV rows cost a few MMAs per warp
 // instead of kHeads x (dot products + shuffles) per row.
 //
-// Grid (group_size / kHeads, num_splits, num_kv_heads), 4 warps. Each
+// Grid (group_size / kHeads, work items, num_kv_heads), 4 warps (work items:
+// decode_work.cuh). Each
 // iteration the CTA stages a tile of 16 rows per warp: every thread loads its
 // 8-element slices of K and V (the next tile's loads are in flight while this
 // one computes), converts them (fp8 -> the q dtype, the variant's key
@@ -11,10 +12,12 @@
 // S = Q K^T on its 16 rows, the online softmax on the S fragments
 // (fragment_softmax.cuh), and O += P V. Warps merge their states at the end,
 // like the CUDA-core skeleton. K and V are found through the KV source
-// (kv_source.cuh); single decode reads request 0 of a contiguous source.
+// (kv_source.cuh): single decode reads request 0 of a contiguous source, batch
+// decode the item's request of a paged one.
 #pragma once
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
+#include "decode_work.cuh"
 #include "fragment_softmax.cuh"
 #include "kv_source.cuh"
 #include "mma.cuh"
@@ -42,7 +45,7 @@ struct DecodeMmaTraits {
   using kv_t = KVT;
   using o_t = OT;
   using KVSource = KVSourceT<KVT>;
-  // No window check per row: the planner starts the rows at the window (kv_begin).
+  // No window check per row: a work item's rows start inside the window (decode_work.cuh).
   using Variant = AttentionVariant<PosMode, SoftCap, MaskMode>;
 };
 
@@ -57,7 +60,8 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   constexpr int kTileBytes = Tr::kTileRows * kRowBytes;
   constexpr int kRopePartner = Tr::kLanesPerRow / 2;
 
-  const int split = blockIdx.y;
+  const kernels::DecodeWorkItem item = decode_work_item(p);
+  if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
   const int kv_head = blockIdx.z;
   const int head0 = kv_head * p.group_size + blockIdx.x * Tr::kHeads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -71,12 +75,14 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   auto k_tile = [&](int buf) { return smem + 16 * kRowBytes + buf * kTileBytes; };
   auto v_tile = [&](int buf) { return smem + 16 * kRowBytes + (2 + buf) * kTileBytes; };
 
-  const typename Tr::KVSource kv(p.kv, /*request=*/0);
+  const typename Tr::KVSource kv(p.kv, item.request);
   const int kv_len = kv.length();
   const int q_pos = kv_len - 1;
+  const DecodeWork work = resolve_work(item, p.var.window_left, kv_len);
+  const char* q_base = static_cast<const char*>(p.q) + work.request * p.q_stride_b * 2;
   // This thread's two query rows (g, g + 8) in the S and O fragments.
-  const typename Tr::Variant var_lo(p.var, /*request=*/0, head0 + min(g, Tr::kHeads - 1), p.num_qo_heads, kv_len);
-  const typename Tr::Variant var_hi(p.var, /*request=*/0, head0 + min(g + 8, Tr::kHeads - 1), p.num_qo_heads, kv_len);
+  const typename Tr::Variant var_lo(p.var, work.request, head0 + min(g, Tr::kHeads - 1), p.num_qo_heads, kv_len);
+  const typename Tr::Variant var_hi(p.var, work.request, head0 + min(g + 8, Tr::kHeads - 1), p.num_qo_heads, kv_len);
 
   // Q tile: rows are heads (zero past kHeads), transformed, unscaled.
   for (int item = tid; item < 16 * Tr::kLanesPerRow; item += Tr::kThreads) {
@@ -84,13 +90,12 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     frag8 qf;
     qf.zero();
     if (r < Tr::kHeads)
-      qf = load8<typename Tr::q_t>(static_cast<const char*>(p.q) + ((head0 + r) * p.q_stride_h + d0) * 2);
+      qf = load8<typename Tr::q_t>(q_base + ((head0 + r) * p.q_stride_h + d0) * 2);
     var_lo.template transform_query<D>(qf, q_pos, d0, kRopePartner);  // the same for every head
     store_smem8<T>(q_tile + r * kRowBytes + d0 * 2, qf);
   }
 
-  const int begin = p.kv_begin + split * p.chunk_size;
-  const int end = min(begin + p.chunk_size, kv_len);
+  const int begin = work.begin, end = work.end;
   const auto kv_slice = kv.slice(kv_head, dim0);  // bound here, after the query: fewer registers live across it
 
   raw8<kv_t> k_raw[Tr::kPasses], v_raw[Tr::kPasses];
@@ -114,8 +119,11 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     }
   };
 
-  load_tile(begin);
-  store_tile(0, begin);
+  // An empty chunk (past a device-side length) loads nothing: row end - 1 may not exist.
+  if (begin < end) {
+    load_tile(begin);
+    store_tile(0, begin);
+  }
   __syncthreads();
 
   frag_a qa[D / 16];
@@ -176,8 +184,12 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     buf ^= 1;
   }
 
-  // Row sums across the quad, then the warps' states through shared memory
-  // (the tiles are dead: the loop ended with a barrier).
+  // Row sums across the quad, then the warps' states through shared memory.
+  // They overwrite the Q tile: after a loop the last barrier already ordered
+  // every ldmatrix of it before these stores, but an empty chunk (a split past
+  // a device-side length) skips the loop, so the barrier is taken here
+  // (compute-sanitizer racecheck found the race; uniform across the CTA).
+  if (begin >= end) __syncthreads();
   rows.finalize();
   constexpr int kRec = D + 2;
   float* states = reinterpret_cast<float*>(smem);
@@ -196,7 +208,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   }
   __syncthreads();
 
-  merge_warps_and_store<typename Tr::o_t, D, Tr::kHeads, Tr::kWarps, 16>(states, head0, split, p);
+  merge_warps_and_store<typename Tr::o_t, D, Tr::kHeads, Tr::kWarps, 16>(states, work, head0, p);
 }
 
 }  // namespace attnjit

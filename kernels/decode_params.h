@@ -11,21 +11,35 @@
 namespace attnjit {
 namespace kernels {
 
+// One CTA row's share of a batch (decode_work.cuh): KV rows [begin, end) of
+// `request`, counted from the first row inside its window, and where the
+// result goes. 16 bytes, read with one vector load.
+struct alignas(16) DecodeWorkItem {
+  int32_t request;  // < 0: padding of a fixed grid (CUDA graphs); the CTA exits at once
+  int32_t begin;
+  int32_t end;      // clamped to the request's length on the device
+  int32_t slot;     // < 0: the request's only chunk, written to o/lse; else its partial slot
+};
+
 struct DecodeParams {
-  const void* q;        // [num_qo_heads, head_dim]
-  void* o;              // [num_qo_heads, head_dim] when num_splits == 1
-  float* lse;           // [num_qo_heads], base 2; may be null
-  float* partial_o;     // [num_splits, num_qo_heads, head_dim] when num_splits > 1
-  float* partial_lse;   // [num_splits, num_qo_heads]
-  int64_t q_stride_h;
-  int64_t o_stride_h;
+  const void* q;        // request b, head h at q + b * q_stride_b + h * q_stride_h
+  void* o;              // likewise with o_stride_b / o_stride_h
+  float* lse;           // [batch, num_qo_heads], base 2; may be null
+  float* partial_o;     // [slots, num_qo_heads, head_dim]: slot s, head h at row s * num_qo_heads + h
+  float* partial_lse;   // [slots, num_qo_heads]
+  const DecodeWorkItem* work;  // one item per blockIdx.y; null: the uniform partition below
+                               // (blockIdx.y = split * num_requests + request; decode_work.cuh)
+  int64_t q_stride_b, q_stride_h;
+  int64_t o_stride_b, o_stride_h;
   KVSourceParams kv;    // the kernel reads the sequence length from here (kv_source.cuh)
   VariantParams var;
   int32_t kv_len;       // as planned (single decode: equals kv.kv_len); kernels read the length, and
-                        // so the query position length - 1, through the KV source
-  int32_t kv_begin;     // first row inside the window (0 without one)
-  int32_t chunk_size;   // rows per split; split s covers [kv_begin + s*chunk, ...)
+                        // so the query position length - 1 and the window's first row, through the KV source
+  // The uniform partition (no work list): every request cut into num_splits
+  // chunks of chunk_size rows, split s covering [first + s*chunk, ...).
+  int32_t chunk_size;
   int32_t num_splits;
+  int32_t num_requests;  // single decode: 1
   int32_t num_qo_heads;
   int32_t group_size;   // num_qo_heads / num_kv_heads
 };

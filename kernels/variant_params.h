@@ -14,8 +14,8 @@ enum PosEncodingMode : int32_t { kPosNone = 0, kPosRopeLlama = 1, kPosAlibi = 2 
 // Mask modes, a compile-time choice of the variant. Causal aligns the queries
 // to the end of the KV sequence (query i of n sits at position kv_len - n + i).
 // The sliding window is orthogonal: a run-time window_left, checked only by
-// variants compiled to check it (decode applies it through the planner's
-// kv_begin instead, at no per-row cost).
+// variants compiled to check it (decode instead starts each work item's rows
+// at the window, decode_work.cuh, at no per-row cost).
 enum MaskMode : int32_t { kMaskNone = 0, kMaskCausal = 1, kMaskCustom = 2 };
 
 struct VariantParams {
@@ -25,7 +25,7 @@ struct VariantParams {
   float rope_rcp_scale;   // 1 / rope_scale
   float rope_log2_theta;
   int32_t window_left;    // < 0: no sliding window; else keys in [q_pos - window_left, q_pos]
-  const float* sinks;     // per qo head, or null; reserved for batch decode, unused so far
+  const float* sinks;     // per qo head, or null; reserved for TensorRT-LLM's sinks, unused so far
   // kMaskCustom: packed bits, FlashInfer's order (little-endian within a
   // byte; per request a row-major [qo_len, kv_len] block starting at byte
   // custom_mask_indptr[request], or at byte 0 when that is null).

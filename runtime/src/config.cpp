@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 #include "attnjit/error.hpp"
@@ -37,6 +39,15 @@ Config Config::from_env() {
   }
   c.nvrtc_library = env("ATTNJIT_NVRTC_LIBRARY");
   c.log_level = env("ATTNJIT_LOG_LEVEL");
+  // Checked here, with the other variables, so that every entry point refuses
+  // a typo (not only those that construct an Engine, which sets the level).
+  if (!c.log_level.empty()) {
+    static const char* const kLevels[] = {"trace", "debug", "info", "warn", "warning", "error", "critical", "off"};
+    if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level) == std::end(kLevels))
+      throw Error(Status::InvalidArgument,
+                  fmt::format("ATTNJIT_LOG_LEVEL='{}' is not a log level; allowed: trace, debug, info, warn, error, off",
+                              c.log_level));
+  }
   return c;
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "arch.hpp"
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
@@ -66,12 +67,18 @@ KeyInputs Engine::key_inputs(const TranslationUnit& tu, const std::string& arch)
 }
 
 Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
-  spec.validate();  // a hand-written manifest spec fails here, before any file or compile
+  // Before any file or compile: a spec the templates cannot take, or an arch
+  // that is not one, must not reach the cache folder or NVRTC.
+  spec.validate();
+  check_arch(arch, "arch");
   const std::string memo = spec.identity() + "@" + arch;
   std::shared_ptr<std::mutex> flight;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = registry_.find(memo); it != registry_.end()) return {it->second, Origin::Memory};
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
     auto& f = in_flight_[memo];
     if (!f) f = std::make_shared<std::mutex>();
     flight = f;

@@ -92,13 +92,13 @@ TEST_CASE("attnjit prewarm --manifest fills the cache; cache ls/stats/verify see
   const Result first = attnjit("prewarm --manifest " + quote(manifest.string()) + " -j 2", cache);
   INFO(first.output);
   REQUIRE(first.status == 0);
-  CHECK(contains(first.output, "for sm_80: 2 kernels: 2 compiled, 0 already cached, 0 failed"));
+  CHECK(contains(first.output, "for sm_80: 2 kernels: 2 compiled, 2 stored, 0 already cached, 0 failed, 0 not stored"));
   CHECK(contains(first.output, "cache: " + cache.string()));
 
   const Result second = attnjit("prewarm --manifest " + quote(manifest.string()), cache);
   INFO(second.output);
   REQUIRE(second.status == 0);
-  CHECK(contains(second.output, "2 kernels: 0 compiled, 2 already cached, 0 failed"));
+  CHECK(contains(second.output, "2 kernels: 0 compiled, 0 stored, 2 already cached, 0 failed, 0 not stored"));
 
   const Result ls = attnjit("cache ls", cache);
   INFO(ls.output);
@@ -117,7 +117,7 @@ TEST_CASE("attnjit prewarm --manifest fills the cache; cache ls/stats/verify see
   const Result ok = attnjit("cache verify", cache);
   INFO(ok.output);
   CHECK(ok.status == 0);
-  CHECK(contains(ok.output, "2 ok, 0 corrupt"));
+  CHECK(contains(ok.output, "2 ok, 0 corrupt, 0 temporaries"));
 
   // Flip one payload byte of one entry.
   const auto files = cubins_under(cache);

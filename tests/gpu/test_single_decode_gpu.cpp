@@ -115,7 +115,7 @@ void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
 TEST_CASE("single decode matches the float64 reference across the grid", "[gpu][decode]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  auto cases = decode_grid();
+  auto cases = decode_grid_from_env();  // ATTNJIT_TEST_GRID=reduced: tools/gpu/sanitize.sh
   if (const char* quick = std::getenv("ATTNJIT_TEST_QUICK")) {
     // A smoke subset for quick iterations: every 7th case.
     std::vector<Case> sub;

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <random>
+#include <stdexcept>
+#include <tuple>
+#include <string>
 
 namespace attnjit::test {
 
@@ -50,6 +54,51 @@ std::vector<DecodeCase> decode_grid() {
           cases.push_back(c);
         }
   return cases;
+}
+
+std::vector<DecodeCase> decode_grid_reduced() {
+  std::vector<DecodeCase> cases;
+  const std::pair<DType, DType> dtypes[] = {
+      {DType::F16, DType::F16}, {DType::BF16, DType::BF16}, {DType::BF16, DType::E4M3}, {DType::F16, DType::E5M2}};
+  const int dims[] = {64, 128, 256}, groups[] = {1, 3, 4, 8, 16};
+  const int64_t lengths[] = {1, 7, 1000, 20011};
+  // Each axis cycles with its own period, so the 24 cases cover every
+  // head dim x dtype pair twice and every other value at least once.
+  for (int i = 0; i < 24; ++i) {
+    DecodeCase c;
+    auto& p = c.p;
+    p.head_dim = dims[i % 3];
+    std::tie(p.q_dtype, p.kv_dtype) = dtypes[(i / 3) % 4];
+    p.num_kv_heads = 2;
+    p.num_qo_heads = 2 * groups[i % 5];
+    p.kv_len = lengths[i % 4];
+    auto& o = p.options;
+    o.kv_layout = (i / 2) % 2 ? KVLayout::HND : KVLayout::NHD;
+    o.pos_encoding_mode = static_cast<PosEncoding>((i / 4) % 3);
+    if (i % 6 == 5) o.window_left = static_cast<int>(p.kv_len / 3);
+    if (i % 4 == 1 || i % 7 == 3) o.logits_soft_cap = 30.f;
+    if (i % 5 == 2) o.sm_scale = 0.07f;
+    if (p.kv_dtype == DType::E4M3 || p.kv_dtype == DType::E5M2) {
+      o.k_scale = 0.75f;
+      o.v_scale = 1.25f;
+    }
+    if (o.pos_encoding_mode == PosEncoding::RopeLlama && i % 2) {
+      o.rope_scale = 2.f;
+      o.rope_theta = 5e5f;
+    }
+    c.with_lse = i % 5 != 4;
+    o.use_tensor_cores = (i / 2) % 3 != 0;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+std::vector<DecodeCase> decode_grid_from_env() {
+  const char* v = std::getenv("ATTNJIT_TEST_GRID");
+  const std::string grid = v ? v : "";
+  if (grid.empty() || grid == "full") return decode_grid();
+  if (grid == "reduced") return decode_grid_reduced();
+  throw std::invalid_argument("ATTNJIT_TEST_GRID='" + grid + "' is not a grid; allowed: full, reduced");
 }
 
 }  // namespace attnjit::test

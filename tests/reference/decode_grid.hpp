@@ -19,4 +19,15 @@ struct DecodeCase {
 // each value of each axis appears many times.
 std::vector<DecodeCase> decode_grid();
 
+// 24 cases in which every value of every axis above appears at least once
+// (head dim, dtype pair, group size, layout, positional encoding, window, soft
+// cap, scales, lse, tensor cores) with lengths that are not multiples of any
+// tile (1, 7, 1000, 20011; the last is split and merged), for runs under
+// compute-sanitizer, which is 10-100x slower than a plain run.
+std::vector<DecodeCase> decode_grid_reduced();
+
+// decode_grid_reduced() when ATTNJIT_TEST_GRID=reduced, decode_grid() when it
+// is unset or "full"; any other value throws (a typo must not shrink a run).
+std::vector<DecodeCase> decode_grid_from_env();
+
 }  // namespace attnjit::test

@@ -15,6 +15,8 @@
 #include <random>
 #include <unistd.h>
 
+#include "arch.hpp"
+#include "scoped_temp_dir.hpp"
 #include "attnjit/attnjit.hpp"
 #include "commands.hpp"
 #include "cuda/driver.hpp"
@@ -87,6 +89,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--arch", o->arch, "Arch for the JIT timings (default: local GPU's, else sm_90a)");
   cmd->add_option("--disk-load-probe", o->probe_dir, "(internal) time one disk-cache load in this process")->group("");
   cmd->callback([o] {
+    if (!o->arch.empty()) check_arch(o->arch, "--arch");
     Runtime rt;
     const std::string arch = o->arch.empty() ? rt.default_arch() : o->arch;
     if (!o->probe_dir.empty()) {
@@ -128,8 +131,8 @@ void register_bench(CLI::App& app) {
       cu.StreamDestroy(stream);
     }
     if (!o->skip_jit) {
-      char tmpl[] = "/tmp/attnjit-bench-XXXXXX";
-      const std::string dir = mkdtemp(tmpl);
+      const ScopedTempDir scratch("attnjit-bench-");  // removed on every path out, errors included
+      const std::string& dir = scratch.path();
       const JitRow j = bench_jit(arch, dir);
       // The disk load runs in a fresh process of this same binary.
       const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -142,7 +145,6 @@ void register_bench(CLI::App& app) {
         loads.push_back(std::stod(buf));
       }
       std::sort(loads.begin(), loads.end());
-      std::filesystem::remove_all(dir);
       out["jit"] = {{"spec", jit_probe_spec().name()}, {"cold_compile_s", j.cold_compile_s},
                     {"disk_load_fresh_process_ms", loads[loads.size() / 2]}, {"memory_hit_us", j.memory_hit_us}};
       fmt::print("JIT ({} for {}): cold compile {:.3f} s | disk load in a fresh process {:.2f} ms (median of 5) | in-memory hit {:.3f} us\n",

@@ -12,6 +12,7 @@
 
 #include "attnjit/error.hpp"
 #include "cache/disk_cache.hpp"
+#include "cache/write_probe.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 
@@ -62,13 +63,26 @@ void run_ls(const CacheOptions& o) {
              c.config().dir);
 }
 
+// Temporaries are not corruption, but a kill mid-publish leaves them: show them.
+void print_temporaries(const std::vector<cache::TemporaryInfo>& temps) {
+  for (const auto& t : temps)
+    fmt::print("temporary: {} ({}, {} s old, writer {})\n", t.path.string(), format_bytes(t.bytes), t.age.count(),
+               t.writer);
+  if (!temps.empty())
+    fmt::print(stderr, "note: {} temporary file{} of unfinished writes; `attnjit cache gc` removes those whose "
+                       "writer is gone (this host) or that are older than {} s\n",
+               temps.size(), temps.size() == 1 ? "" : "s", cache::DiskCache::kStaleTemporaryAge.count());
+}
+
 void run_verify(const CacheOptions& o) {
   auto c = open_cache(o, o.remove ? Access::Change : Access::Read);
   if (o.remove) note_if_readonly(c, "removes");
   const cache::VerifyReport r = c.verify(o.remove);
   for (const auto& p : r.problems) fmt::print("corrupt: {}\n", p);
-  fmt::print("verify {}: {} ok, {} corrupt{}\n", c.config().dir, r.ok, r.corrupt,
-             o.remove ? fmt::format(", {} removed", r.removed) : std::string());
+  print_temporaries(r.temporaries);
+  fmt::print("verify {}: {} ok, {} corrupt{}, {} temporar{}\n", c.config().dir, r.ok, r.corrupt,
+             o.remove ? fmt::format(", {} removed", r.removed) : std::string(), r.temporaries.size(),
+             r.temporaries.size() == 1 ? "y" : "ies");
   if (r.corrupt > 0) {
     if (!o.remove) fmt::print(stderr, "run `attnjit cache verify --remove` to delete the corrupt entries\n");
     throw CLI::RuntimeError(1);
@@ -96,22 +110,21 @@ void run_gc(const CacheOptions& o) {
 void run_stats(const CacheOptions& o) {
   const Config config = load_config(o.cache_dir);
   const cache::Stats s = open_cache(o, Access::Read).stats();
-  // Whether the library would write here: its mode, and (once the folder
-  // exists) whether opening it for writing degraded to memory-only.
-  std::string writable = "no";
-  if (config.cache.mode == CacheMode::ReadWrite || config.cache.mode == CacheMode::Require) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(config.cache.dir, ec))
-      writable = "not yet (the folder does not exist; the first store creates it)";
-    else if (cache::DiskCache(config.cache).writable())
-      writable = "yes";
-  }
+  // Whether the library would write here: its mode, then a real write
+  // (permission bits do not tell about ACLs, read-only mounts or a full disk).
+  std::string writable = fmt::format("no: cache mode {} does not write", to_string(config.cache.mode));
+  if (config.cache.mode == CacheMode::ReadWrite || config.cache.mode == CacheMode::Require)
+    writable = cache::describe(cache::probe_writable(config.cache.dir));
   fmt::print("dir:      {}\n", s.dir);
   fmt::print("mode:     {}\n", to_string(config.cache.mode));
   fmt::print("entries:  {}\n", s.entries);
   fmt::print("bytes:    {} ({})\n", s.bytes, format_bytes(s.bytes));
   fmt::print("cap:      {} ({})\n", s.max_bytes, format_bytes(s.max_bytes));
   fmt::print("writable: {}\n", writable);
+  uint64_t temp_bytes = 0;
+  for (const auto& t : s.temporaries) temp_bytes += t.bytes;
+  fmt::print("temporaries: {} ({})\n", s.temporaries.size(), format_bytes(temp_bytes));
+  print_temporaries(s.temporaries);
 }
 
 }  // namespace

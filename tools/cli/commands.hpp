@@ -8,9 +8,10 @@
 //  * the subcommand's callback does the work; a failed outcome that is not an
 //    error of the caller's making (a kernel failed to compile, a corrupt cache
 //    entry) ends with `throw CLI::RuntimeError(1)` after printing why;
-//  * bad input or an unusable environment throws attnjit::Error, which main
-//    prints as "attnjit: error: <message>" and turns into exit status 2;
-//  * usage errors are CLI11's (its own messages and exit codes).
+//  * errors throw attnjit::Error, which main prints as "attnjit: error:
+//    <message>" and turns into an exit status by its Status (exit_codes.hpp:
+//    2 for bad input, 1 for failed work);
+//  * CLI11's usage errors print the same way and exit 2.
 #pragma once
 
 namespace CLI { class App; }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "arch.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
 #include "codegen.hpp"
@@ -84,6 +85,7 @@ void run_explain(const ExplainOptions& o) {
   const nlohmann::json problem = make_problem(o);
   const ops::OperatorEntry& op = ops::find_operator(problem.at("op").get<std::string>());
   std::vector<KernelSpec> specs = op.kernels_for(problem);  // validates before anything else happens
+  if (!o.arch.empty()) check_arch(o.arch, "--arch");
   const Config config = load_config(o.cache_dir);
   Config read_only = config;  // explain only looks: never create the folder
   if (read_only.cache.mode != CacheMode::Off) read_only.cache.mode = CacheMode::ReadOnly;

@@ -6,6 +6,7 @@
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
 #include "cache/disk_cache.hpp"
+#include "cache/write_probe.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "cuda/nvrtc.hpp"
@@ -48,7 +49,11 @@ void run_info(const std::string& cache_dir) {
 
   fmt::print("cache:    {}\n", info.cache.dir);
   fmt::print("  mode:     {}\n", to_string(info.cache.mode));
-  fmt::print("  writable: {}\n", info.cache_writable ? "yes" : "no");
+  // Tried, not assumed: see cache/write_probe.hpp.
+  const bool mode_writes = info.cache.mode == CacheMode::ReadWrite || info.cache.mode == CacheMode::Require;
+  fmt::print("  writable: {}\n", !mode_writes ? fmt::format("no: cache mode {} does not write", to_string(info.cache.mode))
+                                  : !info.cache_writable ? "no: " + rt.engine().disk_cache().not_writable_reason()
+                                                         : cache::describe(cache::probe_writable(info.cache.dir)));
   try {
     const cache::Stats s = rt.engine().disk_cache().stats();
     fmt::print("  entries:  {} ({} of {} cap)\n", s.entries, format_bytes(s.bytes), format_bytes(s.max_bytes));

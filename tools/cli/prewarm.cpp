@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "arch.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
 #include "commands.hpp"
@@ -23,6 +24,7 @@
 #include "engine.hpp"
 #include "ops/registry.hpp"
 #include "presets.hpp"
+#include "prewarm_report.hpp"
 
 namespace attnjit::cli {
 namespace {
@@ -34,6 +36,7 @@ struct PrewarmOptions {
   std::string model, manifest, arch, cache_dir;
   unsigned jobs = 0;
   bool list_models = false;
+  bool allow_memory_only = false;
 };
 
 struct KernelList {
@@ -109,6 +112,7 @@ KernelList read_manifest(const std::string& file) {
     if (!ks.is_array()) manifest_error(file, "/kernels", fmt::format("expected a list, got {}", json_kind(ks)));
     for (size_t i = 0; i < ks.size(); ++i) {
       const std::string where = fmt::format("/kernels/{}", i);
+      if (!ks[i].is_object()) manifest_error(file, where, fmt::format("expected a kernel spec object, got {}", json_kind(ks[i])));
       // from_json validates every field and rejects keys the family does not have.
       KernelSpec spec = at_path(file, where, [&] { return KernelSpec::from_json(ks[i]); });
       at_path(file, where, [&] {
@@ -170,11 +174,7 @@ void print_models() {
 
 // ---- the work ---------------------------------------------------------------
 
-struct Outcome {
-  enum Kind { Pending, Compiled, Cached, Failed, Skipped } kind = Pending;
-  double seconds = 0;
-  std::string error;
-};
+using Outcome = PrewarmOutcome;
 
 // One progress line per finished kernel: rewritten in place on a terminal,
 // one line each otherwise (logs, pipes).
@@ -212,6 +212,9 @@ void run_prewarm(const PrewarmOptions& o) {
   KernelList list = o.model.empty() ? read_manifest(o.manifest) : kernels_for_model(o.model);
   for (const auto& note : list.notes) fmt::print(stderr, "note: {}\n", note);
 
+  // The arch is checked before the cache folder is created or anything compiles.
+  if (!o.arch.empty()) check_arch(o.arch, "--arch");
+  else if (!list.arch.empty()) check_arch(list.arch, fmt::format("manifest {}: /arch", o.manifest));
   Config config = load_config(o.cache_dir);
   if (config.cache.mode == CacheMode::Require) {
     // Prewarm exists to fill the cache; "fail on miss" is for the fleet that reads it.
@@ -220,9 +223,7 @@ void run_prewarm(const PrewarmOptions& o) {
   Runtime rt(config);
   detail::Engine& engine = rt.engine();
   const std::string arch = !o.arch.empty() ? o.arch : !list.arch.empty() ? list.arch : rt.default_arch();
-  if (!engine.disk_cache().writable())
-    fmt::print(stderr, "warning: the cache at {} is not writable (mode {}): kernels are compiled but not kept\n",
-               config.cache.dir, to_string(config.cache.mode));
+  preflight_cache(engine.disk_cache(), o.allow_memory_only);
 
   const size_t n = list.specs.size();
   std::vector<Outcome> outcomes(n);
@@ -240,6 +241,7 @@ void run_prewarm(const PrewarmOptions& o) {
       try {
         const detail::Prepared p = engine.prepare(list.specs[i], arch);
         out.kind = p.origin == detail::Origin::Compiled ? Outcome::Compiled : Outcome::Cached;
+        out.key = p.kernel->key;
       } catch (const std::exception& e) {
         out.kind = Outcome::Failed;
         out.error = e.what();
@@ -258,29 +260,9 @@ void run_prewarm(const PrewarmOptions& o) {
   progress.finish();
   const double total = std::chrono::duration<double>(Clock::now() - start).count();
 
-  size_t compiled = 0, cached = 0, failed = 0, skipped = 0;
-  for (auto& out : outcomes) {
-    if (out.kind == Outcome::Pending) out.kind = Outcome::Skipped;
-    compiled += out.kind == Outcome::Compiled;
-    cached += out.kind == Outcome::Cached;
-    failed += out.kind == Outcome::Failed;
-    skipped += out.kind == Outcome::Skipped;
-  }
-  fmt::print("prewarm {} for {}: {} kernels: {} compiled, {} already cached, {} failed{} in {:.1f} s (cache: {})\n",
-             list.label, arch, n, compiled, cached, failed,
-             skipped ? fmt::format(", {} not attempted", skipped) : std::string(), total, config.cache.dir);
-  if (failed == 0) return;
-
-  // One message per distinct error, naming the kernels it hit.
-  std::map<std::string, std::vector<std::string>> by_error;
-  for (size_t i = 0; i < n; ++i)
-    if (outcomes[i].kind == Outcome::Failed) by_error[outcomes[i].error].push_back(list.specs[i].name());
-  for (const auto& [error, names] : by_error)
-    fmt::print(stderr, "failed: {}\n  {}\n", fmt::join(names, ", "), error);
-  if (skipped)
-    fmt::print(stderr, "stopped after an invalid-argument error (such as an unsupported --arch); {} not attempted\n",
-               skipped);
-  throw CLI::RuntimeError(1);
+  PrewarmRun run{list.label, arch, {}, std::move(outcomes), total, o.allow_memory_only};
+  for (const auto& spec : list.specs) run.names.push_back(spec.name());
+  report_prewarm(run, engine.disk_cache());
 }
 
 }  // namespace
@@ -303,6 +285,9 @@ void register_prewarm(CLI::App& app) {
       ->check(CLI::Range(1u, 1024u));
   add_cache_dir_option(sub, o->cache_dir);
   sub->add_flag("--list-models", o->list_models, "Print the model presets and exit");
+  sub->add_flag("--allow-memory-only", o->allow_memory_only,
+                "Exit 0 even when compiled kernels cannot be stored in the cache (a compile check); by default "
+                "prewarm fails (exit 1) when it could not store what it compiled");
   sub->callback([o] { run_prewarm(*o); });
 }
 

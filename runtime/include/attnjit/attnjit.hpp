@@ -1,5 +1,6 @@
 // attnjit's C++ API. Link libattnjit.so; see README.md for examples.
 #pragma once
+#include "attnjit/batch_decode.hpp"
 #include "attnjit/config.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"

@@ -47,7 +47,7 @@ struct DriverApi {
   decltype(&::cuMemcpyHtoD) MemcpyHtoD = nullptr;
   decltype(&::cuMemcpyDtoH) MemcpyDtoH = nullptr;
   decltype(&::cuMemcpyDtoDAsync) MemcpyDtoDAsync = nullptr;
-  decltype(&::cuMemcpyHtoDAsync) MemcpyHtoDAsync = nullptr;
+  decltype(&::cuMemcpyHtoDAsync) MemcpyHtoDAsync = nullptr;  // batch decode's plan() uploads its work list
   decltype(&::cuMemsetD8Async) MemsetD8Async = nullptr;
   decltype(&::cuStreamCreate) StreamCreate = nullptr;
   decltype(&::cuStreamDestroy) StreamDestroy = nullptr;

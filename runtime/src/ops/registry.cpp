@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
+#include "ops/batch_decode/batch_decode_entry.hpp"
 #include "ops/single_decode/single_decode_entry.hpp"
 #include "ops/single_prefill/single_prefill_entry.hpp"
 
@@ -12,6 +13,7 @@ const std::vector<OperatorEntry>& operators() {
   // One line per operator.
   static const std::vector<OperatorEntry> entries = {
       single_decode_entry(),
+      batch_decode_entry(),
       single_prefill_entry(),
   };
   return entries;

@@ -8,13 +8,46 @@
 
 namespace attnjit {
 
+namespace {
+
+// The device type of each source (kernels/kv_source.cuh).
+const char* source_type(KVSourceKind k) {
+  switch (k) {
+    case KVSourceKind::Contiguous: return "ContiguousKV";
+    case KVSourceKind::Paged: return "PagedKV";
+    case KVSourceKind::BlockTable: return "BlockTableKV";
+  }
+  return "?";
+}
+
+KVSourceKind parse_source(const std::string& s) {
+  for (auto k : {KVSourceKind::Contiguous, KVSourceKind::Paged, KVSourceKind::BlockTable})
+    if (s == to_string(k)) return k;
+  throw Error(Status::InvalidArgument,
+              fmt::format("decode spec.kv_source='{}' is not supported; allowed: contiguous, paged, block_table", s));
+}
+
+}  // namespace
+
+const char* to_string(KVSourceKind k) noexcept {
+  switch (k) {
+    case KVSourceKind::Contiguous: return "contiguous";
+    case KVSourceKind::Paged: return "paged";
+    case KVSourceKind::BlockTable: return "block_table";
+  }
+  return "?";
+}
+
 const char* DecodeKernel::template_name() const {
   return tensor_cores ? "single_decode_tc.cu.in" : "single_decode.cu.in";
 }
 
 std::string DecodeKernel::name() const {
   const std::string tile = tensor_cores ? fmt::format("w{}_tc", warps) : fmt::format("w{}_u{}", warps, unroll);
-  return fmt::format("decode_d{}_g{}_{}_{}", head_dim, heads_per_cta, variant.name(), tile);
+  const char* source = kv_source == KVSourceKind::Paged        ? "_paged"
+                       : kv_source == KVSourceKind::BlockTable ? "_blocktable"
+                                                               : "";
+  return fmt::format("decode_d{}_g{}_{}_{}{}", head_dim, heads_per_cta, variant.name(), tile, source);
 }
 
 int DecodeKernel::dynamic_smem_bytes() const {
@@ -25,6 +58,7 @@ int DecodeKernel::dynamic_smem_bytes() const {
 nlohmann::json DecodeKernel::to_json() const {
   nlohmann::json j = {{"family", kFamily}, {"head_dim", head_dim}, {"heads_per_cta", heads_per_cta}, {"warps", warps}};
   variant.to_json(j);
+  j["kv_source"] = to_string(kv_source);
   if (tensor_cores) j["tensor_cores"] = true;
   else j["unroll"] = unroll;
   return j;
@@ -38,6 +72,7 @@ DecodeKernel DecodeKernel::from_json(const nlohmann::json& j) {
   s.warps = spec_json::int_field(j, "warps", 4);
   s.tensor_cores = spec_json::bool_field(j, "tensor_cores", false);
   s.unroll = s.tensor_cores ? 4 : spec_json::int_field(j, "unroll", 4);
+  s.kv_source = parse_source(spec_json::string_field(j, "kv_source", "contiguous"));
   s.validate();
   return s;
 }
@@ -46,7 +81,8 @@ std::vector<std::pair<std::string, std::string>> DecodeKernel::template_values()
   auto v = variant.template_values(false);
   v.insert(v.end(), {{"HEAD_DIM", std::to_string(head_dim)},
                      {"HEADS_PER_CTA", std::to_string(heads_per_cta)},
-                     {"WARPS", std::to_string(warps)}});
+                     {"WARPS", std::to_string(warps)},
+                     {"KV_SOURCE", source_type(kv_source)}});
   if (!tensor_cores) v.emplace_back("UNROLL", std::to_string(unroll));
   return v;
 }

@@ -12,6 +12,13 @@
 
 namespace attnjit {
 
+// Where the kernel finds K and V (kernels/kv_source.cuh): one sequence
+// (single decode), FlashInfer's indptr/indices/last_page_len, or block tables
+// with per-request lengths (TensorRT-LLM, cuDNN, vLLM). Part of the kernel's
+// identity: the addressing is compiled in.
+enum class KVSourceKind : uint8_t { Contiguous, Paged, BlockTable };
+const char* to_string(KVSourceKind k) noexcept;  // "contiguous" / "paged" / "block_table"
+
 struct DecodeKernel {
   static constexpr const char* kFamily = "decode";
 
@@ -21,10 +28,11 @@ struct DecodeKernel {
   int warps = 4;
   int unroll = 4;             // CUDA cores: rows in flight per lane group (unused on tensor cores)
   bool tensor_cores = false;  // the mma.m16n8k16 skeleton
+  KVSourceKind kv_source = KVSourceKind::Contiguous;
 
   const char* template_name() const;
   const char* entry_name() const { return "attnjit_single_decode"; }
-  std::string name() const;  // "decode_d128_g4_bf16_bf16_bf16_none_w4_tc"
+  std::string name() const;  // "decode_d128_g4_bf16_bf16_bf16_none_w4_tc" (+ "_paged" / "_blocktable")
   int threads() const { return warps * 32; }
   int dynamic_smem_bytes() const;
   nlohmann::json to_json() const;
@@ -35,7 +43,7 @@ struct DecodeKernel {
 
   bool operator==(const DecodeKernel& o) const {
     return variant == o.variant && head_dim == o.head_dim && heads_per_cta == o.heads_per_cta && warps == o.warps &&
-           unroll == o.unroll && tensor_cores == o.tensor_cores;
+           unroll == o.unroll && tensor_cores == o.tensor_cores && kv_source == o.kv_source;
   }
 };
 

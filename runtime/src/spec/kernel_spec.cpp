@@ -67,6 +67,11 @@ nlohmann::json KernelSpec::to_json() const {
 }
 void KernelSpec::validate() const {
   std::visit([](const auto& f) { f.validate(); }, family_);
+  // A spec whose shared memory no supported GPU grants one CTA can never launch.
+  if (dynamic_smem_bytes() > kMaxDynamicSmemBytes)
+    throw Error(Status::InvalidArgument,
+                fmt::format("{} spec needs {} B of shared memory; allowed: at most {} B per CTA", family_name(),
+                            dynamic_smem_bytes(), kMaxDynamicSmemBytes));
 }
 
 KernelSpec KernelSpec::from_json(const nlohmann::json& j) {

@@ -53,6 +53,10 @@ class KernelSpec {
   Family family_;
 };
 
+// The largest dynamic shared memory any supported GPU grants one CTA
+// (sm_90/sm_100: 227 KiB); validate() refuses a spec that needs more.
+inline constexpr int kMaxDynamicSmemBytes = 227 * 1024;
+
 // The family names the closed set knows, for messages: "decode, merge_states".
 std::string kernel_family_names();
 

@@ -19,7 +19,7 @@ import ctypes
 
 from . import _ctypes_types as T
 from ._library import check, lib
-from .errors import invalid_argument
+from .errors import invalid_argument, missing_torch
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
@@ -42,6 +42,16 @@ def _fp8_names(torch):
     return names
 
 
+def require_torch():
+    """``torch``, or a MissingDependencyError saying that torch is needed (not a bare ModuleNotFoundError)."""
+    try:
+        import torch
+        import torch.utils.dlpack  # noqa: F401  (to_dlpack, used by Borrowed)
+    except ImportError as e:
+        raise missing_torch(e) from e
+    return torch
+
+
 class Borrowed:
     """Holds the capsules (and re-labelled DLTensors) of one call alive."""
 
@@ -50,8 +60,8 @@ class Borrowed:
 
     def tensor(self, t, arg):
         """The address of a DLTensor describing torch tensor ``t``."""
-        import torch
-        from torch.utils.dlpack import to_dlpack
+        torch = require_torch()
+        to_dlpack = torch.utils.dlpack.to_dlpack
 
         if not isinstance(t, torch.Tensor):
             raise invalid_argument(f"{arg}: expected a torch.Tensor, got {type(t).__name__}")

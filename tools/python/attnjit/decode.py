@@ -6,7 +6,7 @@ import math
 from . import _ctypes_types as T
 from . import _runtime
 from ._plans import Plan
-from ._dlpack import Borrowed
+from ._dlpack import Borrowed, require_torch
 from ._library import check, lib
 from .errors import invalid_argument
 
@@ -66,9 +66,10 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
     [num_kv_heads, kv_len, head_dim] (HND), on one CUDA device. Returns o
     [num_qo_heads, head_dim] in q's dtype, or (o, lse) with lse float32
     [num_qo_heads] in base 2 (log2 of the sum of 2^(s·log2 e)), as FlashInfer.
-    Runs on torch's current stream of q's device. Raises AttnjitError.
+    Runs on torch's current stream of q's device. Raises AttnjitError
+    (MissingDependencyError when torch is not installed).
     """
-    import torch
+    torch = require_torch()
 
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -106,7 +107,7 @@ class SingleDecodeWrapper:
     def plan(self, q, k, v, pos_encoding_mode="NONE", q_scale=None, k_scale=None, v_scale=None, window_left=-1,
              logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None, return_lse=False):
         """Plans for tensors shaped like q, k, v (their data is not read)."""
-        import torch
+        torch = require_torch()
 
         options = _options(self._kv_layout, pos_encoding_mode, self._use_tensor_cores, q_scale, k_scale, v_scale,
                            window_left, logits_soft_cap, sm_scale, rope_scale, rope_theta)
@@ -124,7 +125,7 @@ class SingleDecodeWrapper:
 
     def run(self, q, k, v, out=None, lse=None):
         """o (and lse when planned with return_lse) for inputs matching the plan."""
-        import torch
+        torch = require_torch()
 
         if self._plan is None:
             from .errors import AttnjitError, Status

@@ -39,3 +39,22 @@ class AttnjitError(RuntimeError):
 def invalid_argument(message):
     """An AttnjitError for an argument this module refuses before calling C."""
     return AttnjitError(Status.INVALID_ARGUMENT, message)
+
+
+class MissingDependencyError(AttnjitError, ImportError):
+    """attnjit needs a package that is not installed (torch, for tensors).
+
+    Also an ImportError, so ``except ImportError`` written for the bare
+    ModuleNotFoundError keeps working.
+    """
+
+    def __init__(self, message):
+        AttnjitError.__init__(self, Status.UNSUPPORTED, message)
+
+
+def missing_torch(cause):
+    """The error for an entry point that takes tensors when torch cannot be imported."""
+    return MissingDependencyError(
+        "attnjit's tensor entry points take torch tensors (exported through DLPack), but torch cannot be "
+        f"imported ({cause}); install PyTorch (pip install torch), or call the C API (attnjit.h) with "
+        "DLTensors from another DLPack producer")

@@ -98,11 +98,11 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.var.soft_cap = L.soft_cap;
   dp.var.rope_rcp_scale = L.rope_rcp_scale;
   dp.var.rope_log2_theta = L.rope_log2_theta;
-  dp.var.window_left = P.options.window_left;  // decode variants do not check it: kv_begin applies the window
-  dp.kv_len = static_cast<int32_t>(N);
-  dp.kv_begin = L.kv_begin;
+  dp.var.window_left = P.options.window_left;  // decode variants do not check it per row: their rows start at the window
+  dp.kv_len = static_cast<int32_t>(N);  // the kernel starts at the window itself (decode_work.cuh), as L.kv_begin
   dp.chunk_size = L.chunk_size;
   dp.num_splits = L.num_splits;
+  dp.num_requests = 1;
   dp.num_qo_heads = static_cast<int32_t>(H);
   dp.group_size = static_cast<int32_t>(H / Hk);
 
@@ -116,6 +116,7 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
     mp.lse = dp.lse;
     mp.o_stride_row = o.strides[0];
     mp.num_rows = static_cast<int32_t>(H);
+    mp.rows_per_request = static_cast<int32_t>(H);  // one request
     mp.num_splits = L.num_splits;
     detail::launch(*impl_->merge, L.merge->shape, &mp, stream);
   }

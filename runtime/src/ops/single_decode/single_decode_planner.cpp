@@ -7,73 +7,25 @@
 #include <limits>
 
 #include "attnjit/error.hpp"
+#include "ops/decode_choice.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 
 namespace attnjit::ops {
 
 namespace {
 
-constexpr int kMaxHeadsPerCta = 8;      // CUDA cores: q/o fragments per thread grow with it (registers)
-constexpr int kTensorCoreMinGroup = 4;  // from here on the mma skeleton is faster without being asked
-constexpr int kMinRowsPerSplit = 128;  // below this a split's fixed cost (q load, merge) dominates
-
-// Query heads per CTA. Up to 4 share one CTA's registers comfortably; a larger
-// group is split across sibling CTAs that the grid launches back to back, so
-// the second reads the same K/V rows from L2, not memory. A prime group above
-// 4 (5, 7) would otherwise fall to 1 head per CTA, so it stays whole.
-int heads_per_cta(int group) {
-  for (int h = std::min(group, 4); h > 1; --h)
-    if (group % h == 0) return h;
-  return group <= kMaxHeadsPerCta ? group : 1;
-}
-
-// Tile shape by heads per CTA, with the resident CTAs per SM it gets (from
-// the compiler's register counts for 4 warps, as data: the planner never
-// needs a compiled kernel). All loads of the next iteration are in flight
-// while one computes, so registers grow with unroll * 2 raw fragments.
-struct DecodeTile {
-  int unroll;
-  int ctas_per_sm;
-  int rows_per_iter(int head_dim, int warps) const { return unroll == 0 ? 16 * warps : warps * (256 / head_dim) * unroll; }
-};
-DecodeTile decode_tile(const DecodeKernel& s) {
-  if (s.tensor_cores) return {0, 2};  // 16 rows per warp per tile; ~215 registers
-  if (s.heads_per_cta <= 2) return {4, 4};  // <= 128 registers
-  if (s.heads_per_cta <= 4) return {2, 3};  // ~150 registers
-  return {1, 2};                            // 5-8 heads: ~220 registers
-}
-
-// The tensor-core skeleton takes the whole group as its 16-row M dimension
-// (a larger group splits into sibling CTAs of at most 16 heads).
-int tensor_core_heads_per_cta(int group) {
-  for (int h = std::min(group, 16); h > 1; --h)
-    if (group % h == 0) return h;
-  return 1;
-}
-
 DecodeKernel decode_spec(const SingleDecodeProblem& p) {
-  DecodeKernel s;
-  s.head_dim = p.head_dim;
-  s.variant.q_dtype = p.q_dtype;
-  s.variant.kv_dtype = p.kv_dtype;
-  s.variant.o_dtype = p.q_dtype;
-  s.variant.pos_encoding = p.options.pos_encoding_mode;
-  s.variant.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
-  const int group = p.num_qo_heads / p.num_kv_heads;
-  // The mma skeleton covers head_dim 64 and 128 (256-wide heads' O fragments
-  // would not fit in registers). use_tensor_cores asks for it; without it the
-  // planner still takes it from a group of kTensorCoreMinGroup up, where it
-  // measured faster (docs/PERFORMANCE.md: 0.68x vs 0.57x copy at group 4,
-  // 0.66x vs 0.37x at group 8, kv_len 32768) -- but never by itself with RoPE:
-  // that skeleton rounds the rotated K to the q dtype before the MMA, which
-  // costs up to 3e-2 (base 2) of lse in bf16, against 1e-4 on CUDA cores. The
-  // choice is by accuracy first, then speed.
-  const bool rope = p.options.pos_encoding_mode == PosEncoding::RopeLlama;
-  s.tensor_cores = p.head_dim <= 128 && (p.options.use_tensor_cores || (group >= kTensorCoreMinGroup && !rope));
-  s.heads_per_cta = s.tensor_cores ? tensor_core_heads_per_cta(group) : heads_per_cta(group);
-  s.warps = 4;
-  s.unroll = s.tensor_cores ? 4 : decode_tile(s).unroll;
-  return s;
+  DecodeShape shape;
+  shape.num_qo_heads = p.num_qo_heads;
+  shape.num_kv_heads = p.num_kv_heads;
+  shape.head_dim = p.head_dim;
+  shape.q_dtype = p.q_dtype;
+  shape.kv_dtype = p.kv_dtype;
+  shape.o_dtype = p.q_dtype;
+  shape.pos_encoding = p.options.pos_encoding_mode;
+  shape.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
+  shape.use_tensor_cores = p.options.use_tensor_cores;
+  return choose_decode_kernel(shape, KVSourceKind::Contiguous);
 }
 
 MergeKernel merge_spec(const SingleDecodeProblem& p) {
@@ -103,7 +55,7 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
 
   const int group = p.num_qo_heads / p.num_kv_heads;
   const DecodeTile tile = decode_tile(decode);
-  const int rows_per_iter = tile.rows_per_iter(p.head_dim, decode.warps);
+  const int rows_per_iter = tile.rows_per_iter;
   const int ctas_per_split = p.num_kv_heads * (group / decode.heads_per_cta);
   // Fill exactly one wave of resident CTAs, rounding the split count down: a
   // second, nearly empty wave (e.g. 544 CTAs on 528 slots) costs almost as

@@ -1,0 +1,45 @@
+// Which part of which request a decode CTA computes. When the lengths are
+// known on the host, batch decode's planner writes one DecodeWorkItem per
+// grid row (blockIdx.y): a chunk of one request's KV rows, balanced across
+// the batch, and where its result goes. Otherwise (single decode; lengths
+// only on the device) the partition is uniform and follows from blockIdx.y,
+// so the launch reads no list: every request gets num_splits chunks of
+// chunk_size rows, and a chunk past a request's end is empty, not an error.
+// Rows are counted from the first row inside the sliding window, which the
+// device derives from the length it reads.
+#pragma once
+#include "decode_params.h"
+#include "platform.cuh"
+
+namespace attnjit {
+
+struct DecodeWork {
+  int request;  // < 0: a padding item of a fixed (CUDA-graph) grid; the CTA exits
+  int begin, end;  // absolute KV rows [begin, end), clamped to the request's length
+  int slot;        // < 0: write o and lse; else the partial-state slot (merge.cuh)
+};
+
+// The first row a query at position len - 1 sees (decode never masks inside it).
+ATTNJIT_DEVICE int window_first_row(int window_left, int len) {
+  return window_left >= 0 ? max(0, len - 1 - window_left) : 0;
+}
+
+// The raw item of this CTA; resolve() turns it into rows once the length is known.
+ATTNJIT_DEVICE kernels::DecodeWorkItem decode_work_item(const kernels::DecodeParams& p) {
+  if (p.work) {
+    const int4 w = __ldg(reinterpret_cast<const int4*>(p.work) + blockIdx.y);
+    return {w.x, w.y, w.z, w.w};
+  }
+  // Requests fastest: a split's CTAs of all requests run side by side. Slot
+  // s * num_requests + b puts split s of every row num_requests * heads apart,
+  // the fixed-stride layout merge.cuh reads without an indptr.
+  const int b = blockIdx.y % p.num_requests, s = blockIdx.y / p.num_requests;
+  return {b, s * p.chunk_size, (s + 1) * p.chunk_size, p.num_splits > 1 ? s * p.num_requests + b : -1};
+}
+
+ATTNJIT_DEVICE DecodeWork resolve_work(const kernels::DecodeWorkItem& w, int window_left, int len) {
+  const int first = window_first_row(window_left, len);
+  return {w.request, min(first + w.begin, len), min(first + w.end, len), w.slot};
+}
+
+}  // namespace attnjit

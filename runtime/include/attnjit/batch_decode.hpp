@@ -1,0 +1,226 @@
+// Batch decode over a paged KV cache: one query token per head for each of a
+// batch of requests, each with its own sequence length. One operator, one
+// kernel family (the decode family of single decode), three entry points
+// that only translate page-table conventions into a BatchDecodeProblem:
+//
+//  * BatchDecodeWithPagedKVCacheWrapper -- FlashInfer's wrapper: plan() with
+//    the indptr / indices / last_page_len page table, run() per layer.
+//  * trtllm_batch_decode_with_kv_cache   -- TensorRT-LLM's block tables + seq_lens.
+//  * cudnn_batch_decode_with_kv_cache    -- cuDNN's block tables + actual_seq_lens_kv.
+//
+// The KV cache is a pair of 4-D page tensors (k, v): [pages, page_size,
+// kv_heads, head_dim] for NHD or [pages, kv_heads, page_size, head_dim] for
+// HND (any page stride, so the halves of a 5-D [pages, 2, ...] cache work:
+// see kv_cache_halves). Index arrays are int32.
+//
+// Checks: what is on the host (FlashInfer's page table, given to plan()) is
+// validated there -- monotonic indptr, page ids within the cache,
+// last_page_len in [1, page_size]. Block tables and seq_lens live on the
+// device only and are not read by the host (a sync per call would defeat CUDA
+// graphs); a length above max_seq_len or a bad page id there is undefined
+// behaviour, as in TensorRT-LLM and cuDNN.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnjit/runtime.hpp"
+#include "attnjit/tensor.hpp"
+#include "attnjit/types.hpp"
+
+namespace attnjit {
+
+// How the kernel finds a request's pages.
+enum class PageTable : uint8_t {
+  IndptrIndices,  // FlashInfer: pages indices[indptr[b] .. indptr[b+1]), last one last_page_len[b] rows full
+  BlockTable,     // TensorRT-LLM / cuDNN / vLLM: pages table[b][0 ..], length seq_lens[b]
+};
+
+struct BatchDecodeOptions {
+  KVLayout kv_layout = KVLayout::NHD;
+  PosEncoding pos_encoding_mode = PosEncoding::None;
+  bool use_tensor_cores = false;
+  std::optional<float> q_scale, k_scale, v_scale;  // fp8 calibration; default 1
+  int window_left = -1;                            // -1: the whole sequence
+  std::optional<float> logits_soft_cap;            // unset or 0: no capping
+  std::optional<float> sm_scale;                   // default 1/sqrt(head_dim)
+  std::optional<float> rope_scale, rope_theta;     // default 1 and 1e4
+  bool return_lse = false;                         // base 2, as single decode
+  // CUDA graphs: the grid and every launch argument stay the same for every
+  // plan up to batch_size requests, so a captured run replays correctly
+  // after a new plan() (the work list is rewritten in place).
+  bool use_cuda_graph = false;
+};
+
+struct BatchDecodeProblem {
+  int batch_size = 0;  // with use_cuda_graph: the largest batch a plan may have
+  int num_qo_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int page_size = 16;
+  PageTable page_table = PageTable::IndptrIndices;
+  // True: plan() is given every request's length, and balances chunks
+  // across CTAs by them. False: only max_seq_len is known (the lengths are on
+  // the device); every request gets the same split of max_seq_len rows.
+  bool host_lengths = true;
+  int64_t max_seq_len = 0;  // required when !host_lengths
+  DType q_dtype = DType::F16;
+  DType kv_dtype = DType::F16;
+  DType o_dtype = DType::F16;
+  int device = 0;
+  BatchDecodeOptions options;
+};
+
+// Where the kernel reads K and V. Pointers are device addresses of int32 arrays.
+struct PagedKVView {
+  TensorView k_cache, v_cache;  // 4-D, per the problem's kv_layout
+  // PageTable::IndptrIndices
+  const int32_t* indptr = nullptr;         // [batch + 1]
+  const int32_t* indices = nullptr;        // [indptr[batch]]
+  const int32_t* last_page_len = nullptr;  // [batch]
+  // PageTable::BlockTable
+  const int32_t* k_block_table = nullptr;  // [batch, block_table_stride]
+  const int32_t* v_block_table = nullptr;  // may equal k_block_table
+  int64_t block_table_stride = 0;          // in elements
+  const int32_t* seq_lens = nullptr;       // [batch]
+};
+
+// The K and V halves of a 5-D cache [pages, 2, ...] (FlashInfer's and
+// TensorRT-LLM's single-tensor form) as 4-D views. shape/strides in elements.
+ATTNJIT_API std::pair<TensorView, TensorView> kv_cache_halves(void* data, DType dtype, const int64_t (&shape)[5],
+                                                               const int64_t (&strides)[5], int device = 0);
+
+class ATTNJIT_API BatchDecodePlan {
+ public:
+  // Validates the problem and makes every kernel ready on its device. The
+  // workspace size depends on the problem only (it is sized for the worst
+  // partition of batch_size requests), so one buffer serves every plan().
+  BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& problem);
+  ~BatchDecodePlan();
+  BatchDecodePlan(BatchDecodePlan&&) noexcept;
+  BatchDecodePlan& operator=(BatchDecodePlan&&) noexcept;
+
+  const BatchDecodeProblem& problem() const;
+  size_t workspace_bytes() const;
+  std::string describe() const;  // kernels, grid, chunk size, work items
+
+  // host_lengths problems: partitions the batch (kv_lens on the host, one per
+  // request, batch <= problem().batch_size with use_cuda_graph, else equal)
+  // and uploads the work list into `workspace` on `stream`. Not while
+  // `stream` captures. Lengths-on-device problems need no plan() call.
+  void plan(const int32_t* kv_lens, int batch, void* workspace, size_t workspace_bytes, Stream stream);
+  int batch() const;           // of the last plan()
+  int num_work_items() const;  // CTA rows of the decode grid
+  int chunk_size() const;
+
+  // q [batch, H_qo, D]; o likewise in o_dtype; lse [batch, H_qo] float32 or
+  // null. k_scale / v_scale multiply the planned scales (FlashInfer passes
+  // them to run()). Only launches: graph-capturable.
+  void run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse, void* workspace,
+           size_t workspace_bytes, Stream stream, float k_scale = 1.f, float v_scale = 1.f) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// FlashInfer's flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper.
+class ATTNJIT_API BatchDecodeWithPagedKVCacheWrapper {
+ public:
+  // float_workspace_buffer: device memory this wrapper owns the use of (its
+  // plan's workspace, and in non-graph mode the page table's device copy).
+  // use_cuda_graph: the page table is copied into the fixed buffers given
+  // here (indptr >= max_batch_size + 1, last_page_len >= max_batch_size,
+  // indices >= max_num_pages entries), and plans keep one grid.
+  BatchDecodeWithPagedKVCacheWrapper(const Runtime& rt, void* float_workspace_buffer, size_t workspace_bytes,
+                                     KVLayout kv_layout = KVLayout::NHD, bool use_cuda_graph = false,
+                                     bool use_tensor_cores = false, int32_t* paged_kv_indptr_buffer = nullptr,
+                                     int32_t* paged_kv_indices_buffer = nullptr,
+                                     int32_t* paged_kv_last_page_len_buffer = nullptr, int max_batch_size = 0,
+                                     int64_t max_num_pages = 0, int device = 0);
+  ~BatchDecodeWithPagedKVCacheWrapper();
+  BatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWrapper&&) noexcept;
+  BatchDecodeWithPagedKVCacheWrapper& operator=(BatchDecodeWithPagedKVCacheWrapper&&) noexcept;
+
+  struct PlanArgs {
+    int num_qo_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 16;
+    PosEncoding pos_encoding_mode = PosEncoding::None;
+    int window_left = -1;
+    std::optional<float> logits_soft_cap;
+    DType q_data_type = DType::F16;
+    std::optional<DType> kv_data_type;  // default q_data_type
+    std::optional<float> sm_scale, rope_scale, rope_theta;
+  };
+  // The page table on the host (validated here), copied to the device on `stream`.
+  void plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
+            const std::vector<int32_t>& last_page_len, const PlanArgs& args, Stream stream = nullptr);
+  // k_cache / v_cache: 4-D (kv_cache_halves for the 5-D form). out [batch, H, D] in q's dtype.
+  void run(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache, const TensorView& out,
+           const TensorView* lse = nullptr, std::optional<float> k_scale = {}, std::optional<float> v_scale = {},
+           Stream stream = nullptr) const;
+  const BatchDecodePlan& current_plan() const;  // Error(NotPlanned) before plan()
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// TensorRT-LLM's flashinfer.decode.trtllm_batch_decode_with_kv_cache.
+struct TrtllmDecodeArgs {
+  const int32_t* block_tables = nullptr;  // [batch, max_pages] or, !uses_shared_paged_kv_idx, [batch, 2, max_pages]
+  int64_t max_pages_per_seq = 0;          // the table's last dimension
+  bool uses_shared_paged_kv_idx = true;
+  const int32_t* seq_lens = nullptr;      // [batch], device
+  int64_t max_seq_len = 0;
+  float bmm1_scale = 1.f;                 // the whole softmax scale (q, k scales and 1/sqrt(d) folded in)
+  float bmm2_scale = 1.f;                 // multiplies the output (v scale)
+  const float* bmm1_scale_tensor = nullptr;  // device scales: not supported (error naming it)
+  const float* bmm2_scale_tensor = nullptr;
+  int window_left = -1;
+  KVLayout kv_layout = KVLayout::HND;
+  std::optional<DType> out_dtype;         // default q's; "nvfp4" has no DType: see nvfp4_out
+  bool nvfp4_out = false, nvfp4_kv = false;  // Blackwell-only in the original: errors here
+  const float* sinks = nullptr;           // per qo head: not supported yet (error)
+  int q_len_per_req = 1;                  // > 1 not supported yet (error)
+  std::optional<bool> enable_pdl;         // true not supported yet (error)
+  bool use_tensor_cores = false;
+};
+// query [batch, H, D]; k_cache / v_cache 4-D per kv_layout; out [batch, H, D];
+// lse optional [batch, H] (an extension). The workspace must hold
+// batch_decode_workspace_bytes for the problem (128 MiB covers any sane one).
+ATTNJIT_API void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& query,
+                                                   const TensorView& k_cache, const TensorView& v_cache,
+                                                   void* workspace, size_t workspace_bytes,
+                                                   const TrtllmDecodeArgs& args, const TensorView& out,
+                                                   const TensorView* lse = nullptr, Stream stream = nullptr);
+
+// cuDNN's flashinfer.decode.cudnn_batch_decode_with_kv_cache: k_cache /
+// v_cache [pages, kv_heads, page_size, head_dim] (HND), block_tables
+// [batch, max_pages] and actual_seq_lens_kv [batch] on the device.
+struct CudnnDecodeArgs {
+  float scale = 0.f;  // required, > 0
+  int64_t max_sequence_kv = 0;
+  const int32_t* actual_seq_lens_kv = nullptr;
+  const int32_t* block_tables = nullptr;
+  int64_t max_pages_per_seq = 0;
+  bool is_cuda_graph_compatible = false;  // always true here: the launch depends on nothing but the shapes
+  const int32_t* batch_offsets_q = nullptr;  // ragged offsets: not supported yet (error)
+  const int32_t* batch_offsets_o = nullptr;
+  const int32_t* batch_offsets_k = nullptr;
+  const int32_t* batch_offsets_v = nullptr;
+};
+ATTNJIT_API void cudnn_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k_cache,
+                                                  const TensorView& v_cache, void* workspace, size_t workspace_bytes,
+                                                  const CudnnDecodeArgs& args, const TensorView& out,
+                                                  Stream stream = nullptr);
+
+// The workspace a problem needs (what BatchDecodePlan::workspace_bytes returns).
+ATTNJIT_API size_t batch_decode_workspace_bytes(const Runtime& rt, const BatchDecodeProblem& problem);
+
+}  // namespace attnjit

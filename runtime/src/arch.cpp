@@ -1,0 +1,35 @@
+#include "arch.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "attnjit/error.hpp"
+
+namespace attnjit {
+
+const std::vector<std::string>& known_archs() {
+  static const std::vector<std::string> archs = [] {
+    std::vector<std::string> out;
+    for (int n : {80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121}) {
+      out.push_back(fmt::format("sm_{}", n));
+      if (n >= 90) out.push_back(fmt::format("sm_{}a", n));
+      if (n >= 100) out.push_back(fmt::format("sm_{}f", n));
+    }
+    return out;
+  }();
+  return archs;
+}
+
+bool is_known_arch(std::string_view arch) {
+  const auto& k = known_archs();
+  return std::find(k.begin(), k.end(), arch) != k.end();
+}
+
+void check_arch(std::string_view arch, std::string_view arg) {
+  if (is_known_arch(arch)) return;
+  throw Error(Status::InvalidArgument,
+              fmt::format("{}='{}' is not a known arch; allowed: {}", arg, arch, fmt::join(known_archs(), ", ")));
+}
+
+}  // namespace attnjit

@@ -1,0 +1,145 @@
+// The block-table entry points: TensorRT-LLM's and cuDNN's batch decode. The
+// lengths are on the device only, so the partition is the uniform one fixed by
+// (batch, max_seq_len): no upload, no sync, one memoized plan per problem, and
+// every call graph-capturable.
+#include <fmt/format.h>
+
+#include "attnjit/batch_decode.hpp"
+#include "attnjit/error.hpp"
+#include "engine.hpp"
+#include "ops/batch_decode/batch_decode_problem.hpp"
+
+namespace attnjit {
+
+namespace {
+
+[[noreturn]] void unsupported(const std::string& msg) { throw Error(Status::Unsupported, msg); }
+[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
+
+std::shared_ptr<const BatchDecodePlan> memoized_plan(const Runtime& rt, const BatchDecodeProblem& p) {
+  auto& engine = rt.engine();
+  const std::string key = ops::to_json(p).dump();
+  auto plan = std::static_pointer_cast<const BatchDecodePlan>(engine.find_plan(key));
+  if (!plan) {
+    plan = std::make_shared<const BatchDecodePlan>(rt, p);
+    engine.remember_plan(key, plan);
+  }
+  return plan;
+}
+
+// Shapes from q [batch, H, D] and a 4-D cache in `layout`.
+BatchDecodeProblem shape_problem(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache,
+                                 KVLayout layout, const char* q_name) {
+  if (q.ndim != 3)
+    invalid(fmt::format("{}: ndim={} is not allowed; allowed: 3, [batch_size, num_qo_heads, head_dim] (got {})", q_name,
+                        q.ndim, q.describe()));
+  const bool nhd = layout == KVLayout::NHD;
+  const char* want = nhd ? "[pages, page_size, num_kv_heads, head_dim] (NHD)" : "[pages, num_kv_heads, page_size, head_dim] (HND)";
+  if (k_cache.ndim != 4)
+    invalid(fmt::format("k_cache: ndim={} is not allowed; allowed: 4, {} (got {})", k_cache.ndim, want,
+                        k_cache.describe()));
+  if (v_cache.ndim != 4 || v_cache.shape != k_cache.shape)
+    invalid(fmt::format("v_cache: {} is not allowed; it must have k_cache's shape ({})", v_cache.describe(),
+                        k_cache.describe()));
+  if (k_cache.shape[3] != q.shape[2])
+    invalid(fmt::format("k_cache: head_dim={} differs from {}'s head_dim={}; they must be equal", k_cache.shape[3],
+                        q_name, q.shape[2]));
+  BatchDecodeProblem p;
+  p.batch_size = static_cast<int>(q.shape[0]);
+  p.num_qo_heads = static_cast<int>(q.shape[1]);
+  p.head_dim = static_cast<int>(q.shape[2]);
+  p.num_kv_heads = static_cast<int>(k_cache.shape[nhd ? 2 : 1]);
+  p.page_size = static_cast<int>(k_cache.shape[nhd ? 1 : 2]);
+  p.page_table = PageTable::BlockTable;
+  p.host_lengths = false;
+  p.q_dtype = p.o_dtype = q.dtype;
+  p.kv_dtype = k_cache.dtype;
+  p.device = q.device;
+  p.options.kv_layout = layout;
+  return p;
+}
+
+}  // namespace
+
+void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& query, const TensorView& k_cache,
+                                       const TensorView& v_cache, void* workspace, size_t workspace_bytes,
+                                       const TrtllmDecodeArgs& a, const TensorView& out, const TensorView* lse,
+                                       Stream stream) {
+  if (a.nvfp4_kv)
+    unsupported("kv_cache: NVFP4 KV (with kv_cache_sf / kv_block_scales) is not supported on this architecture; "
+                "TensorRT-LLM runs it on Blackwell (sm_100) only. Allowed KV dtypes: float16, bfloat16, "
+                "float8_e4m3fn, float8_e5m2");
+  if (a.nvfp4_out)
+    unsupported("out_dtype=nvfp4 (o_sf_scale / o_sf_vec_size) is not supported on this architecture; TensorRT-LLM "
+                "writes NVFP4 output on Blackwell (sm_100) only. Allowed: the query's dtype");
+  if (a.bmm1_scale_tensor || a.bmm2_scale_tensor)
+    unsupported(fmt::format("{}: a device-tensor scale is not supported yet; pass the float (bmm1_scale / bmm2_scale)",
+                            a.bmm1_scale_tensor ? "bmm1_scale" : "bmm2_scale"));
+  if (a.sinks) unsupported("sinks: attention sinks are not supported yet; allowed: none (nullptr)");
+  if (a.q_len_per_req != 1)
+    unsupported(fmt::format("q_len_per_req={} is not supported yet; allowed: 1 (one query token per request)",
+                            a.q_len_per_req));
+  if (a.enable_pdl.value_or(false))
+    unsupported("enable_pdl=true is not supported yet (programmatic dependent launch); allowed: false or unset");
+  if (!a.block_tables || !a.seq_lens)
+    invalid(fmt::format("{} is null; a device int32 array is required", a.block_tables ? "seq_lens" : "block_tables"));
+  if (a.max_pages_per_seq < 1)
+    invalid(fmt::format("max_pages_per_seq={} is not allowed; it must be block_tables' last dimension (>= 1)",
+                        a.max_pages_per_seq));
+  if (!(a.bmm1_scale > 0.f)) invalid(fmt::format("bmm1_scale={} is not allowed; it must be > 0", a.bmm1_scale));
+  if (!(a.bmm2_scale > 0.f)) invalid(fmt::format("bmm2_scale={} is not allowed; it must be > 0", a.bmm2_scale));
+
+  BatchDecodeProblem p = shape_problem(query, k_cache, v_cache, a.kv_layout, "query");
+  p.max_seq_len = a.max_seq_len;
+  p.o_dtype = a.out_dtype.value_or(query.dtype);
+  p.options.sm_scale = a.bmm1_scale;  // the fused scale: q and k scales and 1/sqrt(d) are in it
+  p.options.v_scale = a.bmm2_scale;
+  p.options.window_left = a.window_left;
+  p.options.use_tensor_cores = a.use_tensor_cores;
+  p.options.return_lse = lse != nullptr;
+  if (int64_t(p.page_size) * a.max_pages_per_seq < a.max_seq_len)
+    invalid(fmt::format("max_seq_len={} is not allowed; block_tables hold {} pages of {} rows per request",
+                        a.max_seq_len, a.max_pages_per_seq, p.page_size));
+  const auto plan = memoized_plan(rt, p);
+
+  PagedKVView kv;
+  kv.k_cache = k_cache;
+  kv.v_cache = v_cache;
+  kv.k_block_table = a.block_tables;
+  // [batch, 2, max_pages]: K's pages then V's, per request.
+  kv.v_block_table = a.uses_shared_paged_kv_idx ? a.block_tables : a.block_tables + a.max_pages_per_seq;
+  kv.block_table_stride = a.uses_shared_paged_kv_idx ? a.max_pages_per_seq : 2 * a.max_pages_per_seq;
+  kv.seq_lens = a.seq_lens;
+  plan->run(query, kv, out, lse, workspace, workspace_bytes, stream);
+}
+
+void cudnn_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k_cache,
+                                      const TensorView& v_cache, void* workspace, size_t workspace_bytes,
+                                      const CudnnDecodeArgs& a, const TensorView& out, Stream stream) {
+  for (auto [ptr, name] : {std::pair{a.batch_offsets_q, "batch_offsets_q"}, std::pair{a.batch_offsets_o, "batch_offsets_o"},
+                           std::pair{a.batch_offsets_k, "batch_offsets_k"}, std::pair{a.batch_offsets_v, "batch_offsets_v"}})
+    if (ptr) unsupported(fmt::format("{}: ragged batch offsets are not supported yet; allowed: none (nullptr)", name));
+  if (!a.block_tables || !a.actual_seq_lens_kv)
+    invalid(fmt::format("{} is null; a device int32 array is required",
+                        a.block_tables ? "actual_seq_lens_kv" : "block_tables"));
+  if (!(a.scale > 0.f)) invalid(fmt::format("scale={} is not allowed; it must be > 0", a.scale));
+  if (a.max_pages_per_seq < 1)
+    invalid(fmt::format("max_pages_per_seq={} is not allowed; it must be block_tables' last dimension (>= 1)",
+                        a.max_pages_per_seq));
+  BatchDecodeProblem p = shape_problem(q, k_cache, v_cache, KVLayout::HND, "q");
+  p.max_seq_len = a.max_sequence_kv;
+  p.options.sm_scale = a.scale;
+  if (int64_t(p.page_size) * a.max_pages_per_seq < a.max_sequence_kv)
+    invalid(fmt::format("max_sequence_kv={} is not allowed; block_tables hold {} pages of {} rows per request",
+                        a.max_sequence_kv, a.max_pages_per_seq, p.page_size));
+  const auto plan = memoized_plan(rt, p);
+  PagedKVView kv;
+  kv.k_cache = k_cache;
+  kv.v_cache = v_cache;
+  kv.k_block_table = kv.v_block_table = a.block_tables;
+  kv.block_table_stride = a.max_pages_per_seq;
+  kv.seq_lens = a.actual_seq_lens_kv;
+  plan->run(q, kv, out, nullptr, workspace, workspace_bytes, stream);
+}
+
+}  // namespace attnjit

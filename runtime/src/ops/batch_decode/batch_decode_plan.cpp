@@ -1,0 +1,239 @@
+// BatchDecodePlan: make the kernels ready (constructor), partition a batch
+// and upload the work list (plan), fill params and launch (run).
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "attnjit/batch_decode.hpp"
+#include "attnjit/error.hpp"
+#include "cuda/driver.hpp"
+#include "decode_params.h"
+#include "engine.hpp"
+#include "launcher.hpp"
+#include "merge_params.h"
+#include "ops/batch_decode/batch_decode_planner.hpp"
+#include "ops/batch_decode/batch_decode_problem.hpp"
+#include "ops/tensor_checks.hpp"
+
+namespace attnjit {
+
+struct BatchDecodePlan::Impl {
+  BatchDecodeProblem problem;
+  ops::BatchDecodeLayout layout;
+  ops::BatchDecodePartition partition;  // host_lengths: of the last plan()
+  bool planned = false;
+  std::shared_ptr<detail::Kernel> decode, merge;
+  std::vector<uint8_t> staging;  // the int regions as uploaded (kept: the copy reads it asynchronously)
+};
+
+BatchDecodePlan::BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& problem)
+    : impl_(std::make_unique<Impl>()) {
+  auto& engine = rt.engine();
+  impl_->problem = problem;
+  ops::DeviceFigures figures;
+  figures.sm_count = engine.sm_count(problem.device);
+  impl_->layout = ops::plan_batch_decode(problem, figures);  // validates
+  impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
+  impl_->merge = engine.load_on_device(impl_->layout.merge.spec, problem.device);
+  impl_->planned = !problem.host_lengths;  // the uniform partition is fixed by the problem
+}
+
+BatchDecodePlan::~BatchDecodePlan() = default;
+BatchDecodePlan::BatchDecodePlan(BatchDecodePlan&&) noexcept = default;
+BatchDecodePlan& BatchDecodePlan::operator=(BatchDecodePlan&&) noexcept = default;
+
+const BatchDecodeProblem& BatchDecodePlan::problem() const { return impl_->problem; }
+size_t BatchDecodePlan::workspace_bytes() const { return impl_->layout.workspace.total_bytes(); }
+int BatchDecodePlan::batch() const {
+  return impl_->problem.host_lengths ? impl_->partition.batch : impl_->problem.batch_size;
+}
+int BatchDecodePlan::num_work_items() const {
+  const auto& P = impl_->problem;
+  if (!P.host_lengths || P.options.use_cuda_graph) return impl_->layout.max_items;
+  return impl_->partition.num_items;
+}
+int BatchDecodePlan::chunk_size() const {
+  return impl_->problem.host_lengths ? impl_->partition.chunk_size : impl_->layout.uniform_chunk;
+}
+
+std::string BatchDecodePlan::describe() const {
+  const auto& L = impl_->layout;
+  const auto& d = L.decode;
+  return fmt::format("{} grid=({},{},{}) threads={} smem={} chunk={} items={} (max {}){}; {} workspace={} B",
+                     d.spec.name(), d.shape.grid[0], num_work_items(), d.shape.grid[2], d.shape.threads,
+                     d.shape.smem_bytes, chunk_size(), num_work_items(), L.max_items,
+                     impl_->problem.options.use_cuda_graph ? " cuda-graph" : "", L.merge.spec.name(),
+                     L.workspace.total_bytes());
+}
+
+namespace {
+
+void check_workspace(const ops::WorkspaceLayout& ws, const void* workspace, size_t bytes) {
+  const size_t needed = ws.total_bytes();
+  if (needed == 0) return;
+  if (!workspace)
+    throw Error(Status::WorkspaceTooSmall, fmt::format("workspace is null; this plan needs {} bytes", needed));
+  if (bytes < needed)
+    throw Error(Status::WorkspaceTooSmall,
+                fmt::format("workspace_bytes={} is too small; this plan needs {} bytes", bytes, needed));
+  if (reinterpret_cast<uintptr_t>(workspace) % ops::WorkspaceLayout::kAlign != 0)
+    throw Error(Status::InvalidArgument, "workspace must be 256-byte aligned");
+}
+
+}  // namespace
+
+void BatchDecodePlan::plan(const int32_t* kv_lens, int batch, void* workspace, size_t workspace_bytes, Stream stream) {
+  auto& I = *impl_;
+  if (!I.problem.host_lengths)
+    throw Error(Status::InvalidArgument,
+                "plan(kv_lens): this problem has host_lengths=false (lengths on the device); it needs no plan() call");
+  check_workspace(I.layout.workspace, workspace, workspace_bytes);
+  I.partition = ops::partition_batch_decode(I.problem, I.layout, kv_lens, batch);
+  // One copy for both int regions, which are adjacent (the layout puts all
+  // int regions after the float ones).
+  const auto& work = I.layout.workspace.region("work");
+  const auto& indptr = I.layout.workspace.region("merge_indptr");
+  I.staging.assign(I.layout.workspace.int_bytes(), 0);
+  const size_t base = I.layout.workspace.float_bytes();
+  std::memcpy(I.staging.data() + (work.offset - base), I.partition.items.data(),
+              I.partition.items.size() * sizeof(kernels::DecodeWorkItem));
+  std::memcpy(I.staging.data() + (indptr.offset - base), I.partition.merge_indptr.data(),
+              I.partition.merge_indptr.size() * sizeof(int32_t));
+  cuda::ScopedDevice scope(I.problem.device);
+  // From pageable memory: the driver stages the bytes before returning, so
+  // the next plan() may overwrite `staging`; the kernels that follow on
+  // `stream` see the new list.
+  ATTNJIT_CU(cuda::driver().MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(workspace) + base, I.staging.data(),
+                                            I.staging.size(), reinterpret_cast<CUstream>(stream)));
+  I.planned = true;
+}
+
+void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse,
+                          void* workspace, size_t workspace_bytes, Stream stream, float k_scale,
+                          float v_scale) const {
+  const auto& I = *impl_;
+  const auto& P = I.problem;
+  const auto& L = I.layout;
+  if (!I.planned) throw Error(Status::NotPlanned, "run() before plan(): this problem's lengths are on the host");
+  const bool graph = P.options.use_cuda_graph;
+  const int64_t B = batch(), H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, ps = P.page_size;
+  const int kva = 8 * static_cast<int>(dtype_size(P.kv_dtype));
+  ops::check_tensor(q, "q", P.q_dtype, P.device, {B, H, D}, 16);
+  ops::check_tensor(o, "out", P.o_dtype, P.device, {B, H, D}, 16);
+  if (lse) ops::check_tensor(*lse, "lse", DType::F32, P.device, {B, H}, 4);
+  if (lse && lse->strides[0] != H)
+    throw Error(Status::InvalidArgument, fmt::format("lse: must be contiguous [batch, {}] (got {})", H, lse->describe()));
+  const bool nhd = P.options.kv_layout == KVLayout::NHD;
+  for (const auto* c : {&kv.k_cache, &kv.v_cache}) {
+    const char* name = c == &kv.k_cache ? "k_cache" : "v_cache";
+    if (c->ndim != 4)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("{}: ndim={} is not allowed; allowed: 4, {} (got {})", name, c->ndim,
+                              nhd ? "[pages, page_size, num_kv_heads, head_dim] for NHD"
+                                  : "[pages, num_kv_heads, page_size, head_dim] for HND",
+                              c->describe()));
+    ops::check_tensor(*c, name, P.kv_dtype, P.device,
+                      nhd ? std::initializer_list<int64_t>{c->shape[0], ps, Hk, D}
+                          : std::initializer_list<int64_t>{c->shape[0], Hk, ps, D},
+                      kva);
+  }
+  const bool indptr_table = P.page_table == PageTable::IndptrIndices;
+  if (indptr_table && (!kv.indptr || !kv.indices || !kv.last_page_len))
+    throw Error(Status::InvalidArgument, "kv: indptr, indices and last_page_len must all be set for PageTable::IndptrIndices");
+  if (!indptr_table && (!kv.k_block_table || !kv.v_block_table || !kv.seq_lens || kv.block_table_stride < 1))
+    throw Error(Status::InvalidArgument, fmt::format("kv: k_block_table, v_block_table, seq_lens and block_table_stride "
+                                                     "(got {}) must all be set for PageTable::BlockTable",
+                                                     kv.block_table_stride));
+  check_workspace(L.workspace, workspace, workspace_bytes);
+
+  kernels::DecodeParams dp{};
+  dp.q = q.data;
+  dp.o = o.data;
+  dp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+  const bool slots = L.workspace.has("partial_o");
+  dp.partial_o = slots ? ops::region_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
+  dp.partial_lse = slots ? ops::region_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
+  dp.work = P.host_lengths ? ops::region_ptr<const kernels::DecodeWorkItem>(workspace, L.workspace.region("work"))
+                           : nullptr;
+  dp.q_stride_b = q.strides[0];
+  dp.q_stride_h = q.strides[1];
+  dp.o_stride_b = o.strides[0];
+  dp.o_stride_h = o.strides[1];
+  auto& s = dp.kv;
+  s.k = kv.k_cache.data;
+  s.v = kv.v_cache.data;
+  s.k_stride_page = kv.k_cache.strides[0];
+  s.v_stride_page = kv.v_cache.strides[0];
+  s.k_stride_row = kv.k_cache.strides[nhd ? 1 : 2];
+  s.v_stride_row = kv.v_cache.strides[nhd ? 1 : 2];
+  s.k_stride_head = kv.k_cache.strides[nhd ? 2 : 1];
+  s.v_stride_head = kv.v_cache.strides[nhd ? 2 : 1];
+  s.page_size = static_cast<int32_t>(ps);
+  s.indptr = kv.indptr;
+  s.indices = kv.indices;
+  s.last_page_len = kv.last_page_len;
+  s.k_table = kv.k_block_table;
+  s.v_table = kv.v_block_table;
+  s.table_stride = kv.block_table_stride;
+  s.seq_lens = kv.seq_lens;
+  dp.var.sm_scale = L.sm_scale * k_scale;
+  dp.var.v_scale = L.v_scale * v_scale;
+  dp.var.soft_cap = L.soft_cap;
+  dp.var.rope_rcp_scale = L.rope_rcp_scale;
+  dp.var.rope_log2_theta = L.rope_log2_theta;
+  dp.var.window_left = P.options.window_left;  // the kernel starts each item's rows at the window
+  dp.chunk_size = L.uniform_chunk;
+  dp.num_splits = L.uniform_splits;
+  dp.num_requests = static_cast<int32_t>(P.batch_size);
+  dp.num_qo_heads = static_cast<int32_t>(H);
+  dp.group_size = static_cast<int32_t>(H / Hk);
+
+  ops::LaunchShape decode_shape = L.decode.shape;
+  decode_shape.grid[1] = num_work_items();
+  const bool merge = graph ? slots : (P.host_lengths ? I.partition.any_split : L.uniform_splits > 1);
+  cuda::ScopedDevice scope(P.device);
+  detail::launch(*I.decode, decode_shape, &dp, stream);
+  if (merge) {
+    kernels::MergeParams mp{};
+    mp.partial_o = dp.partial_o;
+    mp.partial_lse = dp.partial_lse;
+    mp.o = o.data;
+    mp.lse = dp.lse;
+    mp.indptr = P.host_lengths ? ops::region_ptr<const int32_t>(workspace, L.workspace.region("merge_indptr")) : nullptr;
+    mp.o_stride_row = o.strides[1];
+    mp.o_stride_request = o.strides[0];
+    mp.num_splits = L.uniform_splits;
+    mp.rows_per_request = static_cast<int32_t>(H);
+    ops::LaunchShape merge_shape = L.merge.shape;
+    merge_shape.grid[0] = static_cast<uint32_t>((graph ? P.batch_size : B) * H);
+    mp.num_rows = static_cast<int32_t>(merge_shape.grid[0]);
+    detail::launch(*I.merge, merge_shape, &mp, stream);
+  }
+}
+
+std::pair<TensorView, TensorView> kv_cache_halves(void* data, DType dtype, const int64_t (&shape)[5],
+                                                  const int64_t (&strides)[5], int device) {
+  if (shape[1] != 2)
+    throw Error(Status::InvalidArgument,
+                fmt::format("kv_cache: shape[1]={} is not allowed; allowed: 2 ([pages, 2, ...]: K then V)", shape[1]));
+  TensorView k;
+  k.data = data;
+  k.dtype = dtype;
+  k.ndim = 4;
+  k.device = device;
+  for (int i = 0; i < 4; ++i) {
+    k.shape[i] = shape[i == 0 ? 0 : i + 1];
+    k.strides[i] = strides[i == 0 ? 0 : i + 1];
+  }
+  TensorView v = k;
+  v.data = static_cast<char*>(data) + strides[1] * int64_t(dtype_size(dtype));
+  return {k, v};
+}
+
+size_t batch_decode_workspace_bytes(const Runtime& rt, const BatchDecodeProblem& problem) {
+  ops::DeviceFigures figures;
+  figures.sm_count = rt.engine().sm_count(problem.device);
+  return ops::plan_batch_decode(problem, figures).workspace.total_bytes();
+}
+
+}  // namespace attnjit

@@ -1,0 +1,192 @@
+#include "ops/batch_decode/batch_decode_planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "attnjit/error.hpp"
+#include "ops/batch_decode/batch_decode_problem.hpp"
+#include "ops/decode_choice.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+DecodeKernel decode_spec(const BatchDecodeProblem& p) {
+  DecodeShape s;
+  s.num_qo_heads = p.num_qo_heads;
+  s.num_kv_heads = p.num_kv_heads;
+  s.head_dim = p.head_dim;
+  s.q_dtype = p.q_dtype;
+  s.kv_dtype = p.kv_dtype;
+  s.o_dtype = p.o_dtype;
+  s.pos_encoding = p.options.pos_encoding_mode;
+  s.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
+  s.use_tensor_cores = p.options.use_tensor_cores;
+  return choose_decode_kernel(s, p.page_table == PageTable::BlockTable ? KVSourceKind::BlockTable : KVSourceKind::Paged);
+}
+
+MergeKernel merge_spec(const BatchDecodeProblem& p) {
+  MergeKernel s;
+  s.head_dim = p.head_dim;
+  s.o_dtype = p.o_dtype;
+  s.warps = 4;
+  return s;
+}
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// The chunk for a batch of total_rows rows whose longest request has max_rows
+// (see the header): a wave's share of the rows, never below the split
+// minimum, and never more than the longest request needs.
+int chunk_for(int64_t total_rows, int max_rows, const BatchDecodeLayout& L) {
+  const int64_t share = (total_rows * L.ctas_per_item + L.wave - 1) / L.wave;
+  int64_t chunk = std::max<int64_t>({share, kMinRowsPerSplit, L.rows_per_iter});
+  chunk = round_up(chunk, L.rows_per_iter);
+  return static_cast<int>(std::min<int64_t>(chunk, round_up(std::max(max_rows, 1), L.rows_per_iter)));
+}
+
+}  // namespace
+
+int batch_decode_rows(const BatchDecodeProblem& p, int64_t len) {
+  const int w = p.options.window_left;
+  return static_cast<int>(w >= 0 ? std::min<int64_t>(len, int64_t(w) + 1) : len);
+}
+
+std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p) {
+  validate(p);
+  return {decode_spec(p), merge_spec(p)};
+}
+
+BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFigures& device) {
+  validate(p);
+  BatchDecodeLayout L;
+  const DecodeKernel decode = decode_spec(p);
+  const DecodeTile tile = decode_tile(decode);
+  const int group = p.num_qo_heads / p.num_kv_heads;
+  L.rows_per_iter = tile.rows_per_iter;
+  L.ctas_per_item = p.num_kv_heads * (group / decode.heads_per_cta);
+  L.wave = device.sm_count * tile.ctas_per_sm;
+  const int B = p.batch_size, H = p.num_qo_heads;
+
+  if (p.host_lengths) {
+    L.max_items = B + (L.wave + L.ctas_per_item - 1) / L.ctas_per_item;
+    L.max_slots = L.max_items;  // every item of a split request has a slot
+  } else {
+    const int rows = batch_decode_rows(p, p.max_seq_len);
+    L.uniform_chunk = chunk_for(int64_t(B) * rows, rows, L);
+    L.uniform_splits = (rows + L.uniform_chunk - 1) / L.uniform_chunk;
+    L.max_items = B * L.uniform_splits;
+    L.max_slots = L.uniform_splits > 1 ? L.max_items : 0;
+  }
+  if (L.max_items > 65535)
+    throw Error(Status::Unsupported,
+                fmt::format("batch_size={} with max_seq_len={} needs {} work items; the grid allows 65535", B,
+                            p.max_seq_len, L.max_items));
+
+  L.decode.role = "decode";
+  L.decode.spec = decode;
+  L.decode.shape.grid[0] = group / decode.heads_per_cta;  // head groups fastest: siblings share K/V in L2
+  L.decode.shape.grid[1] = L.max_items;
+  L.decode.shape.grid[2] = p.num_kv_heads;
+  L.decode.shape.threads = decode.threads();
+  L.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
+
+  const MergeKernel merge = merge_spec(p);
+  L.merge.role = "merge";
+  L.merge.spec = merge;
+  L.merge.shape.threads = merge.threads();
+  L.merge.shape.grid[0] = B * H;
+
+  if (L.max_slots > 0) {
+    L.workspace.add_float("partial_o", size_t(L.max_slots) * H * p.head_dim * sizeof(float));
+    L.workspace.add_float("partial_lse", size_t(L.max_slots) * H * sizeof(float));
+  }
+  if (p.host_lengths) {
+    L.workspace.add_int("work", size_t(L.max_items) * sizeof(kernels::DecodeWorkItem));
+    L.workspace.add_int("merge_indptr", size_t(B + 1) * sizeof(int32_t));
+  }
+
+  const auto& o = p.options;
+  const float q_scale = o.q_scale.value_or(1.f), k_scale = o.k_scale.value_or(1.f);
+  L.sm_scale = o.sm_scale.value_or(1.f / std::sqrt(float(p.head_dim))) * q_scale * k_scale;
+  L.v_scale = o.v_scale.value_or(1.f);
+  L.soft_cap = o.logits_soft_cap.value_or(0.f);
+  L.rope_rcp_scale = 1.f / o.rope_scale.value_or(1.f);
+  L.rope_log2_theta = std::log2(o.rope_theta.value_or(1e4f));
+  return L;
+}
+
+BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const BatchDecodeLayout& L,
+                                            const int32_t* kv_lens, int batch) {
+  const bool graph = p.options.use_cuda_graph;
+  if (graph ? (batch < 1 || batch > p.batch_size) : batch != p.batch_size)
+    throw Error(Status::InvalidArgument,
+                graph ? fmt::format("batch={} is not allowed; this CUDA-graph plan allows 1 to {} (its batch_size)",
+                                    batch, p.batch_size)
+                      : fmt::format("batch={} is not allowed; this plan is for batch_size={}", batch, p.batch_size));
+  if (!kv_lens) throw Error(Status::InvalidArgument, "kv_lens is null; a host_lengths plan needs every length");
+  int64_t total = 0;
+  int max_rows = 0;
+  std::vector<int> rows(batch);
+  for (int b = 0; b < batch; ++b) {
+    if (kv_lens[b] < 1)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("kv_lens[{}]={} is not allowed; every request needs at least 1 KV row", b, kv_lens[b]));
+    rows[b] = batch_decode_rows(p, kv_lens[b]);
+    total += rows[b];
+    max_rows = std::max(max_rows, rows[b]);
+  }
+  BatchDecodePartition part;
+  part.batch = batch;
+  part.chunk_size = chunk_for(total, max_rows, L);
+  const int chunk = part.chunk_size;
+  part.merge_indptr.assign(size_t(p.batch_size) + 1, 0);
+  part.items.reserve(L.max_items);
+  for (int b = 0; b < batch; ++b) {
+    const int n = (rows[b] + chunk - 1) / chunk;
+    part.merge_indptr[b + 1] = part.merge_indptr[b] + (n > 1 ? n : 0);
+    for (int c = 0; c < n; ++c)
+      part.items.push_back({b, c * chunk, std::min(rows[b], (c + 1) * chunk), n > 1 ? part.merge_indptr[b] + c : -1});
+  }
+  for (int b = batch; b < p.batch_size; ++b) part.merge_indptr[b + 1] = part.merge_indptr[b];
+  part.num_items = static_cast<int>(part.items.size());
+  part.num_slots = part.merge_indptr[batch];
+  part.any_split = part.num_slots > 0;
+  if (part.num_items > L.max_items)  // the header's bound; a breach is a planner bug
+    throw Error(Status::Internal, fmt::format("batch decode partition has {} items, above its bound {}",
+                                              part.num_items, L.max_items));
+  // Longest first (stable: equal chunks stay in request order).
+  std::stable_sort(part.items.begin(), part.items.end(), [](const auto& a, const auto& b) {
+    return a.end - a.begin > b.end - b.begin;
+  });
+  if (graph) part.items.resize(L.max_items, kernels::DecodeWorkItem{-1, 0, 0, -1});
+  return part;
+}
+
+namespace {
+
+nlohmann::json launch_json(const KernelLaunch& k) {
+  return {{"role", k.role},
+          {"kernel", k.spec.name()},
+          {"spec", k.spec.to_json()},
+          {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
+          {"threads", k.shape.threads},
+          {"smem_bytes", k.shape.smem_bytes}};
+}
+
+}  // namespace
+
+nlohmann::json BatchDecodeLayout::to_json() const {
+  return {{"kernels", nlohmann::json::array({launch_json(decode), launch_json(merge)})},
+          {"max_work_items", max_items},
+          {"ctas_per_item", ctas_per_item},
+          {"wave", wave},
+          {"uniform_splits", uniform_splits},
+          {"uniform_chunk", uniform_chunk},
+          {"workspace", workspace.to_json()}};
+}
+
+}  // namespace attnjit::ops

@@ -1,0 +1,66 @@
+// Every shape decision of batch decode: which kernels (the decode family's
+// choice, with a paged KV source), the launch grids, the workspace, and how
+// the batch's KV rows are cut into chunks for the CTAs. Pure host code,
+// deterministic; the device enters only as figures (SM count).
+//
+// Partition. A work item is one chunk of one request; the grid has one CTA
+// row per item (times head groups and KV heads). The chunk size is the
+// batch's KV rows times the CTAs per item, divided by one wave of resident
+// CTAs (rounded up to the tile, at least kMinRowsPerSplit): a batch that
+// fills the GPU is not split, a small or skewed one is cut until it fills a
+// wave, and no chunk is longer than a wave's share, so one long request
+// beside many short ones no longer sets the time. Items are ordered longest
+// first, so the hardware scheduler packs the short ones behind them. Since
+// chunk >= rows * ctas / wave, the items number at most batch + wave / ctas:
+// that bound sizes the workspace and, with CUDA graphs, the fixed grid.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "attnjit/batch_decode.hpp"
+#include "decode_params.h"
+#include "ops/operator.hpp"
+
+namespace attnjit::ops {
+
+struct BatchDecodeLayout {
+  KernelLaunch decode;  // grid.y: the most work items (graph or uniform); a listed plan launches its own count
+  KernelLaunch merge;   // grid.x: batch_size * num_qo_heads, one CTA per output row
+  // Float regions "partial_o", "partial_lse"; int regions "work" and
+  // "merge_indptr" when the lengths are on the host.
+  WorkspaceLayout workspace;
+  int max_items = 0;
+  int max_slots = 0;
+  int ctas_per_item = 0;
+  int wave = 0;  // resident CTAs of one wave
+  int rows_per_iter = 0;
+  // Lengths on the device: the uniform partition, fixed by the problem.
+  int uniform_splits = 1, uniform_chunk = 0;
+  // Run-time scalars, resolved from the options' defaults.
+  float sm_scale = 0, v_scale = 1, soft_cap = 0, rope_rcp_scale = 1, rope_log2_theta = 0;
+
+  nlohmann::json to_json() const;
+};
+
+struct BatchDecodePartition {
+  std::vector<kernels::DecodeWorkItem> items;  // real items, then padding (request -1) up to max_items in graph mode
+  std::vector<int32_t> merge_indptr;           // per request: its partial slots; padded to batch_size + 1
+  int batch = 0;
+  int chunk_size = 0;
+  int num_items = 0;  // real items
+  int num_slots = 0;
+  bool any_split = false;
+};
+
+// Validates, then sizes everything that depends on the problem alone.
+BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFigures& device);
+// The chunks for these lengths (host_lengths problems); kv_lens[batch].
+// Error(InvalidArgument) naming a length below 1 or a batch out of range.
+BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const BatchDecodeLayout& layout,
+                                            const int32_t* kv_lens, int batch);
+// Rows a request of length len attends to (its window).
+int batch_decode_rows(const BatchDecodeProblem& p, int64_t len);
+// The kernels a problem needs whatever its lengths (prewarm): decode and merge.
+std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p);
+
+}  // namespace attnjit::ops

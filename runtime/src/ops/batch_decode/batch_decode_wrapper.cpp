@@ -1,0 +1,208 @@
+// FlashInfer's BatchDecodeWithPagedKVCacheWrapper over BatchDecodePlan: it
+// only turns the indptr / indices / last_page_len page table into lengths
+// (for the partition) and device pointers (for the kernel).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "attnjit/batch_decode.hpp"
+#include "attnjit/error.hpp"
+#include "cuda/driver.hpp"
+#include "ops/batch_decode/batch_decode_problem.hpp"
+#include "ops/workspace_layout.hpp"
+
+namespace attnjit {
+
+struct BatchDecodeWithPagedKVCacheWrapper::Impl {
+  const Runtime* rt;
+  void* workspace;
+  size_t workspace_bytes;
+  KVLayout kv_layout;
+  bool use_cuda_graph, use_tensor_cores;
+  int32_t *fixed_indptr, *fixed_indices, *fixed_last;
+  int max_batch;
+  int64_t max_num_pages;
+  int device;
+
+  std::unique_ptr<BatchDecodePlan> plan;
+  std::string plan_key;
+  // The page table on the device, as the last plan() placed it.
+  const int32_t *indptr = nullptr, *indices = nullptr, *last_page_len = nullptr;
+  int32_t max_page_id = -1;
+};
+
+BatchDecodeWithPagedKVCacheWrapper::BatchDecodeWithPagedKVCacheWrapper(
+    const Runtime& rt, void* float_workspace_buffer, size_t workspace_bytes, KVLayout kv_layout, bool use_cuda_graph,
+    bool use_tensor_cores, int32_t* paged_kv_indptr_buffer, int32_t* paged_kv_indices_buffer,
+    int32_t* paged_kv_last_page_len_buffer, int max_batch_size, int64_t max_num_pages, int device)
+    : impl_(std::make_unique<Impl>(Impl{&rt, float_workspace_buffer, workspace_bytes, kv_layout, use_cuda_graph,
+                                        use_tensor_cores, paged_kv_indptr_buffer, paged_kv_indices_buffer,
+                                        paged_kv_last_page_len_buffer, max_batch_size, max_num_pages, device})) {
+  if (!float_workspace_buffer)
+    throw Error(Status::InvalidArgument, "float_workspace_buffer is null; a device buffer is required");
+  if (use_cuda_graph) {
+    if (!paged_kv_indptr_buffer || !paged_kv_indices_buffer || !paged_kv_last_page_len_buffer)
+      throw Error(Status::InvalidArgument,
+                  "use_cuda_graph=true needs paged_kv_indptr_buffer, paged_kv_indices_buffer and "
+                  "paged_kv_last_page_len_buffer (fixed device buffers the graph reads)");
+    if (max_batch_size < 1)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("max_batch_size={} is not allowed with use_cuda_graph=true; it must be >= 1 (the "
+                              "indptr buffer holds max_batch_size + 1 entries)",
+                              max_batch_size));
+    if (max_num_pages < 1)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("max_num_pages={} is not allowed with use_cuda_graph=true; it must be >= 1 (the "
+                              "capacity of paged_kv_indices_buffer)",
+                              max_num_pages));
+  }
+}
+
+BatchDecodeWithPagedKVCacheWrapper::~BatchDecodeWithPagedKVCacheWrapper() = default;
+BatchDecodeWithPagedKVCacheWrapper::BatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWrapper&&) noexcept =
+    default;
+BatchDecodeWithPagedKVCacheWrapper& BatchDecodeWithPagedKVCacheWrapper::operator=(
+    BatchDecodeWithPagedKVCacheWrapper&&) noexcept = default;
+
+const BatchDecodePlan& BatchDecodeWithPagedKVCacheWrapper::current_plan() const {
+  if (!impl_->plan) throw Error(Status::NotPlanned, "BatchDecodeWithPagedKVCacheWrapper: run() before plan()");
+  return *impl_->plan;
+}
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
+
+// The page table's checks (all of them: it is on the host here) and the lengths it implies.
+std::vector<int32_t> lengths_of(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
+                                const std::vector<int32_t>& last_page_len, int page_size, int32_t& max_page_id) {
+  if (indptr.size() < 2)
+    invalid(fmt::format("indptr: size={} is not allowed; it must be batch_size + 1 >= 2", indptr.size()));
+  const size_t batch = indptr.size() - 1;
+  if (last_page_len.size() != batch)
+    invalid(fmt::format("last_page_len: size={} is not allowed; it must be batch_size={} (indptr has {} entries)",
+                        last_page_len.size(), batch, indptr.size()));
+  if (indptr[0] != 0) invalid(fmt::format("indptr[0]={} is not allowed; it must be 0", indptr[0]));
+  std::vector<int32_t> lens(batch);
+  for (size_t b = 0; b < batch; ++b) {
+    if (indptr[b + 1] <= indptr[b])
+      invalid(fmt::format("indptr[{}]={} is not allowed after indptr[{}]={}; indptr must increase (every request "
+                          "has at least one page)",
+                          b + 1, indptr[b + 1], b, indptr[b]));
+    if (last_page_len[b] < 1 || last_page_len[b] > page_size)
+      invalid(fmt::format("last_page_len[{}]={} is not allowed; allowed: 1 to page_size={}", b, last_page_len[b],
+                          page_size));
+    lens[b] = (indptr[b + 1] - indptr[b] - 1) * page_size + last_page_len[b];
+  }
+  if (size_t(indptr[batch]) != indices.size())
+    invalid(fmt::format("indices: size={} is not allowed; it must be indptr[batch_size]={}", indices.size(),
+                        indptr[batch]));
+  max_page_id = -1;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] < 0) invalid(fmt::format("indices[{}]={} is not allowed; page ids are >= 0", i, indices[i]));
+    max_page_id = std::max(max_page_id, indices[i]);
+  }
+  return lens;
+}
+
+void upload(void* dst, const std::vector<int32_t>& src, Stream stream) {
+  if (src.empty()) return;
+  ATTNJIT_CU(cuda::driver().MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src.data(), src.size() * 4,
+                                            reinterpret_cast<CUstream>(stream)));
+}
+
+}  // namespace
+
+void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
+                                              const std::vector<int32_t>& last_page_len, const PlanArgs& a,
+                                              Stream stream) {
+  auto& I = *impl_;
+  if (a.page_size < 1) invalid(fmt::format("page_size={} is not allowed; it must be >= 1", a.page_size));
+  const std::vector<int32_t> lens = lengths_of(indptr, indices, last_page_len, a.page_size, I.max_page_id);
+  const int batch = static_cast<int>(lens.size());
+  if (I.use_cuda_graph && batch > I.max_batch)
+    invalid(fmt::format("indptr: batch_size={} is not allowed; this CUDA-graph wrapper holds at most "
+                        "max_batch_size={}",
+                        batch, I.max_batch));
+  if (I.use_cuda_graph && int64_t(indices.size()) > I.max_num_pages)
+    invalid(fmt::format("indices: size={} is not allowed; paged_kv_indices_buffer holds max_num_pages={}",
+                        indices.size(), I.max_num_pages));
+
+  BatchDecodeProblem p;
+  p.batch_size = I.use_cuda_graph ? I.max_batch : batch;
+  p.num_qo_heads = a.num_qo_heads;
+  p.num_kv_heads = a.num_kv_heads;
+  p.head_dim = a.head_dim;
+  p.page_size = a.page_size;
+  p.page_table = PageTable::IndptrIndices;
+  p.host_lengths = true;
+  p.q_dtype = p.o_dtype = a.q_data_type;
+  p.kv_dtype = a.kv_data_type.value_or(a.q_data_type);
+  p.device = I.device;
+  auto& o = p.options;
+  o.kv_layout = I.kv_layout;
+  o.pos_encoding_mode = a.pos_encoding_mode;
+  o.use_tensor_cores = I.use_tensor_cores;
+  o.window_left = a.window_left;
+  o.logits_soft_cap = a.logits_soft_cap;
+  if (o.logits_soft_cap && *o.logits_soft_cap == 0.f) o.logits_soft_cap.reset();
+  o.sm_scale = a.sm_scale;
+  o.rope_scale = a.rope_scale;
+  o.rope_theta = a.rope_theta;
+  o.use_cuda_graph = I.use_cuda_graph;
+  const std::string key = ops::to_json(p).dump();
+  if (!I.plan || key != I.plan_key) {
+    I.plan = std::make_unique<BatchDecodePlan>(*I.rt, p);  // validates; kernels are memoized by the engine
+    I.plan_key = key;
+  }
+  const size_t plan_bytes = I.plan->workspace_bytes();
+
+  // The page table's device copy: the fixed buffers in graph mode, else the
+  // workspace past the plan's regions.
+  cuda::ScopedDevice scope(I.device);
+  if (I.use_cuda_graph) {
+    I.indptr = I.fixed_indptr;
+    I.indices = I.fixed_indices;
+    I.last_page_len = I.fixed_last;
+  } else {
+    constexpr size_t kAlign = ops::WorkspaceLayout::kAlign;
+    auto aligned = [&](size_t x) { return (x + kAlign - 1) / kAlign * kAlign; };
+    const size_t at_indptr = aligned(plan_bytes), at_last = aligned(at_indptr + indptr.size() * 4),
+                 at_indices = aligned(at_last + last_page_len.size() * 4), end = at_indices + indices.size() * 4;
+    if (end > I.workspace_bytes)
+      throw Error(Status::WorkspaceTooSmall,
+                  fmt::format("float_workspace_buffer: {} bytes are too few; this plan needs {} (its workspace and "
+                              "the page table's device copy)",
+                              I.workspace_bytes, end));
+    char* ws = static_cast<char*>(I.workspace);
+    I.indptr = reinterpret_cast<const int32_t*>(ws + at_indptr);
+    I.last_page_len = reinterpret_cast<const int32_t*>(ws + at_last);
+    I.indices = reinterpret_cast<const int32_t*>(ws + at_indices);
+  }
+  upload(const_cast<int32_t*>(I.indptr), indptr, stream);
+  upload(const_cast<int32_t*>(I.last_page_len), last_page_len, stream);
+  upload(const_cast<int32_t*>(I.indices), indices, stream);
+  I.plan->plan(lens.data(), batch, I.workspace, std::min(I.workspace_bytes, plan_bytes), stream);
+}
+
+void BatchDecodeWithPagedKVCacheWrapper::run(const TensorView& q, const TensorView& k_cache,
+                                             const TensorView& v_cache, const TensorView& out, const TensorView* lse,
+                                             std::optional<float> k_scale, std::optional<float> v_scale,
+                                             Stream stream) const {
+  const auto& I = *impl_;
+  const BatchDecodePlan& plan = current_plan();
+  if (k_cache.ndim == 4 && I.max_page_id >= k_cache.shape[0])
+    invalid(fmt::format("indices: page id {} is not allowed; k_cache has {} pages (ids 0 to {})", I.max_page_id,
+                        k_cache.shape[0], k_cache.shape[0] - 1));
+  if (k_scale && !(*k_scale > 0.f)) invalid(fmt::format("k_scale={} is not allowed; it must be > 0", *k_scale));
+  if (v_scale && !(*v_scale > 0.f)) invalid(fmt::format("v_scale={} is not allowed; it must be > 0", *v_scale));
+  PagedKVView kv;
+  kv.k_cache = k_cache;
+  kv.v_cache = v_cache;
+  kv.indptr = I.indptr;
+  kv.indices = I.indices;
+  kv.last_page_len = I.last_page_len;
+  plan.run(q, kv, out, lse, I.workspace, I.workspace_bytes, stream, k_scale.value_or(1.f), v_scale.value_or(1.f));
+}
+
+}  // namespace attnjit

@@ -1,0 +1,72 @@
+#include "ops/decode_choice.hpp"
+
+#include <algorithm>
+
+namespace attnjit::ops {
+
+namespace {
+
+constexpr int kMaxHeadsPerCta = 8;      // CUDA cores: q/o fragments per thread grow with it (registers)
+constexpr int kTensorCoreMinGroup = 4;  // from here on the mma skeleton is faster without being asked
+
+// Query heads per CTA. Up to 4 share one CTA's registers comfortably; a larger
+// group is split across sibling CTAs that the grid launches back to back, so
+// the second reads the same K/V rows from L2, not memory. A prime group above
+// 4 (5, 7) would otherwise fall to 1 head per CTA, so it stays whole.
+int heads_per_cta(int group) {
+  for (int h = std::min(group, 4); h > 1; --h)
+    if (group % h == 0) return h;
+  return group <= kMaxHeadsPerCta ? group : 1;
+}
+
+// The tensor-core skeleton takes the whole group as its 16-row M dimension
+// (a larger group splits into sibling CTAs of at most 16 heads).
+int tensor_core_heads_per_cta(int group) {
+  for (int h = std::min(group, 16); h > 1; --h)
+    if (group % h == 0) return h;
+  return 1;
+}
+
+}  // namespace
+
+DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
+  DecodeKernel s;
+  s.head_dim = p.head_dim;
+  s.variant.q_dtype = p.q_dtype;
+  s.variant.kv_dtype = p.kv_dtype;
+  s.variant.o_dtype = p.o_dtype;
+  s.variant.pos_encoding = p.pos_encoding;
+  s.variant.soft_cap = p.soft_cap;
+  s.kv_source = source;
+  const int group = p.num_qo_heads / p.num_kv_heads;
+  // The mma skeleton covers head_dim 64 and 128 (256-wide heads' O fragments
+  // would not fit in registers). use_tensor_cores asks for it; without it the
+  // planner still takes it from a group of kTensorCoreMinGroup up, where it
+  // measured faster (docs/PERFORMANCE.md: 0.68x vs 0.57x copy at group 4,
+  // 0.66x vs 0.37x at group 8, kv_len 32768) -- but never by itself with RoPE:
+  // that skeleton rounds the rotated K to the q dtype before the MMA, which
+  // costs up to 3e-2 (base 2) of lse in bf16, against 1e-4 on CUDA cores. The
+  // choice is by accuracy first, then speed.
+  const bool rope = p.pos_encoding == PosEncoding::RopeLlama;
+  s.tensor_cores = p.head_dim <= 128 && (p.use_tensor_cores || (group >= kTensorCoreMinGroup && !rope));
+  s.heads_per_cta = s.tensor_cores ? tensor_core_heads_per_cta(group) : heads_per_cta(group);
+  s.warps = 4;
+  s.unroll = s.tensor_cores ? 4 : decode_tile(s).rows_per_iter / (s.warps * (256 / s.head_dim));
+  return s;
+}
+
+// Tile shape by heads per CTA, with the resident CTAs per SM it gets (from
+// the compiler's register counts for 4 warps, as data: the planner never
+// needs a compiled kernel). All loads of the next iteration are in flight
+// while one computes, so registers grow with unroll * 2 raw fragments.
+DecodeTile decode_tile(const DecodeKernel& s) {
+  const int warps = s.warps, rows_per_step = 256 / s.head_dim;  // rows a warp covers per step
+  if (s.tensor_cores) return {16 * warps, 2};  // 16 rows per warp per tile; ~215 registers
+  int unroll, ctas;
+  if (s.heads_per_cta <= 2) unroll = 4, ctas = 4;       // <= 128 registers
+  else if (s.heads_per_cta <= 4) unroll = 2, ctas = 3;  // ~150 registers
+  else unroll = 1, ctas = 2;                            // 5-8 heads: ~220 registers
+  return {warps * rows_per_step * unroll, ctas};
+}
+
+}  // namespace attnjit::ops

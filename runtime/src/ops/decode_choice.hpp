@@ -1,0 +1,31 @@
+// The decode family's kernel choice, shared by single and batch decode (one
+// kernel family): which skeleton, heads per CTA and tile a shape gets, and
+// what that tile means for the partition (rows per iteration, resident CTAs
+// per SM). Pure host code and data: no compiled kernel is consulted.
+#pragma once
+#include "attnjit/types.hpp"
+#include "spec/decode_kernel.hpp"
+
+namespace attnjit::ops {
+
+// What the choice depends on; every operator of the family fills one.
+struct DecodeShape {
+  int num_qo_heads = 0, num_kv_heads = 0, head_dim = 0;
+  DType q_dtype = DType::F16, kv_dtype = DType::F16, o_dtype = DType::F16;
+  PosEncoding pos_encoding = PosEncoding::None;
+  bool soft_cap = false;
+  bool use_tensor_cores = false;
+};
+
+DecodeKernel choose_decode_kernel(const DecodeShape& s, KVSourceKind source);
+
+struct DecodeTile {
+  int rows_per_iter;  // a chunk's rows are rounded up to this
+  int ctas_per_sm;    // resident CTAs per SM (from the compiler's register counts)
+};
+DecodeTile decode_tile(const DecodeKernel& k);
+
+// Below this many rows a split's fixed cost (q load, partial write, merge) dominates.
+constexpr int kMinRowsPerSplit = 128;
+
+}  // namespace attnjit::ops

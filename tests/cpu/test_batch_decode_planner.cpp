@@ -1,0 +1,225 @@
+// Batch decode's host pieces: the problem's JSON form and validation, the
+// kernel choice (a paged KV source in the spec's identity), and the
+// planner's partitions -- every KV row covered exactly once, balanced, split
+// only when the batch does not fill the GPU, and a fixed grid in CUDA-graph
+// mode. No GPU needed.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "attnjit/error.hpp"
+#include "ops/batch_decode/batch_decode_planner.hpp"
+#include "ops/batch_decode/batch_decode_problem.hpp"
+
+using namespace attnjit;
+
+namespace {
+
+BatchDecodeProblem base_problem(int batch, int hq = 32, int hkv = 8, bool tc = true) {
+  BatchDecodeProblem p;
+  p.batch_size = batch;
+  p.num_qo_heads = hq;
+  p.num_kv_heads = hkv;
+  p.head_dim = 128;
+  p.page_size = 16;
+  p.q_dtype = p.kv_dtype = p.o_dtype = DType::BF16;
+  p.options.use_tensor_cores = tc;
+  return p;
+}
+
+// Every request's rows [0, rows) covered once by its items; slots consistent
+// with merge_indptr; a request of one item writes o directly.
+void check_cover(const BatchDecodeProblem& p, const ops::BatchDecodeLayout& L, const ops::BatchDecodePartition& part,
+                 const std::vector<int32_t>& lens) {
+  const int batch = static_cast<int>(lens.size());
+  REQUIRE(part.num_items <= L.max_items);
+  std::map<int, std::vector<std::pair<int, int>>> by_request;
+  std::vector<int> slots_seen;
+  for (int i = 0; i < part.num_items; ++i) {
+    const auto& w = part.items[i];
+    REQUIRE(w.request >= 0);
+    REQUIRE(w.request < batch);
+    CHECK(w.begin < w.end);
+    CHECK(w.end - w.begin <= part.chunk_size);
+    by_request[w.request].emplace_back(w.begin, w.end);
+    const int n_slots = part.merge_indptr[w.request + 1] - part.merge_indptr[w.request];
+    if (w.slot < 0) {
+      CHECK(n_slots == 0);
+    } else {
+      CHECK(w.slot >= part.merge_indptr[w.request]);
+      CHECK(w.slot < part.merge_indptr[w.request + 1]);
+      slots_seen.push_back(w.slot);
+    }
+  }
+  for (size_t i = part.num_items; i < part.items.size(); ++i) CHECK(part.items[i].request == -1);
+  for (int b = 0; b < batch; ++b) {
+    INFO("request " << b << " length " << lens[b]);
+    auto chunks = by_request[b];
+    std::sort(chunks.begin(), chunks.end());
+    int next = 0;
+    for (auto [begin, end] : chunks) {
+      CHECK(begin == next);
+      next = end;
+    }
+    CHECK(next == ops::batch_decode_rows(p, lens[b]));
+    const int n_slots = part.merge_indptr[b + 1] - part.merge_indptr[b];
+    CHECK((chunks.size() == 1 ? n_slots == 0 : n_slots == int(chunks.size())));
+  }
+  std::sort(slots_seen.begin(), slots_seen.end());
+  CHECK(std::adjacent_find(slots_seen.begin(), slots_seen.end()) == slots_seen.end());
+  CHECK(int(slots_seen.size()) == part.num_slots);
+  CHECK(part.num_slots <= L.max_slots);
+  for (size_t b = batch; b + 1 < part.merge_indptr.size(); ++b) CHECK(part.merge_indptr[b + 1] == part.merge_indptr[b]);
+}
+
+}  // namespace
+
+TEST_CASE("batch decode: a full batch is not split; a small one is cut to fill a wave", "[batch_decode][planner]") {
+  ops::DeviceFigures h100;
+  for (auto [batch, len] : std::vector<std::pair<int, int>>{{64, 4096}, {256, 1024}}) {
+    const auto p = base_problem(batch);
+    const auto L = ops::plan_batch_decode(p, h100);
+    const std::vector<int32_t> lens(batch, len);
+    const auto part = ops::partition_batch_decode(p, L, lens.data(), batch);
+    check_cover(p, L, part, lens);
+    CHECK(part.num_items == batch);  // batch x kv_heads CTAs already fill the GPU
+    CHECK_FALSE(part.any_split);
+  }
+  const auto p = base_problem(1);
+  const auto L = ops::plan_batch_decode(p, h100);
+  const std::vector<int32_t> lens = {32768};
+  const auto part = ops::partition_batch_decode(p, L, lens.data(), 1);
+  check_cover(p, L, part, lens);
+  CHECK(part.any_split);
+  // About one wave of CTAs, never more than one wave plus a CTA row.
+  CHECK(part.num_items * L.ctas_per_item >= L.wave / 2);
+  CHECK(part.num_items * L.ctas_per_item <= L.wave + L.ctas_per_item);
+}
+
+TEST_CASE("batch decode: a skewed batch is balanced, longest chunks first", "[batch_decode][planner]") {
+  const auto p = base_problem(64);
+  const auto L = ops::plan_batch_decode(p, {});
+  std::vector<int32_t> lens(64, 512);
+  lens[17] = 32768;
+  const auto part = ops::partition_batch_decode(p, L, lens.data(), 64);
+  check_cover(p, L, part, lens);
+  // No chunk is longer than a wave's share of all the rows (rounded to the tile).
+  const int64_t total = 32768 + 63 * 512;
+  const int64_t share = (total * L.ctas_per_item + L.wave - 1) / L.wave;
+  CHECK(part.chunk_size <= share + L.rows_per_iter);
+  CHECK(part.chunk_size < 32768 / 8);  // the long request is cut into many chunks
+  CHECK(part.merge_indptr[18] - part.merge_indptr[17] >= 8);
+  CHECK(part.num_slots == part.merge_indptr[18] - part.merge_indptr[17]);  // only it is split
+  for (int i = 1; i < part.num_items; ++i)
+    CHECK(part.items[i - 1].end - part.items[i - 1].begin >= part.items[i].end - part.items[i].begin);
+}
+
+TEST_CASE("batch decode: random batches and windows are covered exactly once", "[batch_decode][planner]") {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int batch = 1 + rng() % 300;
+    auto p = base_problem(batch, 8 * (1 + rng() % 4), 8, rng() % 2);
+    p.options.window_left = rng() % 3 == 0 ? int(rng() % 2000) : -1;
+    const auto L = ops::plan_batch_decode(p, {});
+    std::vector<int32_t> lens(batch);
+    for (auto& n : lens) n = rng() % 5 == 0 ? 1 + rng() % 40000 : 1 + rng() % 700;
+    INFO("trial " << trial << " batch " << batch);
+    check_cover(p, L, ops::partition_batch_decode(p, L, lens.data(), batch), lens);
+  }
+}
+
+TEST_CASE("batch decode: CUDA-graph mode keeps one grid and workspace for every batch up to the maximum",
+          "[batch_decode][planner][graph]") {
+  auto p = base_problem(128);
+  p.options.use_cuda_graph = true;
+  const auto L = ops::plan_batch_decode(p, {});
+  CHECK(L.decode.shape.grid[1] == uint32_t(L.max_items));
+  CHECK(L.merge.shape.grid[0] == uint32_t(128 * 32));
+  std::vector<int32_t> a(3, 20000), b(128, 300);
+  b[5] = 9000;
+  for (const auto* lens : {&a, &b}) {
+    const int batch = static_cast<int>(lens->size());
+    const auto part = ops::partition_batch_decode(p, L, lens->data(), batch);
+    check_cover(p, L, part, *lens);
+    CHECK(part.items.size() == size_t(L.max_items));  // padded: the grid does not change
+    CHECK(part.merge_indptr.size() == size_t(129));
+  }
+  CHECK_THROWS_WITH(ops::partition_batch_decode(p, L, b.data(), 129),
+                    Catch::Contains("batch=129 is not allowed; this CUDA-graph plan allows 1 to 128"));
+  // The same problem plans to the same launch shapes and regions whatever the batch.
+  const auto L2 = ops::plan_batch_decode(p, {});
+  CHECK(L2.workspace.to_json() == L.workspace.to_json());
+}
+
+TEST_CASE("batch decode: lengths only on the device give a fixed uniform split", "[batch_decode][planner]") {
+  auto p = base_problem(2);
+  p.page_table = PageTable::BlockTable;
+  p.host_lengths = false;
+  p.max_seq_len = 32768;
+  const auto L = ops::plan_batch_decode(p, {});
+  CHECK(L.uniform_splits > 1);
+  CHECK(int64_t(L.uniform_splits) * L.uniform_chunk >= 32768);
+  CHECK(L.max_items == 2 * L.uniform_splits);
+  CHECK_FALSE(L.workspace.has("work"));  // the kernel derives its item from blockIdx.y
+  CHECK(L.decode.spec.as<DecodeKernel>()->kv_source == KVSourceKind::BlockTable);
+  p.batch_size = 256;
+  p.max_seq_len = 1024;
+  const auto full = ops::plan_batch_decode(p, {});
+  CHECK(full.uniform_splits == 1);
+  CHECK(full.workspace.total_bytes() == 0);
+}
+
+TEST_CASE("batch decode problems round-trip through JSON; bad fields name argument, value and what is allowed",
+          "[batch_decode][contract]") {
+  auto p = base_problem(7, 40, 8, false);
+  p.kv_dtype = DType::E4M3;
+  p.page_size = 1;
+  p.options.kv_layout = KVLayout::HND;
+  p.options.window_left = 99;
+  p.options.logits_soft_cap = 30.f;
+  p.options.use_cuda_graph = true;
+  const auto j = ops::to_json(p);
+  CHECK(ops::to_json(ops::batch_decode_problem_from_json(j)) == j);
+  auto bad = [&](const char* key, nlohmann::json value, const char* message) {
+    auto b = j;
+    b[key] = value;
+    INFO(key);
+    CHECK_THROWS_WITH(ops::batch_decode_problem_from_json(b), Catch::Contains(message));
+  };
+  bad("batch_size", 0, "batch_size=0 is not allowed; allowed: 1 to 32768");
+  bad("page_size", 0, "page_size=0 is not allowed; allowed: 1 to 65536");
+  bad("num_kv_heads", 7, "num_qo_heads=40 is not allowed with num_kv_heads=7");
+  bad("kv_dtype", "float32", "kv_cache.dtype=float32 is not supported; allowed:");
+  bad("kv_dtype", "float16", "kv_cache.dtype=float16 is not allowed with q.dtype=bfloat16");
+  bad("o_dtype", "float16", "out.dtype=float16 is not supported with q.dtype=bfloat16");
+  bad("page_table", "radix", "problem.page_table='radix' is not allowed; allowed: indptr, block_table");
+  bad("window_left", -2, "window_left=-2 is not allowed");
+  bad("pages", 3, "problem.pages is not a batch_decode field");
+  bad("host_lengths", false, "max_seq_len=0 is not allowed when the lengths are only on the device");
+  CHECK_THROWS_WITH(ops::batch_decode_problem_from_json({{"op", "batch_decode"}, {"num_qo_heads", 8}, {"head_dim", 64}}),
+                    Catch::Contains("problem.num_kv_heads is missing"));
+  const auto q = base_problem(2);
+  const auto L = ops::plan_batch_decode(q, {});
+  const std::vector<int32_t> lens = {5, 0};
+  CHECK_THROWS_WITH(ops::partition_batch_decode(q, L, lens.data(), 2),
+                    Catch::Contains("kv_lens[1]=0 is not allowed; every request needs at least 1 KV row"));
+  CHECK_THROWS_WITH(ops::partition_batch_decode(q, L, lens.data(), 3),
+                    Catch::Contains("batch=3 is not allowed; this plan is for batch_size=2"));
+}
+
+TEST_CASE("decode specs carry the KV source in their identity and JSON", "[batch_decode][spec]") {
+  auto p = base_problem(4);
+  const auto paged = ops::batch_decode_kernels(p).at(0);
+  p.page_table = PageTable::BlockTable;
+  const auto table = ops::batch_decode_kernels(p).at(0);
+  CHECK(paged.identity() != table.identity());
+  CHECK(paged.to_json().at("kv_source") == "paged");
+  CHECK(table.name().find("_blocktable") != std::string::npos);
+  CHECK(KernelSpec::from_json(table.to_json()) == table);
+  auto j = table.to_json();
+  j["kv_source"] = "ragged";
+  CHECK_THROWS_WITH(KernelSpec::from_json(j),
+                    Catch::Contains("kv_source='ragged' is not supported; allowed: contiguous, paged, block_table"));
+}

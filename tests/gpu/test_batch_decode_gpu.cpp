@@ -1,0 +1,371 @@
+// Batch decode on the GPU against the double-precision reference (single
+// decode's, per request, on the request's gathered rows), through all three
+// entry points: page sizes 1 and 16, lengths off page boundaries and of 1,
+// skewed batches, groups 1/4/5/7/8, head dims 64/128/256, f16/bf16 (and fp8
+// KV), NHD/HND, lse by absolute error (base 2); and a CUDA graph captured
+// once and replayed after a new plan. Skips without a GPU.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include "attnjit/attnjit.hpp"
+#include "device_buffer.hpp"
+#include "engine.hpp"
+#include "gpu_support.hpp"
+#include "reference/decode_reference.hpp"
+#include "reference/host_dtypes.hpp"
+
+namespace attnjit::test {
+namespace {
+
+enum class Entry { FlashInfer, TrtLlm, Cudnn };
+const char* name(Entry e) { return e == Entry::FlashInfer ? "flashinfer" : e == Entry::TrtLlm ? "trtllm" : "cudnn"; }
+
+struct Case {
+  Entry entry = Entry::FlashInfer;
+  std::vector<int32_t> lens;
+  int page_size = 16, hq = 8, hkv = 2, d = 128;
+  DType q = DType::BF16, kv = DType::BF16;
+  KVLayout layout = KVLayout::NHD;
+  bool tc = false;
+  int window_left = -1;
+  std::string label() const {
+    return fmt::format("{} batch={} ps={} {}q/{}kv d={} {}/{} {} tc={} window={} lens[0]={}", name(entry), lens.size(),
+                       page_size, hq, hkv, d, to_string(q), to_string(kv), to_string(layout), tc, window_left, lens[0]);
+  }
+};
+
+double o_tol(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
+double lse_tol(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
+
+struct Errors {
+  double o_rel = 0, lse_abs = 0;
+};
+
+// A paged cache filled with random rows, its pages shuffled in memory, and
+// each request's rows gathered densely (NHD) for the reference.
+struct Batch {
+  std::vector<int32_t> indptr{0}, indices, last, table;
+  int max_pages = 0, num_pages = 0;
+  std::vector<uint8_t> kb, vb, qb;
+  std::vector<double> q;
+  std::vector<std::vector<double>> k_dense, v_dense;  // per request [len, Hk, D]
+};
+
+Batch make_batch(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  Batch b;
+  const int B = static_cast<int>(c.lens.size()), ps = c.page_size, Hk = c.hkv, D = c.d;
+  for (int32_t n : c.lens) {
+    b.indptr.push_back(b.indptr.back() + (n + ps - 1) / ps);
+    b.last.push_back(n - (n - 1) / ps * ps);
+    b.max_pages = std::max(b.max_pages, b.indptr.back() - b.indptr[b.indptr.size() - 2]);
+  }
+  b.num_pages = b.indptr.back() + 3;  // a few pages no request uses
+  std::vector<int32_t> ids(b.num_pages);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  b.indices.assign(ids.begin(), ids.begin() + b.indptr.back());
+  b.table.assign(size_t(B) * b.max_pages, 0);
+  for (int r = 0; r < B; ++r)
+    for (int i = b.indptr[r]; i < b.indptr[r + 1]; ++i) b.table[size_t(r) * b.max_pages + i - b.indptr[r]] = b.indices[i];
+
+  const size_t elems = size_t(b.num_pages) * ps * Hk * D;
+  std::vector<float> kf(elems), vf(elems);
+  for (auto& x : kf) x = 2.f * uni(rng);
+  for (auto& x : vf) x = uni(rng);
+  const auto k_exact = encode(c.kv, kf, b.kb), v_exact = encode(c.kv, vf, b.vb);
+  const bool nhd = c.layout == KVLayout::NHD;
+  auto at = [&](int page, int slot, int h) {
+    return nhd ? ((size_t(page) * ps + slot) * Hk + h) * D : ((size_t(page) * Hk + h) * ps + slot) * D;
+  };
+  for (int r = 0; r < B; ++r) {
+    std::vector<double> kd(size_t(c.lens[r]) * Hk * D), vd(kd.size());
+    for (int j = 0; j < c.lens[r]; ++j)
+      for (int h = 0; h < Hk; ++h) {
+        const int page = b.indices[b.indptr[r] + j / ps];
+        std::copy_n(&k_exact[at(page, j % ps, h)], D, &kd[(size_t(j) * Hk + h) * D]);
+        std::copy_n(&v_exact[at(page, j % ps, h)], D, &vd[(size_t(j) * Hk + h) * D]);
+      }
+    b.k_dense.push_back(std::move(kd));
+    b.v_dense.push_back(std::move(vd));
+  }
+  std::vector<float> qf(size_t(B) * c.hq * D);
+  for (auto& x : qf) x = 2.f * uni(rng);
+  b.q = encode(c.q, qf, b.qb);
+  return b;
+}
+
+// Max over requests of the rel. L2 error of o, and of the abs. error of lse.
+Errors compare(const Case& c, const Batch& b, const std::vector<double>& out, const std::vector<double>* lse) {
+  Errors e;
+  const int H = c.hq, D = c.d;
+  for (size_t r = 0; r < c.lens.size(); ++r) {
+    SingleDecodeProblem sp;
+    sp.num_qo_heads = H;
+    sp.num_kv_heads = c.hkv;
+    sp.head_dim = D;
+    sp.kv_len = c.lens[r];
+    sp.q_dtype = c.q;
+    sp.kv_dtype = c.kv;
+    sp.options.window_left = c.window_left;
+    const std::vector<double> q(b.q.begin() + r * H * D, b.q.begin() + (r + 1) * H * D);
+    const auto ref = reference_single_decode(sp, q, b.k_dense[r], b.v_dense[r]);
+    double num = 0, den = 0;
+    for (int i = 0; i < H * D; ++i) {
+      const double x = out[r * H * D + i];
+      if (!std::isfinite(x)) return {INFINITY, INFINITY};
+      num += (x - ref.o[i]) * (x - ref.o[i]);
+      den += ref.o[i] * ref.o[i];
+    }
+    e.o_rel = std::max(e.o_rel, std::sqrt(num / std::max(den, 1e-30)));
+    if (lse)
+      for (int h = 0; h < H; ++h) e.lse_abs = std::max(e.lse_abs, std::fabs((*lse)[r * H + h] - ref.lse[h]));
+  }
+  return e;
+}
+
+DeviceBuffer upload_ints(const std::vector<int32_t>& v) {
+  DeviceBuffer d(std::max<size_t>(4, v.size() * 4));
+  std::vector<uint8_t> bytes(d.bytes(), 0);
+  std::memcpy(bytes.data(), v.data(), v.size() * 4);
+  d.upload(bytes);
+  return d;
+}
+
+Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
+  cuda::ScopedDevice scope(0);
+  const Batch b = make_batch(c, seed);
+  const int64_t B = c.lens.size(), H = c.hq, Hk = c.hkv, D = c.d, ps = c.page_size, P = b.num_pages;
+  DeviceBuffer dq(b.qb.size()), dk(b.kb.size()), dv(b.vb.size()), dout(B * H * D * dtype_size(c.q)), dlse(B * H * 4);
+  dq.upload(b.qb);
+  dk.upload(b.kb);
+  dv.upload(b.vb);
+  dout.poison();
+  dlse.poison();
+  const bool nhd = c.layout == KVLayout::NHD;
+  // Built inside each call: an initializer_list kept in a variable would
+  // outlive the array behind it.
+  auto cache_view = [&](void* data) {
+    return nhd ? make_tensor(data, c.kv, {P, ps, Hk, D}) : make_tensor(data, c.kv, {P, Hk, ps, D});
+  };
+  const TensorView tq = make_tensor(dq.get(), c.q, {B, H, D});
+  const TensorView tk = cache_view(dk.get()), tv = cache_view(dv.get());
+  const TensorView to = make_tensor(dout.get(), c.q, {B, H, D}), tl = make_tensor(dlse.get(), DType::F32, {B, H});
+  DeviceBuffer ws(128 << 20);
+  const bool with_lse = c.entry != Entry::Cudnn;
+  if (c.entry == Entry::FlashInfer) {
+    BatchDecodeWithPagedKVCacheWrapper w(rt, ws.get(), ws.bytes(), c.layout, false, c.tc);
+    BatchDecodeWithPagedKVCacheWrapper::PlanArgs a;
+    a.num_qo_heads = c.hq;
+    a.num_kv_heads = c.hkv;
+    a.head_dim = c.d;
+    a.page_size = c.page_size;
+    a.window_left = c.window_left;
+    a.q_data_type = c.q;
+    a.kv_data_type = c.kv;
+    w.plan(b.indptr, b.indices, b.last, a);
+    w.run(tq, tk, tv, to, &tl);
+  } else {
+    const DeviceBuffer table = upload_ints(b.table), lens = upload_ints(c.lens);
+    const int64_t max_len = *std::max_element(c.lens.begin(), c.lens.end());
+    if (c.entry == Entry::TrtLlm) {
+      TrtllmDecodeArgs a;
+      a.block_tables = static_cast<const int32_t*>(table.get());
+      a.max_pages_per_seq = b.max_pages;
+      a.seq_lens = static_cast<const int32_t*>(lens.get());
+      a.max_seq_len = max_len;
+      a.bmm1_scale = 1.f / std::sqrt(float(D));
+      a.window_left = c.window_left;
+      a.kv_layout = c.layout;
+      a.use_tensor_cores = c.tc;
+      trtllm_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to, &tl);
+    } else {
+      CudnnDecodeArgs a;
+      a.scale = 1.f / std::sqrt(float(D));
+      a.max_sequence_kv = max_len;
+      a.actual_seq_lens_kv = static_cast<const int32_t*>(lens.get());
+      a.block_tables = static_cast<const int32_t*>(table.get());
+      a.max_pages_per_seq = b.max_pages;
+      cudnn_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to);
+    }
+    ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the tables go out of scope
+  }
+  ATTNJIT_CU(cuda::driver().CtxSynchronize());
+  const auto out = decode(c.q, dout.download());
+  const auto lse = decode(DType::F32, dlse.download());
+  return compare(c, b, out, with_lse ? &lse : nullptr);
+}
+
+std::vector<Case> grid() {
+  std::vector<Case> cases;
+  int turn = 0;
+  const std::vector<std::vector<int32_t>> batches = {
+      {1, 17, 33, 300, 1000}, {2000, 5, 64, 1, 129}, {3000, 7}, {700}};
+  for (int ps : {1, 16})
+    for (int group : {1, 4, 5, 7, 8})
+      for (int d : {64, 128, 256})
+        for (DType q : {DType::BF16, DType::F16}) {
+          Case c;
+          c.entry = static_cast<Entry>(turn % 3);
+          c.page_size = ps;
+          c.hkv = 1 + turn % 2;
+          c.hq = c.hkv * group;
+          c.d = d;
+          c.q = q;
+          c.kv = turn % 7 == 3 ? DType::E4M3 : q;
+          c.layout = c.entry == Entry::Cudnn ? KVLayout::HND : (turn % 2 ? KVLayout::HND : KVLayout::NHD);
+          c.tc = turn % 4 >= 2;
+          // cuDNN's entry has no sliding window.
+          c.window_left = turn % 5 == 4 && c.entry != Entry::Cudnn ? 100 : -1;
+          c.lens = batches[turn % batches.size()];
+          cases.push_back(c);
+          ++turn;
+        }
+  // Skewed: one long request beside many short ones, each entry point.
+  for (Entry e : {Entry::FlashInfer, Entry::TrtLlm, Entry::Cudnn}) {
+    Case c;
+    c.entry = e;
+    c.hq = 32;
+    c.hkv = 8;
+    c.layout = e == Entry::FlashInfer ? KVLayout::NHD : KVLayout::HND;
+    c.tc = e != Entry::Cudnn;
+    c.lens.assign(40, 77);
+    c.lens[3] = 20000;
+    cases.push_back(c);
+  }
+  // ATTNJIT_TEST_GRID=reduced (compute-sanitizer, 10-100x slower): every
+  // fifth case, which cycles entry point, dtype, head dim, group, page size,
+  // tensor cores and fp8, plus every tenth from the ninth (the windows), and
+  // the first skewed batch.
+  if (const char* g = std::getenv("ATTNJIT_TEST_GRID"); g && std::string(g) == "reduced") {
+    std::vector<Case> reduced;
+    for (size_t i = 0; i + 3 < cases.size(); ++i)
+      if (i % 5 == 0 || i % 10 == 9) reduced.push_back(cases[i]);
+    reduced.push_back(cases[cases.size() - 3]);
+    return reduced;
+  }
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("batch decode matches the float64 reference through all three entry points", "[gpu][batch_decode]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  const auto cases = grid();
+  std::map<std::string, Errors> worst;
+  size_t passed = 0;
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    INFO(c.label());
+    const Errors e = run_case(rt, c, seed++);
+    CHECK(e.o_rel <= o_tol(c.q));
+    CHECK(e.lse_abs <= lse_tol(c.q));
+    if (e.o_rel <= o_tol(c.q) && e.lse_abs <= lse_tol(c.q)) ++passed;
+    auto& w = worst[fmt::format("{} {}/{}", name(c.entry), to_string(c.q), to_string(c.kv))];
+    w.o_rel = std::max(w.o_rel, e.o_rel);
+    w.lse_abs = std::max(w.lse_abs, e.lse_abs);
+  }
+  std::string table = fmt::format("batch decode grid: {}/{} cases within tolerance\n", passed, cases.size());
+  for (auto& [k, e] : worst)
+    table += fmt::format("  {:<34} worst rel L2 err(o) {:.2e}  worst abs err(lse, base 2) {:.2e}\n", k, e.o_rel, e.lse_abs);
+  WARN(table);
+}
+
+TEST_CASE("batch decode in a CUDA graph replays correctly after a new plan", "[gpu][batch_decode][graph]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(0);
+  constexpr int kMaxBatch = 16, kMaxPages = 4096;
+  Case c;
+  c.hq = 16;
+  c.hkv = 4;
+  c.tc = true;
+  c.lens = {5000, 1, 33, 900, 16};
+  Case c2 = c;
+  c2.lens = {7, 12000, 64, 65, 300, 2, 1, 4000, 17};
+  const Batch b1 = make_batch(c, 11), b2 = make_batch(c2, 12);
+  // One cache big enough for both batches' pages; each batch's rows at its own page ids.
+  const int64_t H = c.hq, Hk = c.hkv, D = c.d, ps = c.page_size;
+  const int64_t P = std::max(b1.num_pages, b2.num_pages);
+  const size_t page_bytes = size_t(ps) * Hk * D * 2;
+  DeviceBuffer dk(P * page_bytes), dv(P * page_bytes), dq(kMaxBatch * H * D * 2), dout(kMaxBatch * H * D * 2),
+      dlse(kMaxBatch * H * 4), ws(64 << 20), indptr(4 * (kMaxBatch + 1)), indices(4 * kMaxPages), last(4 * kMaxBatch);
+  BatchDecodeWithPagedKVCacheWrapper w(rt, ws.get(), ws.bytes(), KVLayout::NHD, true, true,
+                                       static_cast<int32_t*>(indptr.get()), static_cast<int32_t*>(indices.get()),
+                                       static_cast<int32_t*>(last.get()), kMaxBatch, kMaxPages);
+  BatchDecodeWithPagedKVCacheWrapper::PlanArgs a;
+  a.num_qo_heads = c.hq;
+  a.num_kv_heads = c.hkv;
+  a.head_dim = c.d;
+  a.page_size = c.page_size;
+  a.q_data_type = a.kv_data_type.emplace(DType::BF16);
+
+  CUstream stream;
+  ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  auto load = [&](const Batch& b) {
+    std::vector<uint8_t> k(P * page_bytes, 0), v(P * page_bytes, 0);
+    std::copy(b.kb.begin(), b.kb.end(), k.begin());
+    std::copy(b.vb.begin(), b.vb.end(), v.begin());
+    dk.upload(k);
+    dv.upload(v);
+    std::vector<uint8_t> q(dq.bytes(), 0);
+    std::copy(b.qb.begin(), b.qb.end(), q.begin());
+    dq.upload(q);
+    dout.poison();
+    dlse.poison();
+  };
+  // Tensors over the fixed buffers; q/out/lse views of the current batch share their base pointers.
+  auto views = [&](int batch) {
+    return std::array<TensorView, 5>{make_tensor(dq.get(), DType::BF16, {batch, H, D}),
+                                     make_tensor(dk.get(), DType::BF16, {P, ps, Hk, D}),
+                                     make_tensor(dv.get(), DType::BF16, {P, ps, Hk, D}),
+                                     make_tensor(dout.get(), DType::BF16, {batch, H, D}),
+                                     make_tensor(dlse.get(), DType::F32, {batch, H})};
+  };
+
+  load(b1);
+  w.plan(b1.indptr, b1.indices, b1.last, a, stream);
+  ATTNJIT_CU(cu.StreamSynchronize(stream));
+  auto t = views(static_cast<int>(c.lens.size()));
+  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  w.run(t[0], t[1], t[2], t[3], &t[4], {}, {}, stream);
+  CUgraph graph;
+  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
+  CUgraphExec exec;
+  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
+  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  ATTNJIT_CU(cu.StreamSynchronize(stream));
+  auto check = [&](const Case& cc, const Batch& b) {
+    const auto out = decode(DType::BF16, dout.download());
+    const auto lse = decode(DType::F32, dlse.download());
+    const Errors e = compare(cc, b, out, &lse);
+    INFO(cc.label());
+    CHECK(e.o_rel <= o_tol(DType::BF16));
+    CHECK(e.lse_abs <= lse_tol(DType::BF16));
+  };
+  check(c, b1);
+
+  // A new plan (larger batch, other lengths and pages), then the same graph.
+  load(b2);
+  w.plan(b2.indptr, b2.indices, b2.last, a, stream);
+  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  ATTNJIT_CU(cu.StreamSynchronize(stream));
+  check(c2, b2);
+  cu.GraphExecDestroy(exec);
+  cu.GraphDestroy(graph);
+  cu.StreamDestroy(stream);
+}
+
+}  // namespace attnjit::test
