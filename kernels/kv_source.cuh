@@ -48,6 +48,26 @@ struct ContiguousKV {
   }
 };
 
+// Ragged KV (batch prefill): the requests' sequences one after another in one
+// [total_rows, heads, D] (or HND) tensor; request b owns rows
+// indptr[b] .. indptr[b+1]. Addressed like ContiguousKV from its first row.
+template <class KVT>
+struct RaggedKV {
+  using Slice = typename ContiguousKV<KVT>::Slice;
+  static constexpr int kBytes = ContiguousKV<KVT>::kBytes;
+  const kernels::KVSourceParams& p;
+  int64_t first;
+  int len;
+
+  ATTNJIT_DEVICE RaggedKV(const kernels::KVSourceParams& params, int request)
+      : p(params), first(p.indptr[request]), len(p.indptr[request + 1] - p.indptr[request]) {}
+  ATTNJIT_DEVICE int length() const { return len; }
+  ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const {
+    return {p, static_cast<const char*>(p.k) + (first * p.k_stride_row + kv_head * p.k_stride_head + dim0) * kBytes,
+            static_cast<const char*>(p.v) + (first * p.v_stride_row + kv_head * p.v_stride_head + dim0) * kBytes};
+  }
+};
+
 namespace detail {
 
 // A thread's slice of a paged cache: row j is slot j % page_size of the

@@ -16,6 +16,7 @@ enum KVSourceKind : int32_t {
   kKVContiguous = 0,  // one sequence, [kv_len, heads, D] or [heads, kv_len, D]
   kKVPaged = 1,       // FlashInfer: pages indices[indptr[b] .. indptr[b+1]), the last one last_page_len[b] rows full
   kKVBlockTable = 2,  // vLLM-style block tables: pages k_table[b * table_stride + p], length seq_lens[b]
+  kKVRagged = 3,      // requests back to back in one contiguous tensor: rows indptr[b] .. indptr[b+1]
 };
 
 struct KVSourceParams {
@@ -25,8 +26,8 @@ struct KVSourceParams {
   int64_t v_stride_page, v_stride_row, v_stride_head;
   int32_t page_size;   // paged kinds
   int32_t kv_len;      // contiguous: the sequence length
-  // kKVPaged
-  const int32_t* indptr;         // [batch + 1], into indices
+  // kKVPaged (and kKVRagged: row offsets)
+  const int32_t* indptr;         // [batch + 1], into indices (ragged: into rows)
   const int32_t* indices;        // page ids
   const int32_t* last_page_len;  // [batch], in [1, page_size]
   // kKVBlockTable

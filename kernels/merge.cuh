@@ -4,8 +4,9 @@
 // are spread over the CTA's threads, kGroups of them at a time, so the loads
 // of many splits are in flight at once: a loop over splits in one thread
 // waits out a memory latency per split (measured: 17 us for 32 splits).
-// Single decode's split-KV uses it with a fixed split count; batch decode
-// with a per-request count through an indptr (merge_params.h).
+// Single decode and prefill use it with a fixed split count, batch decode
+// with a per-request count through an indptr, merge_state(s) with strided
+// inputs (merge_params.h).
 #pragma once
 #include "merge_params.h"
 #include "math.cuh"
@@ -15,7 +16,7 @@
 
 namespace attnjit {
 
-template <int HeadDim, class OT, int Warps>
+template <int HeadDim, class OT, int Warps, class InT = f32>
 struct MergeTraits {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kWarps = Warps;
@@ -23,7 +24,35 @@ struct MergeTraits {
   static constexpr int kSlices = HeadDim / 8;         // 8-wide slices of a row
   static constexpr int kGroups = kThreads / kSlices;  // splits handled side by side
   using o_t = OT;
+  using in_t = InT;
 };
+
+// Where row `row`'s state 0 starts (o in elements of the input, lse in
+// floats), the distance between consecutive states, how many states it has,
+// and where its output goes (merge_params.h's three layouts).
+struct MergeRowAddress {
+  int64_t o, o_step, lse, lse_step;
+  int num_splits;
+  int64_t out;         // element offset into o
+  int row_in_request;  // batch decode: the qo head (sinks are per head)
+};
+ATTNJIT_DEVICE MergeRowAddress merge_row_address(const kernels::MergeParams& p, int row, int head_dim) {
+  const int rows_per_request = p.rows_per_request > 0 ? p.rows_per_request : p.num_rows;
+  const int request = row / rows_per_request, r = row - request * rows_per_request;
+  const int64_t out = request * p.o_stride_request + r * p.o_stride_row;
+  if (p.indptr) {
+    const int first = p.indptr[request];
+    const int64_t base = int64_t(first) * rows_per_request + r;
+    return {base * head_dim, int64_t(rows_per_request) * head_dim, base, rows_per_request,
+            p.indptr[request + 1] - first, out, r};
+  }
+  if (p.heads == 0)
+    return {int64_t(row) * head_dim, int64_t(p.num_rows) * head_dim, int64_t(row), int64_t(p.num_rows), p.num_splits,
+            out, r};
+  const int64_t seq = row / p.heads, head = row % p.heads;
+  return {seq * p.in_seq_stride + head * p.in_head_stride, p.in_state_stride,
+          seq * p.lse_seq_stride + head * p.lse_head_stride, p.lse_state_stride, p.num_splits, out, r};
+}
 
 template <class Tr>
 ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
@@ -33,20 +62,14 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   pdl_wait();  // the partial states come from the kernel before
   const int row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  // This row's partials: slots [first, first + num_splits), `stride` rows apart.
-  const int request = row / p.rows_per_request;
-  const int r = row - request * p.rows_per_request;
-  const int stride = p.indptr ? p.rows_per_request : p.num_rows;
-  const int first = p.indptr ? p.indptr[request] : 0;
-  const int num_splits = p.indptr ? p.indptr[request + 1] - first : p.num_splits;
-  if (num_splits <= 0) return;  // written by the decode kernel, or padding: uniform across the CTA
-  const int64_t base = p.indptr ? int64_t(first) * stride + r : row;
-  const float* part_lse = p.partial_lse + base;
-  const float* part_o = p.partial_o + base * Tr::kHeadDim;
+  if (p.row_mask && !p.row_mask[p.heads ? row / p.heads : row]) return;  // the whole CTA: a row left as it is
+  const MergeRowAddress at = merge_row_address(p, row, Tr::kHeadDim);
+  if (at.num_splits <= 0) return;  // written by the decode kernel, or padding: uniform across the CTA
+  constexpr int kInBytes = storage_bytes<typename Tr::in_t>::value;
 
   // The largest lse over the splits, so every weight is <= 1.
   float m = neg_inf();
-  for (int s = tid; s < num_splits; s += Tr::kThreads) m = fmaxf(m, part_lse[int64_t(s) * stride]);
+  for (int s = tid; s < at.num_splits; s += Tr::kThreads) m = fmaxf(m, p.partial_lse[at.lse + s * at.lse_step]);
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   if (lane == 0) warp_max[warp] = m;
@@ -61,10 +84,10 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   frag8 o;
   o.zero();
 #pragma unroll 4
-  for (int s = group; s < num_splits; s += Tr::kGroups) {
-    const int64_t at = int64_t(s) * stride;
-    const float w = exp2_rel(part_lse[at], m);
-    const frag8 part = load8<f32>(part_o + at * Tr::kHeadDim + d0);
+  for (int s = group; s < at.num_splits; s += Tr::kGroups) {
+    const float w = exp2_rel(p.partial_lse[at.lse + s * at.lse_step], m);
+    const frag8 part = load8<typename Tr::in_t>(static_cast<const char*>(p.partial_o) +
+                                                (at.o + s * at.o_step + d0) * kInBytes);
     d += w;
 #pragma unroll
     for (int i = 0; i < 8; ++i) o.x[i] = fmaf(w, part.x[i], o.x[i]);
@@ -84,9 +107,8 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc.o.x[i] += sums[gi][d0 + i];
   }
-  apply_sink(acc, p.sinks, r);
-  store8<typename Tr::o_t>(static_cast<char*>(p.o) + (request * p.o_stride_request + r * p.o_stride_row + d0) *
-                                                     storage_bytes<typename Tr::o_t>::value,
+  apply_sink(acc, p.sinks, at.row_in_request);
+  store8<typename Tr::o_t>(static_cast<char*>(p.o) + (at.out + d0) * storage_bytes<typename Tr::o_t>::value,
                            acc.normalized());
   if (p.lse && slice == 0) p.lse[row] = acc.lse();
 }

@@ -8,25 +8,35 @@ namespace kernels {
 // Merges per-split partial states (normalized o and base-2 lse) of `num_rows`
 // rows (a row = one query token of one head) into the final output.
 //
-// Rows come in requests of rows_per_request (the query heads; single decode:
-// one request). Without indptr every row has num_splits partials: split s of
-// grid row g at partial row s * num_rows + g. With indptr (batch decode's
-// work list) request b owns the partial slots [indptr[b], indptr[b+1]), slot
-// s of its row r at partial row s * rows_per_request + r; a request with no
-// slots was written whole by the decode kernel and is skipped, and so are
-// padding requests of a fixed grid.
+// Rows come in requests of rows_per_request (0 means one request of
+// num_rows; the query heads for batch decode). Three input layouts:
+//  * packed (heads == 0, no indptr): every row has num_splits states; state s
+//    of grid row g is partial row s * num_rows + g (decode, prefill splits);
+//  * per request (indptr, batch decode's work list): request b owns the
+//    partial slots [indptr[b], indptr[b+1]); slot s of its row r is partial
+//    row s * rows_per_request + r. A request with no slots was written whole
+//    by the decode kernel and is skipped, and so are padding requests of a
+//    fixed grid;
+//  * strided (heads > 0: merge_state, merge_states): row r is sequence
+//    position r / heads, head r % heads; its state s starts at element
+//      in_seq_stride * (r / heads) + in_head_stride * (r % heads) + in_state_stride * s
+//    of partial_o, and its lse at the same form with the lse_* strides.
 struct MergeParams {
-  const float* partial_o;    // [partial rows, head_dim]
-  const float* partial_lse;  // [partial rows]
+  const void* partial_o;     // in the input type (decode, prefill: f32)
+  const float* partial_lse;
   void* o;                   // request b, row r at o + b * o_stride_request + r * o_stride_row
   float* lse;                // [num_rows] or null (row b * rows_per_request + r)
   const int32_t* indptr;     // [requests + 1] or null
   const float* sinks;        // [rows_per_request] (row r of a request: its qo head) or null: variant.cuh
   int64_t o_stride_row;
   int64_t o_stride_request;
-  int32_t num_rows;          // rows in the grid: requests * rows_per_request
+  int32_t num_rows;          // rows in the grid
   int32_t num_splits;        // without indptr
-  int32_t rows_per_request;
+  int32_t rows_per_request;  // 0: num_rows
+  int32_t heads;             // strided layout when > 0
+  int64_t in_seq_stride, in_head_stride, in_state_stride;
+  int64_t lse_seq_stride, lse_head_stride, lse_state_stride;
+  const uint8_t* row_mask;   // null: every row; else [sequence positions]: rows whose byte is 0 are not written
 };
 
 }  // namespace kernels

@@ -34,19 +34,20 @@ struct AttentionVariant {
   float q_scale;      // multiplies q up front
   float alibi_slope;  // of this head
   float soft_cap, rcp_soft_cap;
-  float q_pos;        // of the request's last query (decode: its only one), kv_len - 1
+  float q_pos;        // of this query in the KV sequence (decode: its only one, kv_len - 1)
   float rope_rcp_scale, rope_log2_theta;
   MaskT mask;
 
   AttentionVariant() = default;
-  // Query head qo_head of `request`, whose qo_len queries end its kv_len keys.
+  // Query q_index (default: the last) of the qo_len queries that end the
+  // kv_len keys of `request`, at head qo_head: it sits at kv_len - qo_len + q_index.
   ATTNJIT_DEVICE AttentionVariant(const kernels::VariantParams& p, int request, int qo_head, int num_qo_heads,
-                                  int kv_len, int qo_len = 1)
+                                  int kv_len, int qo_len = 1, int q_index = -1)
       : q_scale(kFoldScaleIntoQ ? p.sm_scale * kLog2e : p.sm_scale),
         alibi_slope(kAlibi ? attnjit::alibi_slope(qo_head, num_qo_heads) : 0.f),
         soft_cap(p.soft_cap),
         rcp_soft_cap(SoftCap ? 1.f / p.soft_cap : 0.f),
-        q_pos(float(kv_len - 1)),
+        q_pos(float(kv_len - qo_len + (q_index < 0 ? qo_len - 1 : q_index))),
         rope_rcp_scale(p.rope_rcp_scale),
         rope_log2_theta(p.rope_log2_theta),
         mask(p, request, qo_len, kv_len) {}

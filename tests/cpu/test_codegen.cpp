@@ -61,11 +61,17 @@ TEST_CASE("kernel specs round-trip through JSON and have distinct names", "[code
   t.variant.soft_cap = false;
   CHECK(KernelSpec(t).name() != s.name());
   try {
-    KernelSpec::from_json(nlohmann::json{{"family", "prefill"}});
+    KernelSpec::from_json(nlohmann::json{{"family", "append"}});
     FAIL("accepted an unknown family");
   } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("allowed: decode, merge_states") != std::string::npos);
+    CHECK(std::string(e.what()).find("allowed: decode, merge_states, prefill") != std::string::npos);
   }
+  PrefillKernel pk;
+  pk.kv_source = KVSource::Paged;
+  pk.window = true;
+  pk.variant.mask = MaskMode::Causal;
+  CHECK(KernelSpec::from_json(KernelSpec(pk).to_json()) == KernelSpec(pk));
+  CHECK(KernelSpec(pk).name() == "prefill_d128_m1_s2_f16_f16_f16_none_causal_window_paged");
   try {
     KernelSpec::from_json(nlohmann::json{{"family", "merge_states"}, {"head_dim", 128}, {"o_dtype", "float99"}});
     FAIL("accepted a bad dtype");

@@ -24,8 +24,8 @@ TEST_CASE("the registry lists every operator, each with a variant grid", "[regis
     CHECK_FALSE(op.bench_problems().empty());
     for (const auto& p : op.variant_grid()) CHECK(p.at("op") == op.name);
   }
-  CHECK(names == std::set<std::string>{"single_decode", "batch_decode"});
-  CHECK_THROWS_WITH(ops::find_operator("prefil"), Catch::Contains("known: single_decode, batch_decode"));
+  CHECK(names == std::set<std::string>{"single_decode", "batch_decode", "single_prefill"});
+  CHECK_THROWS_WITH(ops::find_operator("prefil"), Catch::Contains("known: single_decode, batch_decode, single_prefill"));
 }
 
 TEST_CASE("NVRTC compiles every variant of every operator for sm_80 and sm_90a", "[nvrtc][variants]") {

@@ -64,6 +64,22 @@ typedef struct attnjit_decode_options {
   float rope_scale, rope_theta;
 } attnjit_decode_options_t;
 
+/* Options of single_prefill_with_kv_cache, like attnjit_decode_options_t:
+ * call attnjit_prefill_options_init first; a float left at 0 means "not
+ * provided" (FlashInfer's default). allow_fp16_qk_reduction is accepted and
+ * ignored (q.k always accumulates in fp32). */
+typedef struct attnjit_prefill_options {
+  uint32_t struct_size;              /* sizeof(attnjit_prefill_options_t), set by init */
+  int32_t causal;                    /* 0 or 1; ignored with a custom mask */
+  int32_t kv_layout;                 /* attnjit_kv_layout_t */
+  int32_t pos_encoding_mode;         /* attnjit_pos_encoding_t */
+  int32_t allow_fp16_qk_reduction;   /* 0 or 1 */
+  int32_t window_left;               /* -1: whole sequence */
+  float logits_soft_cap;
+  float sm_scale;
+  float rope_scale, rope_theta;
+} attnjit_prefill_options_t;
+
 ATTNJIT_API const char* attnjit_version(void);          /* "0.1.0" */
 ATTNJIT_API int attnjit_version_number(void);           /* ATTNJIT_VERSION_NUMBER of the loaded library */
 ATTNJIT_API const char* attnjit_status_string(attnjit_status_t status); /* static text */
@@ -110,6 +126,45 @@ ATTNJIT_API attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime
                                                                  DLTensor* o, DLTensor* lse,
                                                                  const attnjit_decode_options_t* options,
                                                                  void* workspace, size_t workspace_bytes, void* stream);
+
+ATTNJIT_API void attnjit_prefill_options_init(attnjit_prefill_options_t* options);
+
+/* Prefill / append attention of one request (plan memoized, then run):
+ * q [qo_len, H_qo, D]; k, v [kv_len, H_kv, D] (NHD) or [H_kv, kv_len, D] (HND);
+ * o [qo_len, H_qo, D] contiguous; lse [qo_len, H_qo] float32 or NULL (base 2).
+ * packed_custom_mask: device bytes of the bit-packed [qo_len, kv_len] mask
+ * (FlashInfer's order: little-endian within a byte), or NULL for none.
+ * workspace may be NULL (the runtime's own). */
+ATTNJIT_API attnjit_status_t attnjit_single_prefill_with_kv_cache(
+    attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k, const DLTensor* v, DLTensor* o, DLTensor* lse,
+    const attnjit_prefill_options_t* options, const void* packed_custom_mask, size_t packed_custom_mask_bytes,
+    void* workspace, size_t workspace_bytes, void* stream);
+
+/* Batch prefill (FlashInfer's BatchPrefillWith{Ragged,Paged}KVCacheWrapper):
+ * create once with the caller's workspace (partial states and the uploaded
+ * index arrays), plan per batch layout, run per layer (launches only). */
+typedef struct attnjit_batch_prefill attnjit_batch_prefill_t;
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_create(attnjit_runtime_t* rt, int paged, void* workspace,
+                                                          size_t workspace_bytes, int32_t kv_layout,
+                                                          const char* backend, int device,
+                                                          attnjit_batch_prefill_t** out);
+/* Host arrays: qo_indptr and kv_indptr (ragged: rows; paged: pages) have
+ * batch_size + 1 entries; paged only: page_indices (num_page_indices) and
+ * last_page_len (batch_size), page_size. custom_mask: host bytes (0 / 1) of
+ * FlashInfer's flattened mask, or NULL. options->kv_layout is ignored (the
+ * wrapper's). q_dtype, kv_dtype: "float16", "bfloat16" (kv_dtype NULL: q's). */
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_plan(
+    attnjit_batch_prefill_t* w, const int32_t* qo_indptr, const int32_t* kv_indptr, size_t batch_size,
+    const int32_t* page_indices, size_t num_page_indices, const int32_t* last_page_len, int page_size,
+    int num_qo_heads, int num_kv_heads, int head_dim, const attnjit_prefill_options_t* options, const char* q_dtype,
+    const char* kv_dtype, const uint8_t* custom_mask, size_t custom_mask_len, void* stream);
+/* ragged: k, v [nnz_kv, H_kv, D] (NHD) or [H_kv, nnz_kv, D]; paged: k, v the
+ * 4-D page caches (any page stride). lse may be NULL. */
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_run(const attnjit_batch_prefill_t* w, const DLTensor* q,
+                                                       const DLTensor* k, const DLTensor* v, DLTensor* o,
+                                                       DLTensor* lse, void* stream);
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_workspace_bytes(const attnjit_batch_prefill_t* w, size_t* out);
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_destroy(attnjit_batch_prefill_t* w);
 
 #ifdef __cplusplus
 }

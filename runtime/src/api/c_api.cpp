@@ -27,6 +27,7 @@
 #include "ops/single_decode/single_decode_problem.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
+#include "attnjit/prefill.hpp"
 #include "attnjit/single_decode.hpp"
 #include "attnjit/tensor.hpp"
 #include "attnjit/version.h"
@@ -188,6 +189,33 @@ attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime_t* rt, cons
     if (lse) lv = attnjit::from_dlpack(lse, "lse");
     attnjit::single_decode_with_kv_cache(rt->runtime, qv, kv, vv, ov, lv ? &*lv : nullptr, opts, as_stream(stream),
                                          workspace, workspace_bytes);
+  });
+}
+
+void attnjit_prefill_options_init(attnjit_prefill_options_t* options) {
+  if (!options) return;
+  *options = attnjit_prefill_options_t{};
+  options->struct_size = sizeof(attnjit_prefill_options_t);
+  options->kv_layout = ATTNJIT_KV_LAYOUT_NHD;
+  options->pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
+  options->window_left = -1;
+}
+
+attnjit_status_t attnjit_single_prefill_with_kv_cache(attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k,
+                                                      const DLTensor* v, DLTensor* o, DLTensor* lse,
+                                                      const attnjit_prefill_options_t* options,
+                                                      const void* packed_custom_mask, size_t packed_custom_mask_bytes,
+                                                      void* workspace, size_t workspace_bytes, void* stream) {
+  return guard([&] {
+    require_non_null(rt, "attnjit_single_prefill_with_kv_cache", "rt", kRuntimeHandle);
+    const attnjit::PrefillOptions opts = attnjit::capi::to_prefill_options(options, lse != nullptr);
+    const attnjit::TensorView qv = attnjit::from_dlpack(q, "q"), kv = attnjit::from_dlpack(k, "k"),
+                              vv = attnjit::from_dlpack(v, "v"), ov = attnjit::from_dlpack(o, "o");
+    std::optional<attnjit::TensorView> lv;
+    if (lse) lv = attnjit::from_dlpack(lse, "lse");
+    const attnjit::PackedMask mask{packed_custom_mask, packed_custom_mask_bytes};
+    attnjit::single_prefill_with_kv_cache(rt->runtime, qv, kv, vv, ov, lv ? &*lv : nullptr, opts, as_stream(stream),
+                                          packed_custom_mask ? &mask : nullptr, workspace, workspace_bytes);
   });
 }
 

@@ -70,4 +70,45 @@ SingleDecodeOptions to_options(const attnjit_decode_options_t* options, bool ret
   return o;
 }
 
+PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool return_lse) {
+  PrefillOptions o;
+  o.return_lse = return_lse;
+  if (options == nullptr) return o;
+  constexpr uint32_t kFirstLayout = offsetof(attnjit_prefill_options_t, rope_theta) + sizeof(float);
+  if (options->struct_size < kFirstLayout || options->struct_size > (1u << 16))
+    invalid(fmt::format("options->struct_size={} is not a size this library knows (it is {}); call "
+                        "attnjit_prefill_options_init first",
+                        options->struct_size, sizeof(attnjit_prefill_options_t)));
+  auto flag = [](int32_t v, const char* field) {
+    if (v != 0 && v != 1) invalid(fmt::format("options->{}={} is not a flag; allowed: 0, 1", field, v));
+    return v == 1;
+  };
+  o.causal = flag(options->causal, "causal");
+  o.allow_fp16_qk_reduction = flag(options->allow_fp16_qk_reduction, "allow_fp16_qk_reduction");
+  switch (options->kv_layout) {
+    case ATTNJIT_KV_LAYOUT_NHD: o.kv_layout = KVLayout::NHD; break;
+    case ATTNJIT_KV_LAYOUT_HND: o.kv_layout = KVLayout::HND; break;
+    default:
+      invalid(fmt::format("options->kv_layout={} is not a layout; allowed: 0 (NHD), 1 (HND)", options->kv_layout));
+  }
+  switch (options->pos_encoding_mode) {
+    case ATTNJIT_POS_ENCODING_NONE: o.pos_encoding_mode = PosEncoding::None; break;
+    case ATTNJIT_POS_ENCODING_ROPE_LLAMA: o.pos_encoding_mode = PosEncoding::RopeLlama; break;
+    case ATTNJIT_POS_ENCODING_ALIBI: o.pos_encoding_mode = PosEncoding::Alibi; break;
+    default:
+      invalid(fmt::format("options->pos_encoding_mode={} is not a positional encoding; "
+                          "allowed: 0 (NONE), 1 (ROPE_LLAMA), 2 (ALIBI)",
+                          options->pos_encoding_mode));
+  }
+  if (options->window_left < -1)
+    invalid(fmt::format("options->window_left={} is not allowed; allowed: -1 (whole sequence) or >= 0",
+                        options->window_left));
+  o.window_left = options->window_left;
+  o.logits_soft_cap = provided(options->logits_soft_cap, "logits_soft_cap");
+  o.sm_scale = provided(options->sm_scale, "sm_scale");
+  o.rope_scale = provided(options->rope_scale, "rope_scale");
+  o.rope_theta = provided(options->rope_theta, "rope_theta");
+  return o;
+}
+
 }  // namespace attnjit::capi

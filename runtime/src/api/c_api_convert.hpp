@@ -3,6 +3,7 @@
 // shapes that disagree) with messages that name the C parameter.
 #pragma once
 #include "attnjit/attnjit.h"
+#include "attnjit/prefill.hpp"
 #include "attnjit/single_decode.hpp"
 #include "attnjit/tensor.hpp"
 
@@ -12,5 +13,7 @@ namespace attnjit::capi {
 // (std::nullopt), as attnjit.h documents. struct_size must be set (by
 // attnjit_decode_options_init); fields past it keep their defaults.
 SingleDecodeOptions to_options(const attnjit_decode_options_t* options, bool return_lse);
+// The same rules for attnjit_prefill_options_t.
+PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool return_lse);
 
 }  // namespace attnjit::capi

@@ -5,6 +5,7 @@
 #include "attnjit/error.hpp"
 #include "ops/batch_decode/batch_decode_entry.hpp"
 #include "ops/single_decode/single_decode_entry.hpp"
+#include "ops/single_prefill/single_prefill_entry.hpp"
 
 namespace attnjit::ops {
 
@@ -13,6 +14,7 @@ const std::vector<OperatorEntry>& operators() {
   static const std::vector<OperatorEntry> entries = {
       single_decode_entry(),
       batch_decode_entry(),
+      single_prefill_entry(),
   };
   return entries;
 }

@@ -16,12 +16,13 @@
 
 #include "spec/decode_kernel.hpp"
 #include "spec/merge_kernel.hpp"
+#include "spec/prefill_kernel.hpp"
 
 namespace attnjit {
 
 class KernelSpec {
  public:
-  using Family = std::variant<DecodeKernel, MergeKernel>;
+  using Family = std::variant<DecodeKernel, MergeKernel, PrefillKernel>;
 
   KernelSpec() = default;
   template <class F, class = std::enable_if_t<std::is_constructible_v<Family, F>>>

@@ -7,12 +7,16 @@ Pure Python; torch is imported only inside calls that take tensors, so
 from ._plans import Plan
 from .batch_decode import BatchDecodeWithPagedKVCacheWrapper
 from .batch_decode_block_tables import cudnn_batch_decode_with_kv_cache, trtllm_batch_decode_with_kv_cache
+from .batch_prefill import BatchPrefillWithPagedKVCacheWrapper, BatchPrefillWithRaggedKVCacheWrapper
 from .decode import SingleDecodeWrapper, single_decode_with_kv_cache
 from .errors import AttnjitError, Status
+from .prefill import single_prefill_with_kv_cache, single_prefill_with_kv_cache_return_lse
 
-__all__ = ["AttnjitError", "BatchDecodeWithPagedKVCacheWrapper", "Plan", "SingleDecodeWrapper", "Status",
-           "cudnn_batch_decode_with_kv_cache", "single_decode_with_kv_cache", "trtllm_batch_decode_with_kv_cache",
-           "version", "version_number"]
+__all__ = ["AttnjitError", "BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
+           "BatchPrefillWithRaggedKVCacheWrapper", "Plan", "SingleDecodeWrapper", "Status",
+           "cudnn_batch_decode_with_kv_cache", "single_decode_with_kv_cache", "single_prefill_with_kv_cache",
+           "single_prefill_with_kv_cache_return_lse", "trtllm_batch_decode_with_kv_cache", "version",
+           "version_number"]
 
 
 def version():

@@ -79,3 +79,20 @@ class TrtllmDecodeOptions(ctypes.Structure):
         ("bmm1_scale", ctypes.c_float),
         ("bmm2_scale", ctypes.c_float),
     ]
+
+
+class PrefillOptions(ctypes.Structure):
+    """attnjit.h's attnjit_prefill_options_t."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by attnjit_prefill_options_init
+        ("causal", ctypes.c_int32),
+        ("kv_layout", ctypes.c_int32),
+        ("pos_encoding_mode", ctypes.c_int32),
+        ("allow_fp16_qk_reduction", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("logits_soft_cap", ctypes.c_float),
+        ("sm_scale", ctypes.c_float),
+        ("rope_scale", ctypes.c_float),
+        ("rope_theta", ctypes.c_float),
+    ]

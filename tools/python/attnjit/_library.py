@@ -52,6 +52,8 @@ def _declare(lib):
     c_int, c_size_t, c_char_p, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p
     pp = ctypes.POINTER(c_void_p)  # out-parameter for a handle
     opts = ctypes.POINTER(T.DecodeOptions)
+    popts = ctypes.POINTER(T.PrefillOptions)
+    i32p = ctypes.POINTER(ctypes.c_int32)
     signatures = {
         "attnjit_version": (c_char_p, []),
         "attnjit_version_number": (c_int, []),
@@ -67,6 +69,17 @@ def _declare(lib):
         "attnjit_single_decode_plan_destroy": (c_int, [c_void_p]),
         "attnjit_single_decode_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, opts, c_void_p, c_size_t, c_void_p]),
+        "attnjit_prefill_options_init": (None, [popts]),
+        "attnjit_single_prefill_with_kv_cache": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, popts, c_void_p, c_size_t, c_void_p,
+                    c_size_t, c_void_p]),
+        "attnjit_batch_prefill_create": (c_int, [c_void_p, c_int, c_void_p, c_size_t, c_int, c_char_p, c_int, pp]),
+        "attnjit_batch_prefill_plan": (
+            c_int, [c_void_p, i32p, i32p, c_size_t, i32p, c_size_t, i32p, c_int, c_int, c_int, c_int, popts, c_char_p,
+                    c_char_p, ctypes.POINTER(ctypes.c_uint8), c_size_t, c_void_p]),
+        "attnjit_batch_prefill_run": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
+        "attnjit_batch_prefill_workspace_bytes": (c_int, [c_void_p, ctypes.POINTER(c_size_t)]),
+        "attnjit_batch_prefill_destroy": (c_int, [c_void_p]),
         "attnjit_dltensor_view_as": (c_int, [c_void_p, c_char_p, c_void_p]),
         "attnjit_check_version": (c_int, [c_int]),
         "attnjit_plan_workspace_bytes": (c_int, [c_void_p, ctypes.POINTER(c_size_t)]),

@@ -80,13 +80,6 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   if (a.q_len_per_req != 1)
     unsupported(fmt::format("q_len_per_req={} is not supported yet; allowed: 1 (one query token per request)",
                             a.q_len_per_req));
-  // Programmatic dependent launch needs sm_90; unset means "where the GPU has it", as in FlashInfer.
-  const std::string arch = rt.engine().arch_of(query.device);
-  const bool pdl_capable = std::atoi(arch.c_str() + 3) >= 90;  // "sm_90a" -> 90
-  if (a.enable_pdl.value_or(false) && !pdl_capable)
-    unsupported(fmt::format("enable_pdl=true needs sm_90 or newer (programmatic dependent launch); this device is {}; "
-                            "allowed: false or unset",
-                            arch));
   if (!a.block_tables || !a.seq_lens)
     invalid(fmt::format("{} is null; a device int32 array is required", a.block_tables ? "seq_lens" : "block_tables"));
   if (a.max_pages_per_seq < 1)
@@ -106,6 +99,13 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   if (int64_t(p.page_size) * a.max_pages_per_seq < a.max_seq_len)
     invalid(fmt::format("max_seq_len={} is not allowed; block_tables hold {} pages of {} rows per request",
                         a.max_seq_len, a.max_pages_per_seq, p.page_size));
+  // After the argument checks: this asks the device. Programmatic dependent launch needs sm_90; unset means "where the GPU has it", as in FlashInfer.
+  const std::string arch = rt.engine().arch_of(query.device);
+  const bool pdl_capable = std::atoi(arch.c_str() + 3) >= 90;  // "sm_90a" -> 90
+  if (a.enable_pdl.value_or(false) && !pdl_capable)
+    unsupported(fmt::format("enable_pdl=true needs sm_90 or newer (programmatic dependent launch); this device is {}; "
+                            "allowed: false or unset",
+                            arch));
   const auto plan = memoized_plan(rt, p);
 
   PagedKVView kv;

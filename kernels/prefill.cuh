@@ -1,0 +1,350 @@
+// Prefill / append attention on tensor cores (FlashAttention-2 style), one
+// skeleton for single, ragged and paged KV: the KV source type says where a
+// request's rows live, the attention variant (variant.cuh) says which keys a
+// query sees and how q.k becomes a logit. Nothing here knows about masks,
+// caps or encodings beyond calling those hooks.
+//
+// A CTA takes one (request, query tile, KV chunk) and one KV head. The query
+// tile packs the KV head's group: packed row r is token r / group_size, head
+// r % group_size of that group, so a GQA group shares every K/V tile it loads.
+// Four warps each own 16 * FragsM rows. Per KV tile of kTileKV rows:
+//
+//   S = Q K^T          mma.m16n8k16, f32 accumulators, operands by ldmatrix
+//   S -> logits        variant.logit, masked entries -inf (only tiles that need it)
+//   online softmax     fragment_softmax.cuh: m, d per row; O rescaled
+//   O += P V           P re-packed from the S accumulators as A fragments
+//
+// K and V tiles stream through a kStages-deep cp.async ring in shared memory,
+// so the copies of the next tiles overlap this one's math (fp8 K/V go through
+// registers instead, widened to q's dtype; their scales are folded into
+// sm_scale and v_scale). With RoPE the staged Q (once) and K tiles are
+// rotated in shared memory before use.
+//
+// Causal attention aligns the queries to the end of the KV: query i of qo_len
+// sits at position kv_len - qo_len + i and sees keys up to there. With more
+// than one KV chunk the CTA writes a normalized partial state (o, lse) that
+// merge.cuh combines.
+#pragma once
+#include "cp_async.cuh"
+#include "fragment_softmax.cuh"
+#include "kv_source.cuh"
+#include "mma.cuh"
+#include "numeric.cuh"
+#include "prefill_params.h"
+#include "smem_tile.cuh"
+#include "variant.cuh"
+
+namespace attnjit {
+
+template <int HeadDim, int FragsM, class QT, class KVT, class OT, int PosMode, bool SoftCap, int MaskMode, bool Window,
+          template <class> class KVSourceT, int Stages>
+struct PrefillTraits {
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
+  static_assert(FragsM == 1 || FragsM == 2, "16 or 32 query rows per warp");
+  static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
+  static_assert(storage_bytes<QT>::value == 2, "q is 16-bit (the tensor cores' input type)");
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kFragsM = FragsM;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kRowsPerWarp = 16 * FragsM;
+  static constexpr int kTileQ = kernels::prefill_tile_q(FragsM);
+  static constexpr int kTileKV = kernels::prefill_tile_kv(HeadDim, FragsM);
+  static constexpr int kStages = Stages;
+  // Copies: a thread moves one 16-byte slice of a row, the CTA kRowsPerPass rows at a time.
+  static constexpr int kLanesPerRow = HeadDim / 8;
+  static constexpr int kRowsPerPass = kThreads / kLanesPerRow;
+  static constexpr int kQPasses = kTileQ / kRowsPerPass;
+  static constexpr int kKVPasses = kTileKV / kRowsPerPass;
+  static constexpr int kSmemBytes = kernels::prefill_smem_bytes(HeadDim, FragsM, Stages);
+  static constexpr int kMaskMode = MaskMode;
+  static constexpr bool kWindow = Window;
+  using q_t = QT;  // also the tensor cores' input type
+  using kv_t = KVT;
+  using o_t = OT;
+  using KVSource = KVSourceT<KVT>;
+  using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, Window>;
+};
+
+extern __shared__ __align__(16) unsigned char attnjit_prefill_smem[];
+
+// The CTA's share of the work: from the planner's list (batch) or the grid (single).
+struct PrefillWork {
+  int request, q_tile, chunk;
+};
+ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p) {
+  if (!p.work) return {0, int(blockIdx.x), int(blockIdx.y)};
+  const int w = blockIdx.x;
+  return {p.work[w], p.work[p.num_work + w], p.work[2 * p.num_work + w]};
+}
+
+template <class Tr>
+ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
+  using T = typename Tr::q_t;
+  using Variant = typename Tr::Variant;
+  using Tile = SmemTile<Tr::kHeadDim>;
+  constexpr int D = Tr::kHeadDim;
+  constexpr int FM = Tr::kFragsM;
+  constexpr int kTQ = Tr::kTileQ;
+  constexpr int kTKV = Tr::kTileKV;
+  constexpr int kS = Tr::kStages;
+  constexpr int kRopePartner = Tr::kLanesPerRow / 2;  // the lane holding dims d +- D/2 of the same row
+
+  const PrefillWork w = prefill_work(p);
+  const int kv_head = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int slice = tid % Tr::kLanesPerRow, row_in_pass = tid / Tr::kLanesPerRow, dim0 = slice * 8;
+
+  const int qo_begin = p.qo_indptr ? p.qo_indptr[w.request] : 0;
+  const int qo_len = p.qo_indptr ? p.qo_indptr[w.request + 1] - qo_begin : p.qo_len;
+  const int group = p.group_size;
+  const int packed_len = qo_len * group;
+  const int row0 = w.q_tile * kTQ;  // the tile's first packed row
+  if (row0 >= packed_len) return;   // a batch's padding item: the whole CTA leaves
+
+  const typename Tr::KVSource kv(p.kv, w.request);
+  const int kv_len = kv.length();
+  const int pos_offset = kv_len - qo_len;  // query i sits at pos_offset + i
+  const int min_q_pos = pos_offset + row0 / group;
+  const int max_q_pos = pos_offset + min(qo_len - 1, (row0 + kTQ - 1) / group);
+
+  // The keys any row of the tile may see within this chunk: causal ends at
+  // the last query, the window starts at the first query's window.
+  int kv_begin = w.chunk * p.chunk_size;
+  int kv_end = min(kv_len, kv_begin + p.chunk_size);
+  if constexpr (Tr::kMaskMode == kernels::kMaskCausal) kv_end = min(kv_end, max_q_pos + 1);
+  if constexpr (Tr::kWindow)
+    if (p.var.window_left >= 0) kv_begin = max(kv_begin, min_q_pos - p.var.window_left);
+  const int tile0 = kv_begin / kTKV * kTKV;  // chunks start on tile boundaries: tile0 stays inside the chunk
+  const int num_tiles = kv_end > kv_begin ? (kv_end - tile0 + kTKV - 1) / kTKV : 0;
+
+  unsigned char* smem = attnjit_prefill_smem;
+  const Tile q_tile{smem};
+  // Stages by arithmetic, not an array of tiles: a run-time index into an
+  // array would put it in local memory.
+  auto k_tile = [&](int stage) { return Tile{smem + (kTQ + stage * kTKV) * Tile::kRowBytes}; };
+  auto v_tile = [&](int stage) { return Tile{smem + (kTQ + (kS + stage) * kTKV) * Tile::kRowBytes}; };
+
+  // Q tile: packed rows past the request are zero-filled.
+  {
+    const char* q = static_cast<const char*>(p.q);
+#pragma unroll
+    for (int s = 0; s < Tr::kQPasses; ++s) {
+      const int r = s * Tr::kRowsPerPass + row_in_pass, pr = row0 + r;
+      const bool valid = pr < packed_len;
+      const int token = valid ? pr / group : 0, head = kv_head * group + (valid ? pr % group : 0);
+      const char* src = q + (int64_t(qo_begin + token) * p.q_stride_n + int64_t(head) * p.q_stride_h + dim0) * 2;
+      cp_async_16(q_tile.at(r, dim0), src, valid);
+    }
+  }
+
+  const auto kv_slice = kv.slice(kv_head, dim0);
+  auto load_kv = [&](int stage, int base) {
+    const Tile kt = k_tile(stage), vt = v_tile(stage);
+#pragma unroll
+    for (int s = 0; s < Tr::kKVPasses; ++s) {
+      const int r = s * Tr::kRowsPerPass + row_in_pass, j = base + r;
+      const bool valid = j < kv_len;  // rows past the sequence read as zeros (masked, and 0 * V stays finite)
+      const KVRowAddress at = kv_slice.row(valid ? j : 0);
+      if constexpr (storage_bytes<typename Tr::kv_t>::value == 2) {
+        cp_async_16(kt.at(r, dim0), at.k, valid);
+        cp_async_16(vt.at(r, dim0), at.v, valid);
+      } else {
+        // fp8: through registers, widened to the q dtype for the tensor cores.
+        // The stage was freed by the last barrier and is read after the next.
+        frag8 kf, vf;
+        kf.zero();
+        vf.zero();
+        if (valid) {
+          kf = load8<typename Tr::kv_t>(at.k);
+          vf = load8<typename Tr::kv_t>(at.v);
+        }
+        kt.template store8_at<T>(r, dim0, kf);
+        vt.template store8_at<T>(r, dim0, vf);
+      }
+    }
+  };
+
+  // This thread's rows (g and g + 8 of each of its warp's fragments): their
+  // query position and their variant (the head's ALiBi slope, the mask row).
+  int q_pos[FM][2];
+  Variant var[FM][2];
+#pragma unroll
+  for (int m = 0; m < FM; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int pr = row0 + warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h;
+      const int token = min(pr / group, qo_len - 1);  // padding rows borrow a real position
+      var[m][h] = Variant(p.var, w.request, kv_head * group + pr % group, p.num_qo_heads, kv_len, qo_len, token);
+      q_pos[m][h] = pos_offset + token;
+    }
+
+  // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q with the first).
+#pragma unroll
+  for (int st = 0; st < kS - 1; ++st) {
+    if (st < num_tiles) load_kv(st, tile0 + st * kTKV);
+    cp_async_commit();
+  }
+
+  RowState rows[FM];
+  frag_c o[FM][D / 8];
+#pragma unroll
+  for (int m = 0; m < FM; ++m) {
+    rows[m].init();
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) o[m][n].zero();
+  }
+
+  for (int it = 0; it < num_tiles; ++it) {
+    const int base = tile0 + it * kTKV;
+    const int stage = it % kS;
+    // The ring's oldest stage was consumed last iteration (behind its closing barrier).
+    const int next = it + kS - 1;
+    if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
+    cp_async_commit();
+    cp_async_wait<kS - 1>();
+    __syncthreads();
+
+    const Tile kt = k_tile(stage), vt = v_tile(stage);
+    if constexpr (Variant::kRope) {
+      // Rotate the staged rows in place: Q once, every K tile as it lands.
+      if (it == 0) {
+#pragma unroll
+        for (int s = 0; s < Tr::kQPasses; ++s) {
+          const int r = s * Tr::kRowsPerPass + row_in_pass;
+          frag8 f = q_tile.template load8_at<T>(r, dim0);
+          var[0][0].template transform_query<D>(f, pos_offset + min((row0 + r) / group, qo_len - 1), dim0,
+                                                kRopePartner);
+          q_tile.template store8_at<T>(r, dim0, f);
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < Tr::kKVPasses; ++s) {
+        const int r = s * Tr::kRowsPerPass + row_in_pass;
+        frag8 f = kt.template load8_at<T>(r, dim0);
+        var[0][0].template transform_key<D>(f, base + r, dim0, kRopePartner);
+        kt.template store8_at<T>(r, dim0, f);
+      }
+      __syncthreads();
+    }
+
+    // S = Q K^T over the warp's rows and the tile's kTKV keys.
+    frag_c s[FM][kTKV / 8];
+#pragma unroll
+    for (int m = 0; m < FM; ++m)
+#pragma unroll
+      for (int n = 0; n < kTKV / 8; ++n) s[m][n].zero();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      frag_a qa[FM];
+#pragma unroll
+      for (int m = 0; m < FM; ++m) qa[m] = q_tile.a_fragment(warp * Tr::kRowsPerWarp + m * 16, ks * 16);
+#pragma unroll
+      for (int nn = 0; nn < kTKV / 16; ++nn) {
+        frag_b lo, hi;
+        kt.b_fragments_nk(lo, hi, nn * 16, ks * 16);
+#pragma unroll
+        for (int m = 0; m < FM; ++m) {
+          mma_16816<T>(s[m][2 * nn], qa[m], lo);
+          mma_16816<T>(s[m][2 * nn + 1], qa[m], hi);
+        }
+      }
+    }
+
+    // Logits through the variant; the mask only on tiles it can touch (the
+    // tile reaches past the chunk's end, the diagonal, or a window's start).
+    bool need_mask = base + kTKV > kv_end || Tr::kMaskMode == kernels::kMaskCustom;
+    if constexpr (Tr::kMaskMode == kernels::kMaskCausal) need_mask = need_mask || base + kTKV - 1 > min_q_pos;
+    if constexpr (Tr::kWindow)
+      need_mask = need_mask || (p.var.window_left >= 0 && base < max_q_pos - p.var.window_left);
+#pragma unroll
+    for (int m = 0; m < FM; ++m) {
+      if (need_mask) {
+        map_tile(s[m], [&](int half, int col, float x) {
+          const Variant& v = var[m][half];
+          const int j = base + col;
+          return j < kv_end && v.keep(q_pos[m][half], j) ? v.logit(x * v.q_scale, j) : neg_inf();
+        });
+      } else {
+        map_tile(s[m], [&](int half, int col, float x) {
+          const Variant& v = var[m][half];
+          return v.logit(x * v.q_scale, base + col);
+        });
+      }
+      float tile_max[2], scale[2];
+      row_max(s[m], tile_max);
+      rows[m].raise_max(tile_max, scale);
+      rescale(o[m], scale);
+      rows[m].exp2_and_sum(s[m]);
+    }
+
+    // O += P V, 16 keys per k-step.
+#pragma unroll
+    for (int kk = 0; kk < kTKV / 16; ++kk) {
+      frag_a pa[FM];
+#pragma unroll
+      for (int m = 0; m < FM; ++m) pa[m] = to_a_fragment<T>(s[m][2 * kk], s[m][2 * kk + 1]);
+#pragma unroll
+      for (int nd = 0; nd < D / 16; ++nd) {
+        frag_b lo, hi;
+        vt.b_fragments_kn(lo, hi, kk * 16, nd * 16);
+#pragma unroll
+        for (int m = 0; m < FM; ++m) {
+          mma_16816<T>(o[m][2 * nd], pa[m], lo);
+          mma_16816<T>(o[m][2 * nd + 1], pa[m], hi);
+        }
+      }
+    }
+    __syncthreads();  // the stage is free for the copies the next iteration issues
+  }
+  cp_async_wait<0>();  // empty groups, or Q when no tile ran: nothing may land in the staging below
+  __syncthreads();
+
+  // Epilogue. Unsplit: the normalized rows go through the warp's own Q rows
+  // (only this warp read them) so the global stores are 16 bytes wide.
+  // Split: normalized fp32 partial states straight from the fragments.
+  const bool split = p.num_chunks > 1;
+#pragma unroll
+  for (int m = 0; m < FM; ++m) {
+    rows[m].finalize();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h, pr = row0 + r;
+      const float d = rows[m].d[h];
+      const float inv = d > 0.f ? p.var.v_scale / d : 0.f;
+      const bool valid = pr < packed_len;
+      const int64_t row = int64_t(qo_begin + (valid ? pr / group : 0)) * p.num_qo_heads + kv_head * group + pr % group;
+      if (!split) {
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n)
+          *reinterpret_cast<uint32_t*>(q_tile.at(r, n * 8 + 2 * t)) =
+              pack2<typename Tr::o_t>(o[m][n].x[2 * h] * inv, o[m][n].x[2 * h + 1] * inv);
+      } else if (valid) {
+        float* dst = p.partial_o + (int64_t(w.chunk) * p.num_rows + row) * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n)
+          *reinterpret_cast<float2*>(dst + n * 8 + 2 * t) = make_float2(o[m][n].x[2 * h] * inv, o[m][n].x[2 * h + 1] * inv);
+      }
+      if (valid && t == 0) {
+        const float lse = d > 0.f ? rows[m].m[h] + ptx_log2(d) : neg_inf();
+        if (split) p.partial_lse[int64_t(w.chunk) * p.num_rows + row] = lse;
+        else if (p.lse) p.lse[row] = lse;
+      }
+    }
+  }
+  if (!split) {
+    __syncwarp();
+    char* out = static_cast<char*>(p.o);
+    for (int item = lane; item < Tr::kRowsPerWarp * Tr::kLanesPerRow; item += 32) {
+      const int r = warp * Tr::kRowsPerWarp + item / Tr::kLanesPerRow, d0 = (item % Tr::kLanesPerRow) * 8;
+      const int pr = row0 + r;
+      if (pr >= packed_len) continue;
+      const int64_t token = qo_begin + pr / group, head = kv_head * group + pr % group;
+      *reinterpret_cast<uint4*>(out + (token * p.o_stride_n + head * p.o_stride_h + d0) * 2) =
+          *reinterpret_cast<const uint4*>(q_tile.at(r, d0));
+    }
+  }
+}
+
+}  // namespace attnjit

@@ -1,0 +1,56 @@
+// Parameters of the prefill kernel (prefill.cuh), included by host and device
+// code so their layout cannot drift. One struct serves single, ragged and
+// paged prefill: the KV source type (a template parameter) says how
+// KVSourceParams is read, and a null qo_indptr / work list means one request
+// whose CTAs are the grid's coordinates.
+#pragma once
+#include "kv_source_params.h"
+#include "platform.cuh"
+#include "variant_params.h"
+
+namespace attnjit {
+namespace kernels {
+
+struct PrefillParams {
+  const void* q;        // token n of the batch, head h at q + n * q_stride_n + h * q_stride_h
+  void* o;              // the same indexing with o's strides, when num_chunks == 1
+  float* lse;           // [total tokens, num_qo_heads], base 2; may be null
+  // num_chunks > 1: normalized partial states of row (token * num_qo_heads + head)
+  // of chunk c at partial_o + (c * num_rows + row) * head_dim and partial_lse[c * num_rows + row],
+  // combined afterwards by the merge kernel (merge.cuh).
+  float* partial_o;
+  float* partial_lse;
+  int64_t q_stride_n, q_stride_h;
+  int64_t o_stride_n, o_stride_h;
+  KVSourceParams kv;    // K/V and each request's length, read through the KV source
+  VariantParams var;
+  const int32_t* qo_indptr;  // [batch + 1] query rows of each request; null: one request of qo_len rows
+  // Batch work list, 3 * num_work ints: requests, then query tiles, then KV
+  // chunks; CTA x takes item x. Null: request 0, tile blockIdx.x, chunk blockIdx.y.
+  const int32_t* work;
+  int32_t num_work;
+  int32_t qo_len;       // single request only
+  int32_t num_qo_heads;
+  int32_t group_size;   // num_qo_heads / num_kv_heads: the query heads packed into a tile's rows
+  int32_t chunk_size;   // KV rows per chunk (a multiple of the KV tile); chunk c covers [c * chunk_size, ...)
+  int32_t num_chunks;
+  int32_t num_rows;     // total tokens * num_qo_heads (partial state rows)
+};
+
+// The CTA's query tile: 16 rows per MMA fragment, frags_m fragments per warp, 4 warps.
+ATTNJIT_HOST_DEVICE constexpr int prefill_tile_q(int frags_m) { return 4 * 16 * frags_m; }
+// KV rows per pipeline stage: 64, or 32 where O is 128 accumulators per thread
+// (256-wide heads; 128-wide with two fragments per warp), so that S and O fit
+// in registers (sm_90a, ptxas: 255 registers and no spill at 32 rows; 112
+// bytes spilled at 64 for 128-wide heads with two fragments).
+ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim, int frags_m) {
+  return head_dim * frags_m >= 256 ? 32 : 64;
+}
+// Dynamic shared memory: the Q tile and `stages` K and V tiles, 16-bit, rows
+// padded by 8 elements (ldmatrix without bank conflicts).
+ATTNJIT_HOST_DEVICE constexpr int prefill_smem_bytes(int head_dim, int frags_m, int stages) {
+  return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim, frags_m)) * (head_dim + 8) * 2;
+}
+
+}  // namespace kernels
+}  // namespace attnjit

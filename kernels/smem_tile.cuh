@@ -1,0 +1,63 @@
+// A tile of 16-bit elements in shared memory, HeadDim columns per row, rows
+// padded by 8 elements so that the eight rows an ldmatrix phase reads fall in
+// distinct banks. Its verbs hand out the mma.m16n8k16 operands (mma.cuh):
+//
+//   a_fragment(row0, k0)            rows row0..+15, columns k0..+15 as A (M x K)      Q
+//   b_fragments_nk(row0, k0)        rows row0..+15 as N, columns k0..+15 as K: B = T^T  K in S = Q K^T
+//   b_fragments_kn(k0, n0)          rows k0..+15 as K, columns n0..+15 as N: B = T      V in O = P V
+//
+// The b verbs return two n8 fragments (16 columns of the product).
+#pragma once
+#include "mma.cuh"
+#include "numeric.cuh"
+
+namespace attnjit {
+
+template <int HeadDim>
+struct SmemTile {
+  static constexpr int kStride = HeadDim + 8;  // elements
+  static constexpr int kRowBytes = kStride * 2;
+  unsigned char* base;
+
+  ATTNJIT_DEVICE unsigned char* at(int row, int col) const { return base + row * kRowBytes + col * 2; }
+
+  ATTNJIT_DEVICE frag_a a_fragment(int row0, int k0) const {
+    const int lane = threadIdx.x & 31;
+    frag_a a;
+    ldmatrix_x4(a.x, at(row0 + (lane & 15), k0 + (lane >> 4) * 8));
+    return a;
+  }
+  ATTNJIT_DEVICE void b_fragments_nk(frag_b& lo, frag_b& hi, int row0, int k0) const {
+    const int lane = threadIdx.x & 31;
+    uint32_t r[4];
+    ldmatrix_x4(r, at(row0 + (lane & 7) + ((lane >> 4) << 3), k0 + ((lane >> 3) & 1) * 8));
+    lo = frag_b{{r[0], r[1]}};
+    hi = frag_b{{r[2], r[3]}};
+  }
+  ATTNJIT_DEVICE void b_fragments_kn(frag_b& lo, frag_b& hi, int k0, int n0) const {
+    const int lane = threadIdx.x & 31;
+    uint32_t r[4];
+    ldmatrix_x4_trans(r, at(k0 + (lane & 7) + (((lane >> 3) & 1) << 3), n0 + (lane >> 4) * 8));
+    lo = frag_b{{r[0], r[1]}};
+    hi = frag_b{{r[2], r[3]}};
+  }
+
+  // Eight consecutive elements of type T as floats, and back (the transforms
+  // that run on a staged tile: RoPE).
+  template <class T>
+  ATTNJIT_DEVICE frag8 load8_at(int row, int col) const {
+    raw8<T> x;
+    const uint4 v = *reinterpret_cast<const uint4*>(at(row, col));
+    x.r[0] = v.x;
+    x.r[1] = v.y;
+    x.r[2] = v.z;
+    x.r[3] = v.w;
+    return to_frag8(x);
+  }
+  template <class T>
+  ATTNJIT_DEVICE void store8_at(int row, int col, const frag8& f) const {
+    store_smem8<T>(at(row, col), f);
+  }
+};
+
+}  // namespace attnjit

@@ -1,0 +1,90 @@
+// Batch prefill / append attention (FlashInfer's
+// BatchPrefillWithRaggedKVCacheWrapper and BatchPrefillWithPagedKVCacheWrapper):
+// plan() once per batch layout (it takes the index arrays on the host, plans
+// the work list and uploads it with the arrays into the workspace's int part
+// on the given stream), run() per layer (launches only).
+//
+// The workspace is the caller's: one device buffer holding the partial
+// states of a split KV (float part) and the uploaded arrays (int part);
+// workspace_bytes() after plan() says how much it needs.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attnjit/prefill.hpp"
+#include "attnjit/runtime.hpp"
+#include "attnjit/tensor.hpp"
+#include "attnjit/types.hpp"
+
+namespace attnjit {
+
+struct BatchPrefillPlanOptions {
+  bool causal = false;  // ignored with a custom mask
+  PosEncoding pos_encoding_mode = PosEncoding::None;
+  bool allow_fp16_qk_reduction = false;  // accepted and ignored: fp32 accumulation always
+  int window_left = -1;
+  std::optional<float> logits_soft_cap, sm_scale, rope_scale, rope_theta;
+  DType q_data_type = DType::F16;
+  std::optional<DType> kv_data_type;  // default: q_data_type
+  // FlashInfer's flattened boolean mask, every request's [qo_len, kv_len]
+  // block row-major, one after another (sum of qo_len * kv_len entries).
+  // Empty: none. plan() packs it (bit order little-endian) and uploads it.
+  std::vector<bool> custom_mask;
+};
+
+class ATTNJIT_API BatchPrefillWithRaggedKVCacheWrapper {
+ public:
+  BatchPrefillWithRaggedKVCacheWrapper(const Runtime& rt, void* workspace, size_t workspace_bytes,
+                                       KVLayout kv_layout = KVLayout::NHD, std::string backend = "auto",
+                                       int device = 0);
+  ~BatchPrefillWithRaggedKVCacheWrapper();
+
+  // qo_indptr, kv_indptr: [batch + 1] host arrays.
+  void plan(const std::vector<int32_t>& qo_indptr, const std::vector<int32_t>& kv_indptr, int num_qo_heads,
+            int num_kv_heads, int head_dim, const BatchPrefillPlanOptions& options, Stream stream);
+  // q [nnz_qo, H_qo, D]; k, v [nnz_kv, H_kv, D] (NHD) or [H_kv, nnz_kv, D] (HND);
+  // o [nnz_qo, H_qo, D] contiguous rows; lse [nnz_qo, H_qo] float32 or null.
+  void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+           const TensorView* lse, Stream stream) const;
+  void reset_workspace_buffer(void* workspace, size_t workspace_bytes);
+  size_t workspace_bytes() const;  // what the current plan needs (0 before plan())
+  std::string describe() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class ATTNJIT_API BatchPrefillWithPagedKVCacheWrapper {
+ public:
+  BatchPrefillWithPagedKVCacheWrapper(const Runtime& rt, void* workspace, size_t workspace_bytes,
+                                      KVLayout kv_layout = KVLayout::NHD, std::string backend = "auto",
+                                      int device = 0);
+  ~BatchPrefillWithPagedKVCacheWrapper();
+
+  // Host arrays: qo_indptr, paged_kv_indptr [batch + 1]; paged_kv_indices
+  // [paged_kv_indptr[-1]]; paged_kv_last_page_len [batch], each in [1, page_size].
+  void plan(const std::vector<int32_t>& qo_indptr, const std::vector<int32_t>& paged_kv_indptr,
+            const std::vector<int32_t>& paged_kv_indices, const std::vector<int32_t>& paged_kv_last_page_len,
+            int num_qo_heads, int num_kv_heads, int head_dim, int page_size, const BatchPrefillPlanOptions& options,
+            Stream stream);
+  // k_cache, v_cache: [max_num_pages, page_size, H_kv, D] (NHD) or
+  // [max_num_pages, H_kv, page_size, D] (HND), any page stride (a 5-D cache
+  // [pages, 2, ...] is the pair of views cache[:, 0], cache[:, 1]).
+  void run(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache, const TensorView& o,
+           const TensorView* lse, Stream stream) const;
+  void reset_workspace_buffer(void* workspace, size_t workspace_bytes);
+  size_t workspace_bytes() const;
+  std::string describe() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace attnjit

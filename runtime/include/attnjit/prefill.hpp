@@ -1,0 +1,103 @@
+// single_prefill_with_kv_cache: many query tokens of one request against its
+// KV cache, on tensor cores (FlashInfer's flashinfer.prefill.single_prefill_with_kv_cache
+// and single_prefill_with_kv_cache_return_lse).
+//
+// Causal attention aligns the queries to the end of the KV: query i of qo_len
+// sees KV positions <= kv_len - qo_len + i (append attention).
+//
+// Two ways to call it, as for decode:
+//  * plan/run: SinglePrefillPlan plan(rt, problem); plan.run(...) only launches
+//    on the caller's stream (no allocation, synchronization or compilation).
+//  * single_prefill_with_kv_cache(rt, ...): plans (memoized) and runs.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnjit/runtime.hpp"
+#include "attnjit/tensor.hpp"
+#include "attnjit/types.hpp"
+
+namespace attnjit {
+
+struct PrefillOptions {
+  bool causal = false;        // ignored when a custom mask is given (FlashInfer's rule)
+  bool custom_mask = false;   // a packed custom mask is passed to run()
+  KVLayout kv_layout = KVLayout::NHD;
+  PosEncoding pos_encoding_mode = PosEncoding::None;
+  // Accepted for FlashInfer compatibility and ignored: q.k always accumulates
+  // in fp32 on the tensor cores (as accurate as the fp16 path or more, and
+  // mma.m16n8k16 runs at the same rate either way).
+  bool allow_fp16_qk_reduction = false;
+  int window_left = -1;                         // -1: no sliding window
+  std::optional<float> logits_soft_cap;         // unset or 0: no capping
+  std::optional<float> sm_scale;                // default 1/sqrt(head_dim)
+  std::optional<float> rope_scale, rope_theta;  // default 1 and 1e4
+  std::optional<float> k_scale, v_scale;        // fp8 KV calibration; default 1
+  std::string backend = "auto";                 // "auto" or "fa2"; "fa3" is not available yet
+  bool return_lse = false;  // lse is base 2: log2(sum exp2(s * log2 e)), as decode's
+};
+
+struct SinglePrefillProblem {
+  int num_qo_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int64_t qo_len = 0;
+  int64_t kv_len = 0;
+  DType q_dtype = DType::F16;
+  DType kv_dtype = DType::F16;
+  int device = 0;
+  PrefillOptions options;
+};
+
+// A custom mask in FlashInfer's flattened form (row-major [qo_len, kv_len],
+// true = attend) packed into bits in FlashInfer's order (packbits with
+// bitorder "little": bit i of the mask is bit i % 8 of byte i / 8). Pack on
+// the host with this and upload; run() takes the packed device bytes.
+ATTNJIT_API std::vector<uint8_t> pack_custom_mask(const std::vector<bool>& mask);
+ATTNJIT_API std::vector<uint8_t> pack_custom_mask(const uint8_t* mask, size_t n);
+
+// Device bytes of a packed custom mask (pack_custom_mask's output, uploaded).
+struct PackedMask {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
+class ATTNJIT_API SinglePrefillPlan {
+ public:
+  SinglePrefillPlan(const Runtime& rt, const SinglePrefillProblem& problem);
+  ~SinglePrefillPlan();
+  SinglePrefillPlan(SinglePrefillPlan&&) noexcept;
+  SinglePrefillPlan& operator=(SinglePrefillPlan&&) noexcept;
+
+  const SinglePrefillProblem& problem() const;
+  size_t workspace_bytes() const;  // 0 unless the KV is split
+  int num_kv_chunks() const;       // KV partitions (1: no merge pass)
+  std::string describe() const;
+
+  // q [qo_len, H_qo, D]; k, v [kv_len, H_kv, D] (NHD) or [H_kv, kv_len, D] (HND);
+  // o [qo_len, H_qo, D] in q's dtype, rows contiguous (stride(0) = H_qo * stride(1));
+  // lse [qo_len, H_qo] float32 or null; mask: the packed custom mask when the
+  // problem has one (at least ceil(qo_len * kv_len / 8) bytes), else null.
+  void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+           const TensorView* lse, const PackedMask* mask, void* workspace, size_t workspace_bytes,
+           Stream stream) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Plans (cached per problem) and runs; a null workspace leases one from the Runtime.
+// options.custom_mask is set from `mask`, options.return_lse from `lse`.
+ATTNJIT_API void single_prefill_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k,
+                                              const TensorView& v, const TensorView& o, const TensorView* lse,
+                                              const PrefillOptions& options, Stream stream,
+                                              const PackedMask* mask = nullptr, void* workspace = nullptr,
+                                              size_t workspace_bytes = 0);
+
+}  // namespace attnjit

@@ -1,0 +1,161 @@
+#include "ops/batch_prefill/batch_prefill_planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "attnjit/error.hpp"
+#include "ops/single_prefill/prefill_options.hpp"
+#include "ops/single_prefill/single_prefill_planner.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
+
+nlohmann::json launch_json(const KernelLaunch& k) {
+  return {{"role", k.role},
+          {"kernel", k.spec.name()},
+          {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
+          {"threads", k.shape.threads},
+          {"smem_bytes", k.shape.smem_bytes}};
+}
+
+}  // namespace
+
+void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch) {
+  if (indptr.size() != batch + 1)
+    invalid(fmt::format("{}: {} entries is not allowed; it must have batch_size + 1 = {}", name, indptr.size(), batch + 1));
+  if (indptr[0] != 0) invalid(fmt::format("{}[0]={} is not allowed; it must be 0", name, indptr[0]));
+  for (size_t b = 0; b < batch; ++b)
+    if (indptr[b + 1] < indptr[b])
+      invalid(fmt::format("{}[{}]={} < {}[{}]={} is not allowed; it must be non-decreasing", name, b + 1,
+                          indptr[b + 1], name, b, indptr[b]));
+}
+
+void validate_batch_prefill(const BatchPrefillShape& s) {
+  validate_prefill_heads(s.num_qo_heads, s.num_kv_heads, s.head_dim, s.q_dtype, s.kv_dtype);
+  validate_prefill_options(s.options);
+  if (s.qo_indptr.size() < 2)
+    invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", s.qo_indptr.size()));
+  const size_t batch = s.qo_indptr.size() - 1;
+  check_indptr(s.qo_indptr, "qo_indptr", batch);
+  if (s.kv_lens.size() != batch)
+    invalid(fmt::format("kv lengths: {} requests is not allowed; qo_indptr has batch_size = {}", s.kv_lens.size(), batch));
+  for (size_t b = 0; b < batch; ++b) {
+    const int64_t qo = s.qo_indptr[b + 1] - s.qo_indptr[b], kv = s.kv_lens[b];
+    if (kv < 0) invalid(fmt::format("kv_len of request {}={} is not allowed; it must be >= 0", b, kv));
+    if (s.options.causal && !s.options.custom_mask && qo > kv)
+      invalid(fmt::format("request {}: qo_len={} > kv_len={} is not allowed with causal=true: causal aligns the "
+                          "queries to the end of the KV, so it needs qo_len <= kv_len",
+                          b, qo, kv));
+  }
+  const int64_t nnz_qo = s.qo_indptr.back();
+  if (nnz_qo * s.num_qo_heads > INT32_MAX / 2)
+    invalid(fmt::format("qo_indptr[-1] * num_qo_heads={} is not allowed; it must be <= {}", nnz_qo * s.num_qo_heads,
+                        INT32_MAX / 2));
+}
+
+BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFigures& device) {
+  validate_batch_prefill(s);
+  const size_t batch = s.qo_indptr.size() - 1;
+  const int group = s.num_qo_heads / s.num_kv_heads;
+  int64_t max_packed = 0, max_kv = 0;
+  for (size_t b = 0; b < batch; ++b) {
+    max_packed = std::max<int64_t>(max_packed, int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group);
+    max_kv = std::max<int64_t>(max_kv, s.kv_lens[b]);
+  }
+  const int64_t nnz_qo = s.qo_indptr.back();
+
+  BatchPrefillLayout L;
+  PrefillKernel k = prefill_variant(s.options, s.head_dim, s.q_dtype, s.kv_dtype);
+  k.kv_source = s.source;
+  k.frags_m = prefill_frags_m(s.head_dim, max_packed);
+  const int tq = k.tile_q();
+
+  // Query tiles of every request; the KV split (one chunk size for the batch,
+  // so the merge sees the same number of partial states for every row) only
+  // when those tiles leave the device idle.
+  int64_t tiles = 0;
+  for (size_t b = 0; b < batch; ++b) tiles += (int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group + tq - 1) / tq;
+  const int wave = device.sm_count * prefill_ctas_per_sm(k);
+  const KVSplit split = plan_kv_split(tiles * s.num_kv_heads, std::max<int64_t>(max_kv, 1), k.tile_kv(), wave);
+  L.num_chunks = split.num_chunks;
+  L.chunk_size = split.chunk_size;
+
+  // Items with their cost (keys the tile's last query sees in the chunk),
+  // largest first: the long ones start early and the short ones fill the tail.
+  struct Item {
+    int64_t cost;
+    int32_t request, tile, chunk;
+  };
+  std::vector<Item> items;
+  for (size_t b = 0; b < batch; ++b) {
+    const int64_t qo = s.qo_indptr[b + 1] - s.qo_indptr[b], kv = s.kv_lens[b];
+    const int64_t n_tiles = (qo * group + tq - 1) / tq;
+    for (int64_t t = 0; t < n_tiles; ++t) {
+      const int64_t last_q = std::min(qo - 1, ((t + 1) * tq - 1) / group);
+      const int64_t reach = s.options.causal && !s.options.custom_mask ? std::min(kv, kv - qo + last_q + 1) : kv;
+      for (int c = 0; c < L.num_chunks; ++c) {
+        const int64_t lo = int64_t(c) * L.chunk_size, hi = std::min<int64_t>(reach, lo + L.chunk_size);
+        items.push_back({std::max<int64_t>(0, hi - lo), int32_t(b), int32_t(t), int32_t(c)});
+      }
+    }
+  }
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
+  L.num_work = static_cast<int>(items.size());
+  L.work.resize(3 * items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    L.work[i] = items[i].request;
+    L.work[items.size() + i] = items[i].tile;
+    L.work[2 * items.size() + i] = items[i].chunk;
+  }
+
+  L.prefill.role = "prefill";
+  L.prefill.spec = k;
+  L.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, L.num_work));
+  L.prefill.shape.grid[1] = 1;
+  L.prefill.shape.grid[2] = s.num_kv_heads;
+  L.prefill.shape.threads = k.threads();
+  L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
+
+  const size_t rows = size_t(nnz_qo) * s.num_qo_heads;
+  if (L.num_chunks > 1) {
+    MergeKernel m;
+    m.head_dim = s.head_dim;
+    m.o_dtype = s.q_dtype;
+    KernelLaunch ml{"merge", m, {}};
+    ml.shape.threads = m.threads();
+    ml.shape.grid[0] = static_cast<uint32_t>(rows);
+    L.merge = ml;
+    L.workspace.add_float("partial_o", size_t(L.num_chunks) * rows * s.head_dim * sizeof(float));
+    L.workspace.add_float("partial_lse", size_t(L.num_chunks) * rows * sizeof(float));
+  }
+  L.workspace.add_int("work", L.work.size() * sizeof(int32_t));
+  L.workspace.add_int("qo_indptr", (batch + 1) * sizeof(int32_t));
+  L.workspace.add_int("kv_indptr", (batch + 1) * sizeof(int32_t));
+  if (s.source == KVSource::Paged) {
+    L.workspace.add_int("paged_kv_indices", std::max<size_t>(s.num_page_indices, 1) * sizeof(int32_t));
+    L.workspace.add_int("paged_kv_last_page_len", batch * sizeof(int32_t));
+  }
+  if (s.options.custom_mask) {
+    L.workspace.add_int("mask", std::max<size_t>(s.mask_bytes, 1));
+    L.workspace.add_int("mask_indptr", batch * sizeof(int32_t));
+  }
+  L.var = prefill_variant_params(s.options, s.head_dim);
+  return L;
+}
+
+nlohmann::json BatchPrefillLayout::to_json() const {
+  nlohmann::json kernels = nlohmann::json::array({launch_json(prefill)});
+  if (merge) kernels.push_back(launch_json(*merge));
+  return {{"kernels", kernels},
+          {"num_work", num_work},
+          {"num_chunks", num_chunks},
+          {"chunk_size", chunk_size},
+          {"workspace", workspace.to_json()}};
+}
+
+}  // namespace attnjit::ops

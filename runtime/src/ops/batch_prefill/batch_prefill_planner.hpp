@@ -1,0 +1,53 @@
+// The batch prefill planner (ragged and paged KV): from the host copies of
+// the index arrays, the work list of (request, query tile, KV chunk) items
+// the CTAs take, longest first, the KV split that fills the device when the
+// batch's query tiles alone would not, and the workspace: partial states
+// (float part), then the arrays plan() uploads (int part). Pure host code.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "attnjit/prefill.hpp"
+#include "ops/operator.hpp"
+#include "prefill_params.h"
+
+namespace attnjit::ops {
+
+struct BatchPrefillShape {
+  std::vector<int32_t> qo_indptr;  // [batch + 1]
+  std::vector<int32_t> kv_lens;    // [batch]
+  int num_qo_heads = 0, num_kv_heads = 0, head_dim = 0;
+  DType q_dtype = DType::F16, kv_dtype = DType::F16;
+  PrefillOptions options;
+  KVSource source = KVSource::Ragged;
+  // Sizes of what plan() uploads besides the work list.
+  size_t num_page_indices = 0;  // paged: paged_kv_indices entries
+  size_t mask_bytes = 0;        // custom mask: packed bytes, every request's block from a byte boundary
+};
+
+struct BatchPrefillLayout {
+  KernelLaunch prefill;
+  std::optional<KernelLaunch> merge;  // present when num_chunks > 1
+  WorkspaceLayout workspace;          // float: partial_o, partial_lse; int: work, qo_indptr, kv_indptr,
+                                      // paged_kv_indices, paged_kv_last_page_len, mask, mask_indptr (as needed)
+  std::vector<int32_t> work;          // requests, then query tiles, then chunks (3 * num_work)
+  int num_work = 0;
+  int num_chunks = 1;
+  int chunk_size = 0;
+  kernels::VariantParams var{};
+
+  nlohmann::json to_json() const;
+};
+
+// Validates the shape (indptr monotone from 0, causal lengths, heads,
+// dtypes, options) and plans. Errors name the argument, its value (and the
+// request) and what is allowed.
+BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFigures& device);
+// The checks alone (plan() runs them before it asks the device anything).
+void validate_batch_prefill(const BatchPrefillShape& s);
+
+// Checks an indptr array: batch + 1 entries, starting at 0, non-decreasing.
+void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch);
+
+}  // namespace attnjit::ops

@@ -1,0 +1,187 @@
+// BatchPrefillWithRaggedKVCacheWrapper and BatchPrefillWithPagedKVCacheWrapper:
+// each turns its index arrays into the planner's shape (lengths per request)
+// and its K/V tensors into KVSourceParams; the rest is BatchPrefillCore.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "attnjit/batch_prefill.hpp"
+#include "attnjit/error.hpp"
+#include "ops/batch_prefill/batch_prefill_core.hpp"
+#include "ops/tensor_checks.hpp"
+
+namespace attnjit {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
+
+ops::BatchPrefillShape base_shape(const std::vector<int32_t>& qo_indptr, int num_qo_heads, int num_kv_heads,
+                                  int head_dim, const BatchPrefillPlanOptions& o) {
+  ops::BatchPrefillShape s;
+  s.qo_indptr = qo_indptr;
+  s.num_qo_heads = num_qo_heads;
+  s.num_kv_heads = num_kv_heads;
+  s.head_dim = head_dim;
+  s.q_dtype = o.q_data_type;
+  s.kv_dtype = o.kv_data_type.value_or(o.q_data_type);
+  auto& p = s.options;
+  p.causal = o.causal;
+  p.custom_mask = !o.custom_mask.empty();
+  p.pos_encoding_mode = o.pos_encoding_mode;
+  p.allow_fp16_qk_reduction = o.allow_fp16_qk_reduction;
+  p.window_left = o.window_left;
+  p.logits_soft_cap = o.logits_soft_cap;
+  if (p.logits_soft_cap && *p.logits_soft_cap == 0.f) p.logits_soft_cap.reset();
+  p.sm_scale = o.sm_scale;
+  p.rope_scale = o.rope_scale;
+  p.rope_theta = o.rope_theta;
+  return s;
+}
+
+}  // namespace
+
+// ---- ragged ----------------------------------------------------------------
+
+struct BatchPrefillWithRaggedKVCacheWrapper::Impl {
+  ops::BatchPrefillCore core;
+};
+
+BatchPrefillWithRaggedKVCacheWrapper::BatchPrefillWithRaggedKVCacheWrapper(const Runtime& rt, void* workspace,
+                                                                           size_t workspace_bytes, KVLayout kv_layout,
+                                                                           std::string backend, int device)
+    : impl_(new Impl{ops::BatchPrefillCore(rt, workspace, workspace_bytes, kv_layout, std::move(backend), device)}) {}
+BatchPrefillWithRaggedKVCacheWrapper::~BatchPrefillWithRaggedKVCacheWrapper() = default;
+
+void BatchPrefillWithRaggedKVCacheWrapper::plan(const std::vector<int32_t>& qo_indptr,
+                                                const std::vector<int32_t>& kv_indptr, int num_qo_heads,
+                                                int num_kv_heads, int head_dim, const BatchPrefillPlanOptions& options,
+                                                Stream stream) {
+  ops::BatchPrefillShape s = base_shape(qo_indptr, num_qo_heads, num_kv_heads, head_dim, options);
+  s.source = KVSource::Ragged;
+  if (qo_indptr.size() < 2)
+    invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", qo_indptr.size()));
+  ops::check_indptr(kv_indptr, "kv_indptr", qo_indptr.size() - 1);
+  for (size_t b = 0; b + 1 < kv_indptr.size(); ++b) s.kv_lens.push_back(kv_indptr[b + 1] - kv_indptr[b]);
+  impl_->core.plan(std::move(s), kv_indptr, {}, {}, options.custom_mask, stream);
+  impl_->core.nnz_kv = kv_indptr.back();
+}
+
+void BatchPrefillWithRaggedKVCacheWrapper::run(const TensorView& q, const TensorView& k, const TensorView& v,
+                                               const TensorView& o, const TensorView* lse, Stream stream) const {
+  const auto& c = impl_->core;
+  kernels::PrefillParams p = c.params(q, o, lse);
+  const int64_t N = c.nnz_kv, Hk = c.shape.num_kv_heads, D = c.shape.head_dim;
+  const bool nhd = c.kv_layout == KVLayout::NHD;
+  const auto kv_shape = nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D};
+  ops::check_tensor(k, "k", c.shape.kv_dtype, c.device, kv_shape, 16);
+  ops::check_tensor(v, "v", c.shape.kv_dtype, c.device, kv_shape, 16);
+  p.kv.k = k.data;
+  p.kv.v = v.data;
+  p.kv.k_stride_row = nhd ? k.strides[0] : k.strides[1];
+  p.kv.k_stride_head = nhd ? k.strides[1] : k.strides[0];
+  p.kv.v_stride_row = nhd ? v.strides[0] : v.strides[1];
+  p.kv.v_stride_head = nhd ? v.strides[1] : v.strides[0];
+  c.launch(p, o, stream);
+}
+
+void BatchPrefillWithRaggedKVCacheWrapper::reset_workspace_buffer(void* workspace, size_t workspace_bytes) {
+  impl_->core.workspace = workspace;
+  impl_->core.workspace_bytes = workspace_bytes;
+  impl_->core.planned = false;  // the uploaded arrays lived in the old buffer
+}
+size_t BatchPrefillWithRaggedKVCacheWrapper::workspace_bytes() const {
+  return impl_->core.planned ? impl_->core.layout.workspace.total_bytes() : 0;
+}
+std::string BatchPrefillWithRaggedKVCacheWrapper::describe() const { return impl_->core.describe(); }
+
+// ---- paged -----------------------------------------------------------------
+
+struct BatchPrefillWithPagedKVCacheWrapper::Impl {
+  ops::BatchPrefillCore core;
+};
+
+BatchPrefillWithPagedKVCacheWrapper::BatchPrefillWithPagedKVCacheWrapper(const Runtime& rt, void* workspace,
+                                                                         size_t workspace_bytes, KVLayout kv_layout,
+                                                                         std::string backend, int device)
+    : impl_(new Impl{ops::BatchPrefillCore(rt, workspace, workspace_bytes, kv_layout, std::move(backend), device)}) {}
+BatchPrefillWithPagedKVCacheWrapper::~BatchPrefillWithPagedKVCacheWrapper() = default;
+
+void BatchPrefillWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& qo_indptr,
+                                               const std::vector<int32_t>& paged_kv_indptr,
+                                               const std::vector<int32_t>& paged_kv_indices,
+                                               const std::vector<int32_t>& paged_kv_last_page_len, int num_qo_heads,
+                                               int num_kv_heads, int head_dim, int page_size,
+                                               const BatchPrefillPlanOptions& options, Stream stream) {
+  if (page_size < 1) invalid(fmt::format("page_size={} is not allowed; it must be >= 1", page_size));
+  if (qo_indptr.size() < 2)
+    invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", qo_indptr.size()));
+  const size_t batch = qo_indptr.size() - 1;
+  ops::check_indptr(paged_kv_indptr, "paged_kv_indptr", batch);
+  if (paged_kv_last_page_len.size() != batch)
+    invalid(fmt::format("paged_kv_last_page_len: {} entries is not allowed; it must have batch_size = {}",
+                        paged_kv_last_page_len.size(), batch));
+  if (paged_kv_indices.size() < size_t(paged_kv_indptr.back()))
+    invalid(fmt::format("paged_kv_indices: {} entries is not allowed; paged_kv_indptr[-1] = {} needs at least that many",
+                        paged_kv_indices.size(), paged_kv_indptr.back()));
+  ops::BatchPrefillShape s = base_shape(qo_indptr, num_qo_heads, num_kv_heads, head_dim, options);
+  s.source = KVSource::Paged;
+  s.num_page_indices = paged_kv_indices.size();
+  int32_t max_page = -1;
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t pages = paged_kv_indptr[b + 1] - paged_kv_indptr[b], last = paged_kv_last_page_len[b];
+    if (pages > 0 && (last < 1 || last > page_size))
+      invalid(fmt::format("paged_kv_last_page_len[{}]={} is not allowed; it must be in [1, page_size={}]", b, last,
+                          page_size));
+    s.kv_lens.push_back(pages > 0 ? (pages - 1) * page_size + last : 0);
+    for (int32_t i = paged_kv_indptr[b]; i < paged_kv_indptr[b + 1]; ++i) {
+      if (paged_kv_indices[i] < 0)
+        invalid(fmt::format("paged_kv_indices[{}]={} is not allowed; page ids must be >= 0", i, paged_kv_indices[i]));
+      max_page = std::max(max_page, paged_kv_indices[i]);
+    }
+  }
+  impl_->core.plan(std::move(s), paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, options.custom_mask,
+                   stream);
+  impl_->core.max_page_index = max_page;
+  impl_->core.page_size = page_size;
+}
+
+void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorView& k_cache,
+                                              const TensorView& v_cache, const TensorView& o, const TensorView* lse,
+                                              Stream stream) const {
+  const auto& c = impl_->core;
+  kernels::PrefillParams p = c.params(q, o, lse);
+  const int64_t P = k_cache.ndim == 4 ? k_cache.shape[0] : 0, S = c.page_size, Hk = c.shape.num_kv_heads,
+                D = c.shape.head_dim;
+  const bool nhd = c.kv_layout == KVLayout::NHD;
+  const auto shape = nhd ? std::initializer_list<int64_t>{P, S, Hk, D} : std::initializer_list<int64_t>{P, Hk, S, D};
+  ops::check_tensor(k_cache, "k_cache", c.shape.kv_dtype, c.device, shape, 16);
+  ops::check_tensor(v_cache, "v_cache", c.shape.kv_dtype, c.device, shape, 16);
+  if (c.max_page_index >= P)
+    invalid(fmt::format("k_cache: {} pages is not allowed; paged_kv_indices reaches page {}", P, c.max_page_index));
+  const auto& ws = c.layout.workspace;
+  p.kv.k = k_cache.data;
+  p.kv.v = v_cache.data;
+  p.kv.k_stride_page = k_cache.strides[0];
+  p.kv.v_stride_page = v_cache.strides[0];
+  p.kv.k_stride_row = nhd ? k_cache.strides[1] : k_cache.strides[2];
+  p.kv.k_stride_head = nhd ? k_cache.strides[2] : k_cache.strides[1];
+  p.kv.v_stride_row = nhd ? v_cache.strides[1] : v_cache.strides[2];
+  p.kv.v_stride_head = nhd ? v_cache.strides[2] : v_cache.strides[1];
+  p.kv.page_size = c.page_size;
+  p.kv.indices = ops::region_ptr<const int32_t>(c.workspace, ws.region("paged_kv_indices"));
+  p.kv.last_page_len = ops::region_ptr<const int32_t>(c.workspace, ws.region("paged_kv_last_page_len"));
+  c.launch(p, o, stream);
+}
+
+void BatchPrefillWithPagedKVCacheWrapper::reset_workspace_buffer(void* workspace, size_t workspace_bytes) {
+  impl_->core.workspace = workspace;
+  impl_->core.workspace_bytes = workspace_bytes;
+  impl_->core.planned = false;
+}
+size_t BatchPrefillWithPagedKVCacheWrapper::workspace_bytes() const {
+  return impl_->core.planned ? impl_->core.layout.workspace.total_bytes() : 0;
+}
+std::string BatchPrefillWithPagedKVCacheWrapper::describe() const { return impl_->core.describe(); }
+
+}  // namespace attnjit

@@ -1,0 +1,37 @@
+// What every prefill operator (single, ragged, paged) shares about its
+// options: reading them from a problem's JSON, writing them back, checking
+// them, and turning them into the kernel's variant and run-time scalars.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+
+#include "attnjit/prefill.hpp"
+#include "prefill_params.h"
+#include "spec/prefill_kernel.hpp"
+
+namespace attnjit::ops {
+
+// The option keys of a prefill problem's JSON form.
+const std::set<std::string>& prefill_option_keys();
+PrefillOptions prefill_options_from_json(const nlohmann::json& j);
+void put_prefill_options(nlohmann::json& j, const PrefillOptions& o);
+
+// Throws Error(InvalidArgument / Unsupported) naming the option, its value and what is allowed.
+void validate_prefill_options(const PrefillOptions& o);
+// Shapes and dtypes shared by all prefill problems.
+void validate_prefill_heads(int num_qo_heads, int num_kv_heads, int head_dim, DType q_dtype, DType kv_dtype);
+
+// The kernel's variant (dtypes, encoding, cap, mask mode) and whether it checks a window.
+PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dtype, DType kv_dtype);
+// sm_scale, soft cap and RoPE scalars resolved from the defaults; pointers left null.
+kernels::VariantParams prefill_variant_params(const PrefillOptions& o, int head_dim);
+
+// Typed reads of a problem's JSON fields, naming the key on a mismatch.
+namespace problem_json {
+int int_of(const nlohmann::json& j, const char* key);
+int64_t int64_of(const nlohmann::json& j, const char* key);
+}  // namespace problem_json
+
+}  // namespace attnjit::ops

@@ -1,0 +1,153 @@
+// single_prefill_with_kv_cache: plan (validate, tile, split, make kernels
+// ready) and run (check tensors, fill params, launch).
+#include <fmt/format.h>
+
+#include "attnjit/error.hpp"
+#include "attnjit/prefill.hpp"
+#include "cuda/driver.hpp"
+#include "engine.hpp"
+#include "launcher.hpp"
+#include "merge_params.h"
+#include "ops/single_prefill/single_prefill_planner.hpp"
+#include "ops/single_prefill/single_prefill_problem.hpp"
+#include "ops/tensor_checks.hpp"
+#include "prefill_params.h"
+
+namespace attnjit {
+
+struct SinglePrefillPlan::Impl {
+  SinglePrefillProblem problem;
+  ops::SinglePrefillLayout layout;
+  std::shared_ptr<detail::Kernel> prefill, merge;
+};
+
+SinglePrefillPlan::SinglePrefillPlan(const Runtime& rt, const SinglePrefillProblem& problem)
+    : impl_(std::make_unique<Impl>()) {
+  ops::validate(problem);  // before the device is asked anything: bad input fails the same everywhere
+  auto& engine = rt.engine();
+  impl_->problem = problem;
+  ops::DeviceFigures figures;
+  figures.sm_count = engine.sm_count(problem.device);
+  impl_->layout = ops::plan_single_prefill(problem, figures);  // validates
+  impl_->prefill = engine.load_on_device(impl_->layout.prefill.spec, problem.device);
+  if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
+}
+
+SinglePrefillPlan::~SinglePrefillPlan() = default;
+SinglePrefillPlan::SinglePrefillPlan(SinglePrefillPlan&&) noexcept = default;
+SinglePrefillPlan& SinglePrefillPlan::operator=(SinglePrefillPlan&&) noexcept = default;
+
+const SinglePrefillProblem& SinglePrefillPlan::problem() const { return impl_->problem; }
+size_t SinglePrefillPlan::workspace_bytes() const { return impl_->layout.workspace.total_bytes(); }
+int SinglePrefillPlan::num_kv_chunks() const { return impl_->layout.num_chunks; }
+
+std::string SinglePrefillPlan::describe() const {
+  const auto& L = impl_->layout;
+  const auto& d = L.prefill;
+  std::string s = fmt::format("{} grid=({},{},{}) threads={} smem={} chunks={} chunk={}", d.spec.name(), d.shape.grid[0],
+                              d.shape.grid[1], d.shape.grid[2], d.shape.threads, d.shape.smem_bytes, L.num_chunks,
+                              L.chunk_size);
+  if (L.merge)
+    s += fmt::format("; {} grid={} workspace={} B", L.merge->spec.name(), L.merge->shape.grid[0],
+                     L.workspace.total_bytes());
+  return s;
+}
+
+void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                            const TensorView* lse, const PackedMask* mask, void* workspace, size_t workspace_bytes,
+                            Stream stream) const {
+  const auto& P = impl_->problem;
+  const auto& L = impl_->layout;
+  const int64_t H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, M = P.qo_len, N = P.kv_len;
+  const bool nhd = P.options.kv_layout == KVLayout::NHD;
+  ops::check_tensor(q, "q", P.q_dtype, P.device, {M, H, D}, 16);
+  const auto kv_shape = nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D};
+  ops::check_tensor(k, "k", P.kv_dtype, P.device, kv_shape, 16);
+  ops::check_tensor(v, "v", P.kv_dtype, P.device, kv_shape, 16);
+  ops::check_tensor(o, "o", P.q_dtype, P.device, {M, H, D}, 16);
+  // The merge kernel addresses output rows (token, head) with one stride.
+  if (M > 1 && o.strides[0] != H * o.strides[1])
+    throw Error(Status::InvalidArgument,
+                fmt::format("o: stride(0)={} is not allowed; rows must be contiguous, stride(0) = num_qo_heads * "
+                            "stride(1) = {} (got {})",
+                            o.strides[0], H * o.strides[1], o.describe()));
+  if (lse) ops::check_tensor(*lse, "lse", DType::F32, P.device, {M, H}, 4);
+  if (lse && M > 1 && lse->strides[0] != H)
+    throw Error(Status::InvalidArgument, fmt::format("lse: must be contiguous [qo_len, num_qo_heads] (got {})",
+                                                     lse->describe()));
+  ops::check_custom_mask(P, mask);
+  const size_t needed = L.workspace.total_bytes();
+  if (needed > 0) {
+    if (!workspace || workspace_bytes < needed)
+      throw Error(Status::WorkspaceTooSmall,
+                  fmt::format("workspace_bytes={} is too small; this plan ({} KV chunks) needs {} bytes",
+                              workspace ? workspace_bytes : 0, L.num_chunks, needed));
+    if (reinterpret_cast<uintptr_t>(workspace) % ops::WorkspaceLayout::kAlign != 0)
+      throw Error(Status::InvalidArgument, "workspace must be 256-byte aligned");
+  }
+
+  kernels::PrefillParams pp{};
+  pp.q = q.data;
+  pp.o = o.data;
+  pp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+  const bool split = L.num_chunks > 1;
+  pp.partial_o = split ? ops::region_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
+  pp.partial_lse = split ? ops::region_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
+  pp.q_stride_n = q.strides[0];
+  pp.q_stride_h = q.strides[1];
+  pp.o_stride_n = o.strides[0];
+  pp.o_stride_h = o.strides[1];
+  pp.kv.k = k.data;
+  pp.kv.v = v.data;
+  pp.kv.k_stride_row = nhd ? k.strides[0] : k.strides[1];
+  pp.kv.k_stride_head = nhd ? k.strides[1] : k.strides[0];
+  pp.kv.v_stride_row = nhd ? v.strides[0] : v.strides[1];
+  pp.kv.v_stride_head = nhd ? v.strides[1] : v.strides[0];
+  pp.kv.kv_len = static_cast<int32_t>(N);
+  pp.var = L.var;
+  pp.var.custom_mask = P.options.custom_mask ? static_cast<const uint8_t*>(mask->data) : nullptr;
+  pp.qo_len = static_cast<int32_t>(M);
+  pp.num_qo_heads = static_cast<int32_t>(H);
+  pp.group_size = static_cast<int32_t>(H / Hk);
+  pp.chunk_size = L.chunk_size;
+  pp.num_chunks = L.num_chunks;
+  pp.num_rows = static_cast<int32_t>(M * H);
+
+  cuda::ScopedDevice scope(P.device);
+  detail::launch(*impl_->prefill, L.prefill.shape, &pp, stream);
+  if (split) {
+    kernels::MergeParams mp{};
+    mp.partial_o = pp.partial_o;
+    mp.partial_lse = pp.partial_lse;
+    mp.o = o.data;
+    mp.lse = pp.lse;
+    mp.o_stride_row = o.strides[1];
+    mp.num_rows = pp.num_rows;
+    mp.num_splits = L.num_chunks;
+    detail::launch(*impl_->merge, L.merge->shape, &mp, stream);
+  }
+}
+
+void single_prefill_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k, const TensorView& v,
+                                  const TensorView& o, const TensorView* lse, const PrefillOptions& options,
+                                  Stream stream, const PackedMask* mask, void* workspace, size_t workspace_bytes) {
+  PrefillOptions opts = options;
+  opts.return_lse = lse != nullptr;
+  opts.custom_mask = mask && mask->data;
+  const SinglePrefillProblem p = ops::single_prefill_problem_from_tensors(q, k, v, opts);
+  auto& engine = rt.engine();
+  const std::string key = ops::to_json(p).dump();
+  auto plan = std::static_pointer_cast<const SinglePrefillPlan>(engine.find_plan(key));
+  if (!plan) {
+    plan = std::make_shared<const SinglePrefillPlan>(rt, p);
+    engine.remember_plan(key, plan);
+  }
+  if (workspace || plan->workspace_bytes() == 0) {
+    plan->run(q, k, v, o, lse, mask, workspace, workspace_bytes, stream);
+    return;
+  }
+  auto lease = engine.workspace_pool(p.device).acquire(plan->workspace_bytes(), stream);
+  plan->run(q, k, v, o, lse, mask, lease.get(), lease.bytes(), stream);
+}
+
+}  // namespace attnjit

@@ -1,0 +1,128 @@
+#include "ops/single_prefill/single_prefill_planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/single_prefill/prefill_options.hpp"
+#include "ops/single_prefill/single_prefill_problem.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+// Below this many keys per chunk the split's fixed costs (loading Q, writing
+// and merging a partial state) outweigh the parallelism it buys.
+constexpr int64_t kMinChunkRows = 256;
+
+MergeKernel merge_spec(int head_dim, DType o_dtype) {
+  MergeKernel s;
+  s.head_dim = head_dim;
+  s.o_dtype = o_dtype;
+  s.warps = 4;
+  return s;
+}
+
+nlohmann::json launch_json(const KernelLaunch& k) {
+  return {{"role", k.role},
+          {"kernel", k.spec.name()},
+          {"spec", k.spec.to_json()},
+          {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
+          {"threads", k.shape.threads},
+          {"smem_bytes", k.shape.smem_bytes}};
+}
+
+}  // namespace
+
+// 32 rows per warp (a 128-row CTA tile) halve the K/V traffic per query row
+// and reuse every K/V fragment for two MMAs: where the query fills the
+// tiles. 256-wide heads stay at 16 rows per warp (their O alone is 128
+// registers per fragment); 128-wide heads with 32 rows per warp take 32-row
+// KV tiles to stay clear of spills (prefill_params.h).
+int prefill_frags_m(int head_dim, int64_t max_packed_len) {
+  return head_dim <= 128 && max_packed_len >= 512 ? 2 : 1;
+}
+
+int prefill_ctas_per_sm(const PrefillKernel& k) {
+  // 228 KB of shared memory per SM on sm_90 (227 KB usable per CTA), ~100 KB on sm_80:
+  // planned for the larger; a smaller device just runs more waves.
+  const int by_smem = std::max(1, (227 * 1024) / (k.dynamic_smem_bytes() + 1024));
+  return std::min(by_smem, 2);  // registers: ~170-255 per thread, 128 threads -> at most 2-3
+}
+
+KVSplit plan_kv_split(int64_t ctas, int64_t kv_len, int tile_kv, int wave) {
+  KVSplit s;
+  s.chunk_size = static_cast<int>((kv_len + tile_kv - 1) / tile_kv * tile_kv);
+  if (ctas >= wave || kv_len < 2 * kMinChunkRows) return s;
+  const int64_t by_rows = kv_len / kMinChunkRows;
+  const int64_t want = std::min<int64_t>((wave + ctas - 1) / ctas, by_rows);
+  if (want <= 1) return s;
+  int64_t chunk = (kv_len + want - 1) / want;
+  chunk = (chunk + tile_kv - 1) / tile_kv * tile_kv;
+  s.chunk_size = static_cast<int>(chunk);
+  s.num_chunks = static_cast<int>((kv_len + chunk - 1) / chunk);
+  return s;
+}
+
+std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
+  validate(p);
+  std::vector<KernelSpec> out;
+  for (int fm : {1, 2}) {
+    if (fm != 1 && prefill_frags_m(p.head_dim, INT64_MAX) != fm) continue;
+    PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
+    k.frags_m = fm;
+    out.emplace_back(k);
+  }
+  out.emplace_back(merge_spec(p.head_dim, p.q_dtype));
+  return out;
+}
+
+SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const DeviceFigures& device) {
+  validate(p);
+  SinglePrefillLayout L;
+  const int group = p.num_qo_heads / p.num_kv_heads;
+  const int64_t packed = p.qo_len * group;
+  PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
+  k.frags_m = prefill_frags_m(p.head_dim, packed);
+
+  L.num_q_tiles = static_cast<int>((packed + k.tile_q() - 1) / k.tile_q());
+  const int64_t ctas = int64_t(L.num_q_tiles) * p.num_kv_heads;
+  const int wave = device.sm_count * prefill_ctas_per_sm(k);
+  const KVSplit split = plan_kv_split(ctas, p.kv_len, k.tile_kv(), wave);
+  L.num_chunks = split.num_chunks;
+  L.chunk_size = split.chunk_size;
+
+  L.prefill.role = "prefill";
+  L.prefill.spec = k;
+  L.prefill.shape.grid[0] = L.num_q_tiles;
+  L.prefill.shape.grid[1] = L.num_chunks;
+  L.prefill.shape.grid[2] = p.num_kv_heads;
+  L.prefill.shape.threads = k.threads();
+  L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
+
+  if (L.num_chunks > 1) {
+    const MergeKernel merge = merge_spec(p.head_dim, p.q_dtype);
+    KernelLaunch m{"merge", merge, {}};
+    m.shape.threads = merge.threads();
+    m.shape.grid[0] = static_cast<uint32_t>(p.qo_len * p.num_qo_heads);  // one CTA per output row
+    L.merge = m;
+    const size_t rows = size_t(p.qo_len) * p.num_qo_heads;
+    L.workspace.add_float("partial_o", size_t(L.num_chunks) * rows * p.head_dim * sizeof(float));
+    L.workspace.add_float("partial_lse", size_t(L.num_chunks) * rows * sizeof(float));
+  }
+  L.var = prefill_variant_params(p.options, p.head_dim);
+  return L;
+}
+
+nlohmann::json SinglePrefillLayout::to_json() const {
+  nlohmann::json kernels = nlohmann::json::array({launch_json(prefill)});
+  if (merge) kernels.push_back(launch_json(*merge));
+  return {{"kernels", kernels},
+          {"num_q_tiles", num_q_tiles},
+          {"num_chunks", num_chunks},
+          {"chunk_size", chunk_size},
+          {"workspace", workspace.to_json()}};
+}
+
+}  // namespace attnjit::ops

@@ -1,0 +1,42 @@
+// Every shape decision of single prefill: the query tile (from the packed
+// query length), whether and how the KV is split across CTAs, the grid and
+// the workspace. Pure host code; the device enters only as its SM count.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "attnjit/prefill.hpp"
+#include "ops/operator.hpp"
+#include "prefill_params.h"
+
+namespace attnjit::ops {
+
+struct SinglePrefillLayout {
+  KernelLaunch prefill;
+  std::optional<KernelLaunch> merge;  // present when num_chunks > 1
+  WorkspaceLayout workspace;          // "partial_o", "partial_lse" when split
+  int num_q_tiles = 1;
+  int num_chunks = 1;
+  int chunk_size = 0;
+  kernels::VariantParams var{};       // run-time scalars, pointers left null
+
+  nlohmann::json to_json() const;
+};
+
+SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const DeviceFigures& device);
+// Every kernel the problem may need whatever its lengths (prewarm).
+std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p);
+
+// Shared with the batch planners: query rows per CTA for a packed query length
+// (tokens x group), and the KV split that fills the device for a given number
+// of CTAs. Resident CTAs per SM are data (from the compiler's register and
+// shared-memory figures), never a query of a compiled kernel.
+int prefill_frags_m(int head_dim, int64_t max_packed_len);
+int prefill_ctas_per_sm(const PrefillKernel& k);
+struct KVSplit {
+  int num_chunks = 1;
+  int chunk_size = 0;
+};
+KVSplit plan_kv_split(int64_t ctas, int64_t kv_len, int tile_kv, int wave);
+
+}  // namespace attnjit::ops

@@ -1,0 +1,95 @@
+#include "spec/prefill_kernel.hpp"
+
+#include <fmt/format.h>
+
+#include "attnjit/error.hpp"
+#include "prefill_params.h"
+#include "spec/json_fields.hpp"
+
+namespace attnjit {
+
+const char* to_string(KVSource s) noexcept {
+  switch (s) {
+    case KVSource::Contiguous: return "contiguous";
+    case KVSource::Ragged: return "ragged";
+    case KVSource::Paged: return "paged";
+  }
+  return "?";
+}
+
+namespace {
+
+KVSource parse_kv_source(const std::string& s) {
+  for (KVSource k : {KVSource::Contiguous, KVSource::Ragged, KVSource::Paged})
+    if (s == to_string(k)) return k;
+  throw Error(Status::InvalidArgument,
+              fmt::format("prefill spec.kv_source='{}' is not a KV source; allowed: contiguous, ragged, paged", s));
+}
+
+// The device type each source names (kernels/kv_source.cuh).
+const char* device_source(KVSource s) {
+  switch (s) {
+    case KVSource::Contiguous: return "ContiguousKV";
+    case KVSource::Ragged: return "RaggedKV";
+    case KVSource::Paged: return "PagedKV";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string PrefillKernel::name() const {
+  return fmt::format("prefill_d{}_m{}_s{}_{}{}_{}", head_dim, frags_m, stages, variant.name(), window ? "_window" : "",
+                     to_string(kv_source));
+}
+
+int PrefillKernel::tile_q() const { return kernels::prefill_tile_q(frags_m); }
+int PrefillKernel::tile_kv() const { return kernels::prefill_tile_kv(head_dim, frags_m); }
+int PrefillKernel::dynamic_smem_bytes() const { return kernels::prefill_smem_bytes(head_dim, frags_m, stages); }
+
+nlohmann::json PrefillKernel::to_json() const {
+  nlohmann::json j = {{"family", kFamily}, {"head_dim", head_dim},  {"frags_m", frags_m},
+                      {"stages", stages},  {"window", window},      {"kv_source", to_string(kv_source)}};
+  variant.to_json(j);
+  return j;
+}
+
+PrefillKernel PrefillKernel::from_json(const nlohmann::json& j) {
+  PrefillKernel s;
+  s.variant = VariantSpec::from_json(j);
+  s.head_dim = spec_json::int_field(j, "head_dim");
+  s.frags_m = spec_json::int_field(j, "frags_m", 1);
+  s.stages = spec_json::int_field(j, "stages", 2);
+  s.window = spec_json::bool_field(j, "window", false);
+  s.kv_source = parse_kv_source(spec_json::string_field(j, "kv_source", "contiguous"));
+  s.validate();
+  return s;
+}
+
+std::vector<std::pair<std::string, std::string>> PrefillKernel::template_values() const {
+  auto v = variant.template_values(true);
+  v.insert(v.end(), {{"HEAD_DIM", std::to_string(head_dim)},
+                     {"FRAGS_M", std::to_string(frags_m)},
+                     {"STAGES", std::to_string(stages)},
+                     {"WINDOW", window ? "true" : "false"},
+                     {"KV_SOURCE", device_source(kv_source)}});
+  return v;
+}
+
+void PrefillKernel::validate() const {
+  variant.validate(kFamily);
+  auto bad = [](const char* field, int value, const std::string& allowed) {
+    throw Error(Status::InvalidArgument,
+                fmt::format("prefill spec.{}={} is not supported; allowed: {}", field, value, allowed));
+  };
+  if (variant.o_dtype != variant.q_dtype)
+    throw Error(Status::InvalidArgument, fmt::format("prefill spec.o_dtype={} must equal q_dtype={}",
+                                                     to_string(variant.o_dtype), to_string(variant.q_dtype)));
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) bad("head_dim", head_dim, "64, 128, 256");
+  if (frags_m != 1 && frags_m != 2) bad("frags_m", frags_m, "1, 2");
+  // 256-wide heads: two fragments' O would need 256 accumulator registers per thread.
+  if (head_dim == 256 && frags_m != 1) bad("frags_m", frags_m, "1 for head_dim 256");
+  if (stages < 2 || stages > 4) bad("stages", stages, "2 to 4");
+}
+
+}  // namespace attnjit

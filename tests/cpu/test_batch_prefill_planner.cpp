@@ -1,0 +1,157 @@
+// The batch prefill planner and wrappers' checks on the CPU: the work list
+// holds every (request, query tile, KV chunk) exactly once, longest first;
+// short appends split the KV; bad index arrays fail naming the argument,
+// its value and what is allowed.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <tuple>
+
+#include "attnjit/batch_prefill.hpp"
+#include "error_capture.hpp"
+#include "ops/batch_prefill/batch_prefill_planner.hpp"
+
+using namespace attnjit;
+using attnjit::test::error_of;
+
+namespace {
+
+ops::BatchPrefillShape shape(std::vector<int32_t> qo_lens, std::vector<int32_t> kv_lens, bool causal = true) {
+  ops::BatchPrefillShape s;
+  s.qo_indptr = {0};
+  for (int32_t q : qo_lens) s.qo_indptr.push_back(s.qo_indptr.back() + q);
+  s.kv_lens = std::move(kv_lens);
+  s.num_qo_heads = 32;
+  s.num_kv_heads = 8;
+  s.head_dim = 128;
+  s.q_dtype = s.kv_dtype = DType::BF16;
+  s.options.causal = causal;
+  s.source = KVSource::Paged;
+  s.num_page_indices = 1000;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("batch prefill plan: every (request, tile, chunk) once, longest first", "[prefill][planner][batch]") {
+  for (auto lens : {std::pair<std::vector<int32_t>, std::vector<int32_t>>{{1, 7, 128, 1000, 0}, {4096, 7, 1000, 1000, 50}},
+                    {{16, 16, 16}, {16384, 8192, 100}},
+                    {{3000}, {3000}}}) {
+    const auto s = shape(lens.first, lens.second);
+    const auto L = ops::plan_batch_prefill(s, {132});
+    const auto* k = L.prefill.spec.as<PrefillKernel>();
+    REQUIRE(k);
+    CHECK(k->kv_source == KVSource::Paged);
+    const int group = 4, tq = k->tile_q();
+    std::set<std::tuple<int, int, int>> want, got;
+    for (size_t b = 0; b < lens.first.size(); ++b) {
+      const int tiles = (lens.first[b] * group + tq - 1) / tq;
+      for (int t = 0; t < tiles; ++t)
+        for (int c = 0; c < L.num_chunks; ++c) want.insert({int(b), t, c});
+    }
+    REQUIRE(L.work.size() == 3 * size_t(L.num_work));
+    for (int i = 0; i < L.num_work; ++i)
+      CHECK(got.insert({L.work[i], L.work[L.num_work + i], L.work[2 * L.num_work + i]}).second);
+    CHECK(got == want);
+    CHECK(L.prefill.shape.grid[0] == uint32_t(L.num_work));
+    CHECK(L.prefill.shape.grid[2] == 8u);
+    CHECK(int64_t(L.num_chunks) * L.chunk_size >= *std::max_element(lens.second.begin(), lens.second.end()));
+    CHECK(L.chunk_size % k->tile_kv() == 0);
+    CHECK(L.merge.has_value() == (L.num_chunks > 1));
+    // The uploaded arrays have their regions in the int part.
+    for (const char* r : {"work", "qo_indptr", "kv_indptr", "paged_kv_indices", "paged_kv_last_page_len"})
+      CHECK(L.workspace.region(r).is_int);
+    CHECK(L.workspace.region("work").bytes == L.work.size() * 4);
+  }
+  // The first item is the longest request's last tile (it sees the most keys).
+  const auto L = ops::plan_batch_prefill(shape({10, 500}, {10, 5000}), {132});
+  CHECK(L.work[0] == 1);
+}
+
+TEST_CASE("batch prefill plan: a few new tokens against long caches split the KV", "[prefill][planner][batch]") {
+  const auto append = ops::plan_batch_prefill(shape({16, 16}, {32768, 32768}), {132});
+  CHECK(append.num_chunks > 1);
+  CHECK(append.num_work * 8 >= 132);
+  CHECK(append.workspace.region("partial_o").bytes == size_t(append.num_chunks) * 32 * 32 * 128 * 4);
+  const auto big = ops::plan_batch_prefill(shape(std::vector<int32_t>(32, 128), std::vector<int32_t>(32, 8192)), {132});
+  CHECK(big.num_chunks == 1);  // 32 x 128 tokens already fill the device
+}
+
+TEST_CASE("batch prefill: bad index arrays name the argument, value and what is allowed", "[prefill][errors][batch]") {
+  auto s = shape({4, 4}, {8, 8});
+  s.qo_indptr = {1, 5, 9};
+  auto msg = error_of([&] { ops::validate_batch_prefill(s); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("qo_indptr[0]=1") && Catch::Contains("must be 0"));
+  s.qo_indptr = {0, 5, 3};
+  msg = error_of([&] { ops::validate_batch_prefill(s); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("qo_indptr[2]=3 < qo_indptr[1]=5") && Catch::Contains("non-decreasing"));
+  s = shape({4, 20}, {8, 10});
+  msg = error_of([&] { ops::validate_batch_prefill(s); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("request 1: qo_len=20 > kv_len=10") && Catch::Contains("causal"));
+  s.options.causal = false;
+  CHECK_NOTHROW(ops::validate_batch_prefill(s));
+  s.kv_lens = {8};
+  msg = error_of([&] { ops::validate_batch_prefill(s); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("batch_size = 2"));
+  CHECK_THAT(error_of([&] { ops::check_indptr({0, 3}, "kv_indptr", 2); }, Status::InvalidArgument),
+             Catch::Contains("kv_indptr: 2 entries") && Catch::Contains("batch_size + 1 = 3"));
+}
+
+TEST_CASE("batch prefill wrappers check their arrays before touching a device", "[prefill][errors][batch]") {
+  Runtime rt;
+  alignas(256) static char ws[256];
+  BatchPrefillWithPagedKVCacheWrapper paged(rt, ws, sizeof ws);
+  BatchPrefillPlanOptions o;
+  auto msg = error_of([&] { paged.plan({0, 4, 8}, {0, 1, 2}, {0, 1}, {1, 17}, 8, 2, 128, 16, o, nullptr); },
+                      Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("paged_kv_last_page_len[1]=17") && Catch::Contains("[1, page_size=16]"));
+  msg = error_of([&] { paged.plan({0, 4, 8}, {0, 1, 3}, {0, 1}, {1, 1}, 8, 2, 128, 16, o, nullptr); },
+                 Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("paged_kv_indices: 2 entries") && Catch::Contains("paged_kv_indptr[-1] = 3"));
+  msg = error_of([&] { paged.plan({0, 4, 8}, {0, 1, 2}, {0, -1}, {1, 1}, 8, 2, 128, 16, o, nullptr); },
+                 Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("paged_kv_indices[1]=-1"));
+  msg = error_of([&] { paged.plan({0, 4, 8}, {0, 1, 2}, {0, 1}, {1, 1}, 8, 2, 128, 0, o, nullptr); },
+                 Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("page_size=0"));
+  o.custom_mask.assign(10, true);  // needs 4*16 + 4*16 = 128 entries
+  msg = error_of([&] { paged.plan({0, 4, 8}, {0, 1, 2}, {0, 1}, {16, 16}, 8, 2, 128, 16, o, nullptr); },
+                 Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("custom_mask: 10 entries") && Catch::Contains("= 128"));
+  CHECK_THROWS_WITH(paged.run({}, {}, {}, {}, nullptr, nullptr), Catch::Contains("plan() first"));
+
+  BatchPrefillWithRaggedKVCacheWrapper ragged(rt, ws, sizeof ws);
+  BatchPrefillPlanOptions r;
+  msg = error_of([&] { ragged.plan({0, 4, 8}, {0, 9, 4}, 8, 2, 128, r, nullptr); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("kv_indptr[2]=4 < kv_indptr[1]=9"));
+  msg = error_of([&] { BatchPrefillWithRaggedKVCacheWrapper(rt, ws, sizeof ws, KVLayout::NHD, "fa3"); },
+                 Status::Unsupported);
+  CHECK_THAT(msg, Catch::Contains("backend='fa3'"));
+}
+
+#include "codegen.hpp"
+#include "cuda/nvrtc.hpp"
+
+TEST_CASE("NVRTC compiles the prefill skeleton with the ragged and paged KV sources for sm_80 and sm_90a",
+          "[nvrtc][variants][batch]") {
+  // The variants the batch wrappers add to single prefill's grid: the KV source
+  // (the rest of the variant axes are the same template code, covered there).
+  std::vector<PrefillKernel> specs(2);
+  specs[0].kv_source = KVSource::Ragged;
+  specs[0].variant.mask = MaskMode::Causal;
+  specs[0].variant.q_dtype = specs[0].variant.kv_dtype = specs[0].variant.o_dtype = DType::BF16;
+  specs[1].kv_source = KVSource::Paged;
+  specs[1].variant.mask = MaskMode::Custom;
+  specs[1].variant.pos_encoding = PosEncoding::RopeLlama;
+  specs[1].window = true;
+  specs[1].head_dim = 64;
+  specs[1].frags_m = 2;
+  for (const auto& s : specs)
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      INFO(s.name() << " " << arch);
+      const TranslationUnit tu = generate(KernelSpec(s));
+      cuda::CompileRequest req{tu.source, tu.name, tu.headers, {"-std=c++17"}, arch};
+      const auto res = cuda::compile("", req);
+      CHECK(res.cubin.size() > 4);
+    }
+}

@@ -1,0 +1,91 @@
+// The C API of single prefill on the CPU: option defaults, and bad options or
+// problems rejected with messages naming the C parameter, before any device
+// is needed.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "attnjit/attnjit.h"
+#include "dltensor_maker.hpp"
+
+using attnjit::test::DLTensorMaker;
+
+namespace {
+
+struct Runtime {
+  attnjit_runtime_t* rt = nullptr;
+  Runtime() { REQUIRE(attnjit_runtime_create(&rt) == ATTNJIT_OK); }
+  ~Runtime() { attnjit_runtime_destroy(rt); }
+};
+
+}  // namespace
+
+TEST_CASE("C API: prefill options start at FlashInfer's defaults", "[capi][prefill]") {
+  attnjit_prefill_options_t o;
+  attnjit_prefill_options_init(&o);
+  CHECK(o.struct_size == sizeof(attnjit_prefill_options_t));
+  CHECK(o.causal == 0);
+  CHECK(o.kv_layout == ATTNJIT_KV_LAYOUT_NHD);
+  CHECK(o.pos_encoding_mode == ATTNJIT_POS_ENCODING_NONE);
+  CHECK(o.window_left == -1);
+  CHECK(o.sm_scale == 0.f);
+  attnjit_prefill_options_init(nullptr);  // no crash
+}
+
+TEST_CASE("C API: single prefill rejects bad options and problems, naming them", "[capi][prefill][errors]") {
+  Runtime r;
+  DLTensorMaker q({100, 8, 128}), k({50, 2, 128}), v({50, 2, 128}), o({100, 8, 128});
+  attnjit_prefill_options_t opts;
+  attnjit_prefill_options_init(&opts);
+  auto call = [&] {
+    return attnjit_single_prefill_with_kv_cache(r.rt, q.get(), k.get(), v.get(), o.get(), nullptr, &opts, nullptr, 0,
+                                                nullptr, 0, nullptr);
+  };
+  opts.causal = 2;
+  CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("options->causal=2"));
+  opts.causal = 1;  // qo_len 100 > kv_len 50
+  CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_len=100 > kv_len=50"));
+  opts.struct_size = 0;
+  CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("attnjit_prefill_options_init"));
+  attnjit_prefill_options_init(&opts);
+  opts.pos_encoding_mode = 7;
+  CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("options->pos_encoding_mode=7"));
+  attnjit_prefill_options_init(&opts);
+  DLTensorMaker k96({50, 2, 96}), v96({50, 2, 96}), q96({10, 8, 96}), o96({10, 8, 96});
+  CHECK(attnjit_single_prefill_with_kv_cache(r.rt, q96.get(), k96.get(), v96.get(), o96.get(), nullptr, &opts, nullptr,
+                                             0, nullptr, 0, nullptr) == ATTNJIT_ERROR_UNSUPPORTED);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("head_dim=96"));
+  CHECK(attnjit_single_prefill_with_kv_cache(nullptr, q.get(), k.get(), v.get(), o.get(), nullptr, &opts, nullptr, 0,
+                                             nullptr, 0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("C API: batch prefill handles check their arguments", "[capi][prefill][batch][errors]") {
+  Runtime r;
+  alignas(256) static char ws[256];
+  attnjit_batch_prefill_t* w = nullptr;
+  CHECK(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 5, "auto", 0, &w) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(w == nullptr);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("kv_layout=5"));
+  CHECK(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 0, "fa3", 0, &w) == ATTNJIT_ERROR_UNSUPPORTED);
+  REQUIRE(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 0, nullptr, 0, &w) == ATTNJIT_OK);
+  const int32_t qo[] = {0, 4, 8}, pages[] = {0, 1, 2}, ids[] = {0, 1}, last[] = {1, 17};
+  attnjit_prefill_options_t o;
+  attnjit_prefill_options_init(&o);
+  CHECK(attnjit_batch_prefill_plan(w, qo, pages, 2, ids, 2, last, 16, 8, 2, 128, &o, "float16", nullptr, nullptr, 0,
+                                   nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("paged_kv_last_page_len[1]=17"));
+  CHECK(attnjit_batch_prefill_plan(w, qo, pages, 2, ids, 2, last, 16, 8, 2, 128, &o, "float64", nullptr, nullptr, 0,
+                                   nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(attnjit_batch_prefill_plan(w, nullptr, pages, 2, ids, 2, last, 16, 8, 2, 128, &o, "float16", nullptr, nullptr,
+                                   0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_indptr"));
+  size_t bytes = 1;
+  CHECK(attnjit_batch_prefill_workspace_bytes(w, &bytes) == ATTNJIT_OK);
+  CHECK(bytes == 0);  // not planned
+  CHECK(attnjit_batch_prefill_destroy(w) == ATTNJIT_OK);
+  CHECK(attnjit_batch_prefill_destroy(nullptr) == ATTNJIT_OK);
+}

@@ -1,0 +1,211 @@
+// Single prefill's planner and checks, on the CPU: the query tiles and KV
+// chunks cover the problem exactly, short queries against long KV split it,
+// and bad problems fail with errors that name the argument, its value and
+// what is allowed.
+#include <catch2/catch.hpp>
+
+#include "attnjit/prefill.hpp"
+#include "error_capture.hpp"
+#include "ops/registry.hpp"
+#include "ops/single_prefill/single_prefill_planner.hpp"
+#include "ops/single_prefill/single_prefill_problem.hpp"
+#include "spec/kernel_spec.hpp"
+
+using namespace attnjit;
+using attnjit::test::error_of;
+
+namespace {
+
+SinglePrefillProblem problem(int64_t qo, int64_t kv, int hq = 32, int hk = 8, int d = 128) {
+  SinglePrefillProblem p;
+  p.qo_len = qo;
+  p.kv_len = kv;
+  p.num_qo_heads = hq;
+  p.num_kv_heads = hk;
+  p.head_dim = d;
+  p.q_dtype = p.kv_dtype = DType::BF16;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("single prefill plan: tiles cover the packed query rows, chunks cover the KV", "[prefill][planner]") {
+  for (int64_t qo : {1, 7, 64, 100, 1000, 16384})
+    for (int64_t kv : {qo, qo + 1, int64_t(4096), int64_t(100000)}) {
+      if (kv < qo) continue;
+      for (auto [hq, hk] : {std::pair{32, 8}, {12, 4}, {8, 8}, {8, 1}}) {
+        for (int d : {64, 128, 256}) {
+          auto p = problem(qo, kv, hq, hk, d);
+          p.options.causal = true;
+          const auto L = ops::plan_single_prefill(p, {132});
+          INFO("qo=" << qo << " kv=" << kv << " heads " << hq << "/" << hk << " d=" << d);
+          const auto* k = L.prefill.spec.as<PrefillKernel>();
+          REQUIRE(k);
+          const int64_t packed = qo * (hq / hk);
+          // Every packed row in exactly one tile, no tile empty.
+          CHECK(int64_t(L.num_q_tiles) * k->tile_q() >= packed);
+          CHECK(int64_t(L.num_q_tiles - 1) * k->tile_q() < packed);
+          CHECK(L.prefill.shape.grid[0] == uint32_t(L.num_q_tiles));
+          CHECK(L.prefill.shape.grid[2] == uint32_t(hk));
+          // Chunks: tile-aligned, covering [0, kv), none empty.
+          CHECK(L.chunk_size % k->tile_kv() == 0);
+          CHECK(int64_t(L.num_chunks) * L.chunk_size >= kv);
+          CHECK(int64_t(L.num_chunks - 1) * L.chunk_size < kv);
+          CHECK(L.prefill.shape.grid[1] == uint32_t(L.num_chunks));
+          CHECK(L.merge.has_value() == (L.num_chunks > 1));
+          if (L.num_chunks > 1) {
+            CHECK(L.workspace.region("partial_o").bytes == size_t(L.num_chunks) * qo * hq * d * 4);
+            CHECK(L.workspace.region("partial_lse").bytes == size_t(L.num_chunks) * qo * hq * 4);
+            CHECK(L.merge->shape.grid[0] == uint32_t(qo * hq));
+          }
+          CHECK(L.prefill.shape.smem_bytes == uint32_t(k->dynamic_smem_bytes()));
+          CHECK(k->dynamic_smem_bytes() <= 227 * 1024);
+        }
+      }
+    }
+}
+
+TEST_CASE("single prefill plan: an append of few tokens to a long cache splits the KV; a long prefill does not",
+          "[prefill][planner]") {
+  const auto append = ops::plan_single_prefill(problem(16, 32768), {132});
+  CHECK(append.num_chunks > 1);
+  CHECK(int64_t(append.num_q_tiles) * append.num_chunks * 8 >= 132);  // at least one CTA per SM
+  const auto decode_like = ops::plan_single_prefill(problem(1, 100000, 8, 1), {132});
+  CHECK(decode_like.num_chunks > 16);
+  const auto long_prefill = ops::plan_single_prefill(problem(8192, 8192), {132});
+  CHECK(long_prefill.num_chunks == 1);
+  CHECK_FALSE(long_prefill.merge.has_value());
+  const auto short_kv = ops::plan_single_prefill(problem(4, 300), {132});
+  CHECK(short_kv.num_chunks == 1);  // too few keys to be worth a merge
+}
+
+TEST_CASE("single prefill plan: the variant follows the options", "[prefill][planner]") {
+  auto p = problem(128, 512);
+  p.options.causal = true;
+  p.options.pos_encoding_mode = PosEncoding::RopeLlama;
+  p.options.logits_soft_cap = 30.f;
+  p.options.window_left = 64;
+  auto k = *ops::plan_single_prefill(p, {132}).prefill.spec.as<PrefillKernel>();
+  CHECK(k.variant.mask == MaskMode::Causal);
+  CHECK(k.variant.soft_cap);
+  CHECK(k.window);
+  CHECK(k.variant.pos_encoding == PosEncoding::RopeLlama);
+  p.options.custom_mask = true;  // a custom mask replaces causal
+  k = *ops::plan_single_prefill(p, {132}).prefill.spec.as<PrefillKernel>();
+  CHECK(k.variant.mask == MaskMode::Custom);
+  // Run-time values never enter the spec: lengths, sm_scale, rope theta, window size.
+  auto a = problem(1000, 4000), b = problem(3000, 3000);  // both long enough for the 128-row tile
+  a.options.sm_scale = 0.1f;
+  b.options.rope_theta = 5e5f;
+  CHECK(ops::plan_single_prefill(a, {132}).prefill.spec == ops::plan_single_prefill(b, {132}).prefill.spec);
+  // The spec's JSON round-trips.
+  const KernelSpec s = ops::plan_single_prefill(p, {132}).prefill.spec;
+  CHECK(KernelSpec::from_json(s.to_json()) == s);
+}
+
+TEST_CASE("single prefill: bad problems name the argument, its value and what is allowed", "[prefill][errors]") {
+  auto p = problem(200, 100);
+  p.options.causal = true;
+  auto msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("qo_len=200 > kv_len=100") && Catch::Contains("causal"));
+  p.options.causal = false;
+  CHECK_NOTHROW(ops::validate(p));  // without causal a longer query is fine
+
+  p = problem(16, 16, 32, 8, 96);
+  msg = error_of([&] { ops::validate(p); }, Status::Unsupported);
+  CHECK_THAT(msg, Catch::Contains("head_dim=96") && Catch::Contains("64, 128, 256"));
+
+  p = problem(16, 16);
+  p.kv_dtype = DType::E4M3;  // fp8 KV with a 16-bit q is allowed
+  CHECK_NOTHROW(ops::validate(p));
+  CHECK(ops::plan_single_prefill(p, {132}).prefill.spec.as<PrefillKernel>()->variant.kv_dtype == DType::E4M3);
+  p.options.k_scale = 0.f;
+  msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("k_scale=0"));
+  p = problem(16, 16);
+  p.q_dtype = p.kv_dtype = DType::F32;
+  msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("q.dtype=float32") && Catch::Contains("float16, bfloat16"));
+  p = problem(16, 16);
+  p.kv_dtype = DType::F16;
+  msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("k.dtype=float16") && Catch::Contains("bfloat16"));
+
+  p = problem(16, 16, 12, 8);
+  msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("num_qo_heads=12") && Catch::Contains("num_kv_heads=8"));
+
+  p = problem(16, 16);
+  p.options.backend = "fa3";
+  msg = error_of([&] { ops::validate(p); }, Status::Unsupported);
+  CHECK_THAT(msg, Catch::Contains("backend='fa3'") && Catch::Contains("'auto', 'fa2'"));
+  p.options.backend = "triton";
+  msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("backend='triton'"));
+  p.options.backend = "fa2";
+  CHECK_NOTHROW(ops::validate(p));
+
+  p = problem(16, 16);
+  p.options.window_left = -5;
+  msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("window_left=-5"));
+  p = problem(16, 16);
+  p.options.logits_soft_cap = -1.f;
+  msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("logits_soft_cap=-1"));
+}
+
+TEST_CASE("single prefill: the custom mask must match the plan and hold qo_len * kv_len bits", "[prefill][errors]") {
+  auto p = problem(10, 100);
+  p.options.custom_mask = true;
+  auto msg = error_of([&] { ops::check_custom_mask(p, nullptr); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("mask: null") && Catch::Contains("1000 bits"));
+  const uint8_t dummy[4] = {};
+  PackedMask short_mask{dummy, 124};
+  msg = error_of([&] { ops::check_custom_mask(p, &short_mask); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("bytes=124") && Catch::Contains("need 125 bytes"));
+  PackedMask ok{dummy, 125};
+  CHECK_NOTHROW(ops::check_custom_mask(p, &ok));
+  p.options.custom_mask = false;
+  msg = error_of([&] { ops::check_custom_mask(p, &ok); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("custom_mask=false"));
+}
+
+TEST_CASE("pack_custom_mask uses FlashInfer's bit order (little-endian within a byte)", "[prefill]") {
+  const std::vector<bool> m = {true, false, false, false, false, false, false, true, false, true};
+  const auto packed = pack_custom_mask(m);
+  REQUIRE(packed.size() == 2);
+  CHECK(packed[0] == 0x81);
+  CHECK(packed[1] == 0x02);
+  const uint8_t bytes[3] = {1, 1, 0};
+  CHECK(pack_custom_mask(bytes, 3) == std::vector<uint8_t>{0x03});
+}
+
+TEST_CASE("single prefill problems round-trip through JSON, and unknown keys are errors", "[prefill]") {
+  auto p = problem(77, 700);
+  p.options.causal = true;
+  p.options.window_left = 32;
+  p.options.logits_soft_cap = 50.f;
+  p.options.kv_layout = KVLayout::HND;
+  const auto j = ops::to_json(p);
+  const auto q = ops::single_prefill_problem_from_json(j);
+  CHECK(ops::to_json(q) == j);
+  auto bad = j;
+  bad["qo_lens"] = 3;
+  const auto msg = error_of([&] { ops::single_prefill_problem_from_json(bad); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("problem.qo_lens"));
+  // Through the registry, as prewarm and explain reach it.
+  const auto& op = ops::find_operator("single_prefill");
+  CHECK_FALSE(op.kernels_for(j).empty());
+  CHECK(op.explain(j, {132}).at("num_chunks").get<int>() >= 1);
+}
+
+TEST_CASE("single prefill plan: the query tile follows the packed query length", "[prefill][planner]") {
+  auto tile = [](int64_t qo, int hq, int hk, int d) {
+    return ops::plan_single_prefill(problem(qo, 4096, hq, hk, d), {132}).prefill.spec.as<PrefillKernel>()->tile_q();
+  };
+  CHECK(tile(16, 32, 8, 128) == 64);    // 64 packed rows: one small tile
+  CHECK(tile(1000, 32, 8, 128) == 128);  // long prefill: 128-row tiles
+  CHECK(tile(1000, 32, 8, 256) == 64);   // 256-wide heads keep 64 rows (registers)
+  CHECK(tile(128, 32, 8, 64) == 128);    // GQA packing counts: 128 tokens x 4 heads
+}

@@ -1,0 +1,288 @@
+// single_prefill_with_kv_cache on the GPU against the double-precision CPU
+// reference, over lengths, masks, window, soft cap, positional encodings,
+// GQA groups, head dims, dtypes, KV layouts and the KV split. Skips without a GPU.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "attnjit/attnjit.hpp"
+#include "device_buffer.hpp"
+#include "engine.hpp"
+#include "gpu_support.hpp"
+#include "ops/single_prefill/single_prefill_planner.hpp"
+#include "reference/host_dtypes.hpp"
+#include "reference/prefill_reference.hpp"
+
+namespace attnjit::test {
+namespace {
+
+struct Case {
+  SinglePrefillProblem p;
+  enum class MaskKind { FromOptions, Random } mask_kind = MaskKind::FromOptions;
+
+  std::string label() const {
+    const auto& o = p.options;
+    return fmt::format("qo={} kv={} H={}/{} D={} {} {} {}{}{}{} win={}{}", p.qo_len, p.kv_len, p.num_qo_heads,
+                       p.num_kv_heads, p.head_dim, fmt::format("{}/{}", to_string(p.q_dtype), to_string(p.kv_dtype)), to_string(o.kv_layout),
+                       o.custom_mask ? "custom" : o.causal ? "causal" : "nomask", o.logits_soft_cap ? " cap" : "",
+                       o.pos_encoding_mode == PosEncoding::None ? "" : std::string(" ") + to_string(o.pos_encoding_mode),
+                       o.return_lse ? " lse" : "", o.window_left, mask_kind == MaskKind::Random ? " randmask" : "");
+  }
+};
+
+// Relative L2 error of o; absolute error of lse (base 2). The tensor cores
+// take q, k and p rounded to the input dtype; RoPE rounds the rotated q and k
+// once more, which shows in the lse (as in decode's tensor-core path).
+double tolerance(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
+double lse_tolerance(const Case& c) {
+  const bool rope = c.p.options.pos_encoding_mode == PosEncoding::RopeLlama;
+  if (c.p.q_dtype == DType::BF16) return rope ? 5e-2 : 2e-2;
+  return rope ? 1e-2 : 4e-3;
+}
+
+struct Outcome {
+  double o_rel = 0, lse_abs = 0;
+  int chunks = 1;
+  std::vector<float> out;
+};
+
+std::vector<bool> make_mask(const Case& c, std::mt19937& rng) {
+  const int64_t M = c.p.qo_len, N = c.p.kv_len;
+  std::vector<bool> m(size_t(M * N));
+  std::bernoulli_distribution coin(0.7);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      m[size_t(i * N + j)] = c.mask_kind == Case::MaskKind::Random ? coin(rng) : j <= N - M + i;  // else: causal
+  return m;
+}
+
+Outcome run_case(const Runtime& rt, const Case& c, uint32_t seed) {
+  const auto& p = c.p;
+  const int64_t H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, M = p.qo_len, N = p.kv_len;
+  cuda::ScopedDevice scope(p.device);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto randv = [&](size_t n, float scale) {
+    std::vector<float> x(n);
+    for (auto& e : x) e = uni(rng) * scale;
+    return x;
+  };
+  std::vector<uint8_t> qb, kb, vb;
+  const auto q = encode(p.q_dtype, randv(M * H * D, 2.f), qb);
+  const auto k = encode(p.kv_dtype, randv(N * Hk * D, 2.f), kb);  // logical [N, Hk, D]
+  const auto v = encode(p.kv_dtype, randv(N * Hk * D, 1.f), vb);
+  const bool nhd = p.options.kv_layout == KVLayout::NHD;
+  auto to_layout = [&](const std::vector<uint8_t>& b) {
+    if (nhd) return b;
+    std::vector<uint8_t> out(b.size());
+    const size_t es = dtype_size(p.kv_dtype), row = size_t(D) * es;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < Hk; ++h)
+        std::copy_n(&b[size_t((n * Hk + h) * D) * es], row, &out[size_t((h * N + n) * D) * es]);
+    return out;
+  };
+  std::vector<bool> mask;
+  std::vector<uint8_t> packed;
+  if (p.options.custom_mask) {
+    mask = make_mask(c, rng);
+    packed = pack_custom_mask(mask);
+  }
+
+  DeviceBuffer dq(qb.size()), dk(std::max<size_t>(kb.size(), 1)), dv(std::max<size_t>(vb.size(), 1)),
+      dout(M * H * D * 2), dlse(M * H * 4),
+      dmask(std::max<size_t>(packed.size(), 1));
+  dq.upload(qb);
+  dk.upload(to_layout(kb));
+  dv.upload(to_layout(vb));
+  if (!packed.empty()) dmask.upload(packed);
+  dout.poison();
+  dlse.poison();
+
+  SinglePrefillPlan plan(rt, p);
+  DeviceBuffer ws(plan.workspace_bytes());
+  const auto kv_shape = nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D};
+  const TensorView tq = make_tensor(dq.get(), p.q_dtype, {M, H, D}, p.device);
+  const TensorView tk = make_tensor(dk.get(), p.kv_dtype, kv_shape, p.device);
+  const TensorView tv = make_tensor(dv.get(), p.kv_dtype, kv_shape, p.device);
+  const TensorView to = make_tensor(dout.get(), p.q_dtype, {M, H, D}, p.device);
+  const TensorView tl = make_tensor(dlse.get(), DType::F32, {M, H}, p.device);
+  const PackedMask pm{dmask.get(), packed.size()};
+  plan.run(tq, tk, tv, to, p.options.return_lse ? &tl : nullptr, p.options.custom_mask ? &pm : nullptr, ws.get(),
+           ws.bytes(), nullptr);
+  ATTNJIT_CU(cuda::driver().CtxSynchronize());
+
+  Outcome r;
+  r.chunks = plan.num_kv_chunks();
+  const auto out = decode(p.q_dtype, dout.download());
+  const auto lse = decode(DType::F32, dlse.download());
+  const PrefillRequestShape shape{p.num_qo_heads, p.num_kv_heads, p.head_dim, M, N};
+  const auto ref = reference_prefill(shape, p.options, q, k, v, p.options.custom_mask ? &mask : nullptr);
+  double num = 0, den = 0;
+  r.out.assign(out.begin(), out.end());
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) {
+      FAIL_CHECK(c.label() << ": o[" << i << "] = " << out[i] << " (not written or not finite)");
+      r.o_rel = r.lse_abs = INFINITY;
+      return r;
+    }
+    num += (out[i] - ref.o[i]) * (out[i] - ref.o[i]);
+    den += ref.o[i] * ref.o[i];
+  }
+  r.o_rel = std::sqrt(num / std::max(den, 1e-30));
+  if (p.options.return_lse)
+    for (size_t i = 0; i < ref.lse.size(); ++i) {
+      if (std::isinf(ref.lse[i])) {
+        if (!(std::isinf(lse[i]) && lse[i] < 0)) r.lse_abs = INFINITY;
+        continue;
+      }
+      r.lse_abs = std::max(r.lse_abs, std::fabs(lse[i] - ref.lse[i]));
+    }
+  return r;
+}
+
+Case make(int64_t qo, int64_t kv, int hq, int hk, int d, DType dt) {
+  Case c;
+  c.p.qo_len = qo;
+  c.p.kv_len = kv;
+  c.p.num_qo_heads = hq;
+  c.p.num_kv_heads = hk;
+  c.p.head_dim = d;
+  c.p.q_dtype = c.p.kv_dtype = dt;
+  c.p.options.return_lse = true;
+  return c;
+}
+
+// The grid: every length pair with both masks on one shape, then each
+// variant axis on a few lengths, rotating dtype, head dim and group.
+std::vector<Case> prefill_grid() {
+  std::vector<Case> out;
+  const DType dts[] = {DType::BF16, DType::F16};
+  int turn = 0;
+  for (int64_t qo : {1, 7, 128, 1000})
+    for (int64_t kv : {qo, int64_t(4096)})
+      for (bool causal : {false, true}) {
+        Case c = make(qo, kv, 8, 2, 128, dts[turn++ % 2]);
+        c.p.options.causal = causal;
+        out.push_back(c);
+      }
+  const int groups[][2] = {{4, 4}, {6, 2}, {8, 2}, {8, 1}};  // GQA 1, 3, 4, 8
+  for (int d : {64, 128, 256})
+    for (auto g : groups) {
+      Case c = make(turn % 2 ? 300 : 77, 700, g[0], g[1], d, dts[turn % 2]);
+      c.p.options.causal = turn % 3 != 0;
+      c.p.options.kv_layout = turn % 2 ? KVLayout::HND : KVLayout::NHD;
+      ++turn;
+      out.push_back(c);
+    }
+  for (int64_t qo : {7, 200}) {
+    Case custom = make(qo, 513, 4, 2, 128, DType::F16);
+    custom.p.options.custom_mask = true;
+    custom.mask_kind = Case::MaskKind::Random;
+    out.push_back(custom);
+    Case win = make(qo, 1500, 4, 4, 128, DType::BF16);
+    win.p.options.causal = true;
+    win.p.options.window_left = 100;
+    out.push_back(win);
+    Case cap = make(qo, 900, 8, 2, 64, DType::F16);
+    cap.p.options.causal = true;
+    cap.p.options.logits_soft_cap = 5.f;
+    out.push_back(cap);
+    for (PosEncoding pe : {PosEncoding::RopeLlama, PosEncoding::Alibi})
+      for (DType dt : dts) {
+        Case c = make(qo, 1200, 8, 2, 128, dt);
+        c.p.options.causal = true;
+        c.p.options.pos_encoding_mode = pe;
+        c.p.options.rope_theta = 5e5f;
+        out.push_back(c);
+      }
+    Case win_nc = make(qo, 800, 4, 1, 256, DType::F16);  // window without causal, 256-wide heads
+    win_nc.p.options.window_left = 37;
+    out.push_back(win_nc);
+  }
+  for (DType kv8 : {DType::E4M3, DType::E5M2}) {  // fp8 KV (widened to q's dtype exactly) with scales
+    Case c = make(kv8 == DType::E4M3 ? 100 : 5, 1100, 8, 2, 128, kv8 == DType::E4M3 ? DType::BF16 : DType::F16);
+    c.p.kv_dtype = kv8;
+    c.p.options.causal = true;
+    c.p.options.k_scale = 0.5f;
+    c.p.options.v_scale = 2.f;
+    out.push_back(c);
+  }
+  Case longkv = make(16, 16384, 8, 1, 128, DType::BF16);  // a short append against a long cache: split KV
+  longkv.p.options.causal = true;
+  out.push_back(longkv);
+  return out;
+}
+
+void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
+  std::map<std::string, KernelSpec> specs;
+  for (const auto& c : cases)
+    for (const auto& s : ops::single_prefill_kernels(c.p)) specs.emplace(s.name(), s);
+  const std::string arch = rt.engine().arch_of(0);
+  std::vector<KernelSpec> list;
+  for (auto& [n, s] : specs) list.push_back(s);
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
+  for (unsigned w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next++) < list.size();) rt.engine().prepare(list[i], arch);
+    });
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+TEST_CASE("single prefill matches the float64 reference across the grid", "[gpu][prefill]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  const auto cases = prefill_grid();
+  prewarm(rt, cases);
+  std::map<std::string, std::pair<double, double>> worst;
+  size_t passed = 0, split_cases = 0;
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    INFO(c.label());
+    const Outcome e = run_case(rt, c, seed++);
+    const bool ok = e.o_rel <= tolerance(c.p.q_dtype) && e.lse_abs <= lse_tolerance(c);
+    CHECK(e.o_rel <= tolerance(c.p.q_dtype));
+    CHECK(e.lse_abs <= lse_tolerance(c));
+    passed += ok;
+    split_cases += e.chunks > 1;
+    auto& w = worst[fmt::format("{} d{}{}", to_string(c.p.q_dtype), c.p.head_dim,
+                                c.p.options.pos_encoding_mode == PosEncoding::RopeLlama ? " rope" : "")];
+    w.first = std::max(w.first, e.o_rel);
+    w.second = std::max(w.second, e.lse_abs);
+  }
+  CHECK(split_cases > 0);  // the grid must exercise the KV split and the merge
+  std::string table = fmt::format("single prefill grid: {}/{} cases within tolerance ({} with split KV)\n", passed,
+                                  cases.size(), split_cases);
+  for (auto& [k, e] : worst)
+    table += fmt::format("  {:<18} worst rel L2 err(o) {:.2e}  worst abs err(lse, base 2) {:.2e}\n", k, e.first, e.second);
+  WARN(table);
+}
+
+TEST_CASE("single prefill: a custom mask equal to the causal mask gives the causal output", "[gpu][prefill]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  for (auto [qo, kv] : {std::pair<int64_t, int64_t>{100, 100}, {33, 300}, {1, 257}}) {
+    Case causal = make(qo, kv, 8, 2, 128, DType::F16);
+    causal.p.options.causal = true;
+    Case custom = causal;
+    custom.p.options.custom_mask = true;  // make_mask builds the causal mask for FromOptions
+    const Outcome a = run_case(rt, causal, 11), b = run_case(rt, custom, 11);
+    INFO(custom.label());
+    REQUIRE(a.out.size() == b.out.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.out.size(); ++i) worst = std::max(worst, double(std::fabs(a.out[i] - b.out[i])));
+    CHECK(worst <= 1e-3);
+  }
+}
+
+}  // namespace attnjit::test

@@ -1,0 +1,73 @@
+"""attnjit.single_prefill_with_kv_cache on a GPU against a float64 reference.
+
+Skips without torch and a CUDA device. The reference: query i of qo_len sits
+at position kv_len - qo_len + i; causal keeps keys at or before it; a custom
+mask (True = attend) replaces causal; o = softmax(q·k * sm_scale) · v and
+lse = logsumexp / ln 2 (base 2). A custom mask equal to the causal mask must
+give the causal output within 1e-3 (the spec's own check).
+"""
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the GPU tests need it")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device visible to torch", allow_module_level=True)
+
+import attnjit  # noqa: E402
+from attnjit import AttnjitError, Status  # noqa: E402
+
+TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+def reference(q, k, v, causal, mask=None):
+    qo, h, d = q.shape
+    kv, hk, _ = k.shape
+    g = h // hk
+    qd, kd, vd = q.double(), k.double().repeat_interleave(g, 1), v.double().repeat_interleave(g, 1)
+    s = torch.einsum("qhd,khd->hqk", qd, kd) / math.sqrt(d)
+    if mask is None and causal:
+        pos = torch.arange(qo, device=q.device)[:, None] + (kv - qo)
+        mask = torch.arange(kv, device=q.device)[None, :] <= pos
+    if mask is not None:
+        s = s.masked_fill(~mask.reshape(qo, kv)[None], float("-inf"))
+    lse = torch.logsumexp(s, -1) / math.log(2)
+    o = torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), vd)
+    return o, lse.transpose(0, 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("qo,kv", [(1, 300), (77, 77), (128, 1000)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_matches_reference(dtype, qo, kv, causal):
+    torch.manual_seed(qo + kv)
+    q = torch.randn(qo, 8, 128, dtype=dtype, device="cuda")
+    k = torch.randn(kv, 2, 128, dtype=dtype, device="cuda")
+    v = torch.randn(kv, 2, 128, dtype=dtype, device="cuda")
+    o, lse = attnjit.single_prefill_with_kv_cache_return_lse(q, k, v, causal=causal)
+    o_ref, lse_ref = reference(q, k, v, causal)
+    err = ((o.double() - o_ref).norm() / o_ref.norm()).item()
+    assert err <= TOLERANCE[dtype], err
+    assert (lse.double() - lse_ref).abs().max().item() <= (2e-2 if dtype == torch.bfloat16 else 4e-3)
+
+
+def test_custom_mask_equal_to_causal_gives_causal():
+    q = torch.randn(33, 8, 128, dtype=torch.float16, device="cuda")
+    k = torch.randn(300, 2, 128, dtype=torch.float16, device="cuda")
+    v = torch.randn(300, 2, 128, dtype=torch.float16, device="cuda")
+    mask = torch.tril(torch.full((33, 300), True, device="cuda"), diagonal=300 - 33)
+    o_causal = attnjit.single_prefill_with_kv_cache(q, k, v, causal=True)
+    o_custom = attnjit.single_prefill_with_kv_cache(q, k, v, custom_mask=mask.flatten())
+    assert torch.allclose(o_custom, o_causal, rtol=1e-3, atol=1e-3)
+
+
+def test_errors_name_the_argument():
+    q = torch.randn(10, 8, 128, dtype=torch.float16, device="cuda")
+    k = torch.randn(5, 2, 128, dtype=torch.float16, device="cuda")
+    with pytest.raises(AttnjitError) as e:
+        attnjit.single_prefill_with_kv_cache(q, k, k, causal=True)
+    assert e.value.status == Status.INVALID_ARGUMENT and "qo_len=10 > kv_len=5" in str(e.value)
+    with pytest.raises(AttnjitError) as e:
+        attnjit.single_prefill_with_kv_cache(q, k, k, backend="fa3")
+    assert e.value.status == Status.UNSUPPORTED
