@@ -112,6 +112,10 @@ std::string TensorView::describe() const {
 }
 
 TensorView make_tensor(void* data, DType dtype, std::initializer_list<int64_t> shape, int device) {
+  return make_tensor(data, dtype, std::vector<int64_t>(shape), device);
+}
+
+TensorView make_tensor(void* data, DType dtype, const std::vector<int64_t>& shape, int device) {
   if (shape.size() > static_cast<size_t>(TensorView::kMaxDims))
     invalid(fmt::format("make_tensor: shape has {} dims; allowed: up to {}", shape.size(), TensorView::kMaxDims));
   TensorView v;

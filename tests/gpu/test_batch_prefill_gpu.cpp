@@ -107,7 +107,8 @@ BatchOutcome run_batch(const Runtime& rt, const BatchCase& c, uint32_t seed) {
     dv.upload(to_layout(vb));
     BatchPrefillWithRaggedKVCacheWrapper w(rt, ws.get(), ws.bytes(), c.layout);
     w.plan(qo_indptr, kv_indptr, c.hq, c.hk, c.d, opts, nullptr);
-    const auto kv_shape = nhd ? std::initializer_list<int64_t>{nnz_kv, Hk, D} : std::initializer_list<int64_t>{Hk, nnz_kv, D};
+    // A vector, not an initializer_list: one kept in a variable outlives its array.
+  const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{nnz_kv, Hk, D} : std::vector<int64_t>{Hk, nnz_kv, D};
     w.run(tq, make_tensor(dk.get(), c.dt, kv_shape), make_tensor(dv.get(), c.dt, kv_shape), to, c.with_lse ? &tl : nullptr,
           nullptr);
   } else {

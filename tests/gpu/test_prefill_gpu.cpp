@@ -107,7 +107,8 @@ Outcome run_case(const Runtime& rt, const Case& c, uint32_t seed) {
 
   SinglePrefillPlan plan(rt, p);
   DeviceBuffer ws(plan.workspace_bytes());
-  const auto kv_shape = nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D};
+  // A vector, not an initializer_list: one kept in a variable outlives its array.
+  const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{N, Hk, D} : std::vector<int64_t>{Hk, N, D};
   const TensorView tq = make_tensor(dq.get(), p.q_dtype, {M, H, D}, p.device);
   const TensorView tk = make_tensor(dk.get(), p.kv_dtype, kv_shape, p.device);
   const TensorView tv = make_tensor(dv.get(), p.kv_dtype, kv_shape, p.device);

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -33,6 +34,9 @@ struct ATTNJIT_API TensorView {
 
 // Contiguous (row-major) view; handy in tests and examples.
 ATTNJIT_API TensorView make_tensor(void* data, DType dtype, std::initializer_list<int64_t> shape, int device = 0);
+// The same from a shape held in a variable (an initializer_list kept in one
+// outlives the array behind it).
+ATTNJIT_API TensorView make_tensor(void* data, DType dtype, const std::vector<int64_t>& shape, int device = 0);
 
 // Converts a DLTensor (CUDA device memory, supported dtype, ndim <= 4).
 // `arg` names the argument in error messages. fp8 arrives either with the

@@ -12,13 +12,17 @@ namespace attnjit::ops {
 
 void check_tensor(const TensorView& t, const char* name, DType dtype, int device,
                   std::initializer_list<int64_t> shape, int align_bytes) {
+  check_tensor(t, name, dtype, device, std::vector<int64_t>(shape), align_bytes);
+}
+
+void check_tensor(const TensorView& t, const char* name, DType dtype, int device, const std::vector<int64_t>& want,
+                  int align_bytes) {
   auto fail = [&](const std::string& what) {
     throw Error(Status::InvalidArgument, fmt::format("{}: {} (got {})", name, what, t.describe()));
   };
   if (!t.data) fail("data pointer is null");
   if (t.dtype != dtype) fail(fmt::format("dtype must be {} for this plan", to_string(dtype)));
   if (t.device != device) fail(fmt::format("must be on cuda:{} like the plan", device));
-  const std::vector<int64_t> want(shape);
   if (t.ndim != static_cast<int>(want.size()) ||
       !std::equal(want.begin(), want.end(), t.shape.begin()))
     fail(fmt::format("shape must be [{}] for this plan", fmt::join(want, ", ")));

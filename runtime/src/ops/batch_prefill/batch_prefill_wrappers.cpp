@@ -73,7 +73,8 @@ void BatchPrefillWithRaggedKVCacheWrapper::run(const TensorView& q, const Tensor
   kernels::PrefillParams p = c.params(q, o, lse);
   const int64_t N = c.nnz_kv, Hk = c.shape.num_kv_heads, D = c.shape.head_dim;
   const bool nhd = c.kv_layout == KVLayout::NHD;
-  const auto kv_shape = nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D};
+  // A vector, not an initializer_list: one kept in a variable outlives its array.
+  const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{N, Hk, D} : std::vector<int64_t>{Hk, N, D};
   ops::check_tensor(k, "k", c.shape.kv_dtype, c.device, kv_shape, 16);
   ops::check_tensor(v, "v", c.shape.kv_dtype, c.device, kv_shape, 16);
   p.kv.k = k.data;
@@ -154,7 +155,8 @@ void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorV
   const int64_t P = k_cache.ndim == 4 ? k_cache.shape[0] : 0, S = c.page_size, Hk = c.shape.num_kv_heads,
                 D = c.shape.head_dim;
   const bool nhd = c.kv_layout == KVLayout::NHD;
-  const auto shape = nhd ? std::initializer_list<int64_t>{P, S, Hk, D} : std::initializer_list<int64_t>{P, Hk, S, D};
+  // A vector, not an initializer_list: one kept in a variable outlives its array.
+  const std::vector<int64_t> shape = nhd ? std::vector<int64_t>{P, S, Hk, D} : std::vector<int64_t>{P, Hk, S, D};
   ops::check_tensor(k_cache, "k_cache", c.shape.kv_dtype, c.device, shape, 16);
   ops::check_tensor(v_cache, "v_cache", c.shape.kv_dtype, c.device, shape, 16);
   if (c.max_page_index >= P)

@@ -37,7 +37,8 @@ BenchFigures single_prefill_bench(const Runtime& rt, const nlohmann::json& probl
   bench::fill_random(q.p, q_bytes, 7);
   bench::fill_random(k.p, kv_bytes, 8);
   bench::fill_random(v.p, kv_bytes, 9);
-  const auto kv_shape = nhd ? std::initializer_list<int64_t>{n, hkv, d} : std::initializer_list<int64_t>{hkv, n, d};
+  // A vector, not an initializer_list: one kept in a variable outlives its array.
+  const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{n, hkv, d} : std::vector<int64_t>{hkv, n, d};
   const TensorView tq = make_tensor(q.get(), p.q_dtype, {m, hq, d}, device);
   const TensorView tk = make_tensor(k.get(), p.kv_dtype, kv_shape, device);
   const TensorView tv = make_tensor(v.get(), p.kv_dtype, kv_shape, device);

@@ -61,7 +61,8 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   const int64_t H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, M = P.qo_len, N = P.kv_len;
   const bool nhd = P.options.kv_layout == KVLayout::NHD;
   ops::check_tensor(q, "q", P.q_dtype, P.device, {M, H, D}, 16);
-  const auto kv_shape = nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D};
+  // A vector, not an initializer_list: one kept in a variable outlives its array.
+  const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{N, Hk, D} : std::vector<int64_t>{Hk, N, D};
   ops::check_tensor(k, "k", P.kv_dtype, P.device, kv_shape, 16);
   ops::check_tensor(v, "v", P.kv_dtype, P.device, kv_shape, 16);
   ops::check_tensor(o, "o", P.q_dtype, P.device, {M, H, D}, 16);
