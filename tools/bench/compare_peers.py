@@ -188,10 +188,38 @@ def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_
             "kv_dtype": str(kv_dtype).replace("torch.", ""), "kv_bytes": kv_bytes, "results": res}
 
 
+# ---------------------------------------------------------------- single prefill
+def bench_prefill(h, n, causal, copy, d=128, dtype=torch.bfloat16):
+    """TFLOP/s on one request of n query and n KV tokens (causal counts half)."""
+    flops = 4.0 * n * n * h * d * (0.5 if causal else 1.0)
+    q = torch.randn(n, h, d, dtype=dtype, device="cuda")
+    k = torch.randn(n, h, d, dtype=dtype, device="cuda")
+    v = torch.randn(n, h, d, dtype=dtype, device="cuda")
+    res = {}
+
+    def add(name, fn):
+        try:
+            us, how = timed(lambda i: fn(), 1, iters=5, reps=10)
+            res[name] = {"us": us, "how": how, "tflops": flops / (us * 1e-6) / 1e12}
+        except Exception as e:
+            res[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+
+    add("attnjit", lambda: attnjit.single_prefill_with_kv_cache(q, k, v, causal=causal))
+    if flashinfer is not None:
+        add("flashinfer fa2", lambda: flashinfer.single_prefill_with_kv_cache(q, k, v, causal=causal, backend="fa2"))
+    qs, ks, vs = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+    for backend, label in ((SDPBackend.FLASH_ATTENTION, "sdpa flash"), (SDPBackend.CUDNN_ATTENTION, "sdpa cudnn")):
+        def call(backend=backend):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+        add(label, call)
+    return {"op": "single_prefill", "heads": h, "qo_len": n, "kv_len": n, "causal": causal, "results": res}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
-    ap.add_argument("--only", choices=["single", "batch"], default=None)
+    ap.add_argument("--only", choices=["single", "batch", "prefill"], default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
     copy = copy_rate()
@@ -207,8 +235,19 @@ def main():
                           ([32768] + [512] * 63, torch.bfloat16), ([4096] * 64, torch.float8_e4m3fn)):
             rows.append(bench_batch(32, 8, lens, copy, kv_dtype=kvt))
             print(json.dumps(rows[-1]), flush=True)
+    if args.only in (None, "prefill"):
+        for n in (4096, 16384):
+            for causal in (False, True):
+                rows.append(bench_prefill(16, n, causal, copy))
+                print(json.dumps(rows[-1]), flush=True)
     print()
     for r in rows:
+        if r["op"] == "single_prefill":
+            cells = [f"{name}: " + (f"{x['us']:.0f} us {x['tflops']:.0f} TFLOP/s" if "us" in x else x["error"][:80])
+                     for name, x in r["results"].items()]
+            print(f"prefill 16 heads d128 {r['qo_len']}x{r['kv_len']} {'causal' if r['causal'] else 'full':<6} "
+                  + " | ".join(cells))
+            continue
         what = (f"single {r['num_qo_heads']}/{r['num_kv_heads']} n={r['kv_len']}" if r["op"] == "single_decode"
                 else f"batch {r['batch']} {r['kv_dtype']}")
         cells = []
