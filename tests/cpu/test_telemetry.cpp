@@ -3,6 +3,7 @@
 // the key the engine computes (NVRTC is asked for its version only), so no
 // compile runs.
 #include <stdlib.h>
+#include <unistd.h>  // getpid
 
 #include <fstream>
 

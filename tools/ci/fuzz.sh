@@ -27,12 +27,12 @@ cuda_home=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$out/artifacts"
 common=(-std=c++17 -O1 -g -fno-omit-frame-pointer
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-        -DFMT_HEADER_ONLY -DSPDLOG_HEADER_ONLY -DATTNJIT_BUILDING_LIBRARY
+        -DFMT_SHARED -DSPDLOG_SHARED_LIB -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DATTNJIT_BUILDING_LIBRARY
         -Ibase/include -Ibase -Iruntime/include -Iruntime/src -I. -Ikernels -I"$cuda_home/include")
 build() {  # name, sources...
   local name=$1; shift
   echo "building $out/$name"
-  clang++ "${common[@]}" "$@" -o "$out/$name" -lcrypto
+  clang++ "${common[@]}" "$@" -o "$out/$name" -lspdlog -lfmt -lcrypto
 }
 build fuzz_kernel_spec tools/fuzz/fuzz_kernel_spec.cpp runtime/src/spec/*.cpp runtime/src/types.cpp base/error.cpp \
   runtime/src/ops/single_decode/single_decode_problem.cpp runtime/src/ops/single_decode/single_decode_planner.cpp \
