@@ -26,7 +26,9 @@ struct PrefillParams {
   VariantParams var;
   const int32_t* qo_indptr;  // [batch + 1] query rows of each request; null: one request of qo_len rows
   // Batch work list, 3 * num_work ints: requests, then query tiles, then KV
-  // chunks; CTA x takes item x. Null: request 0, tile blockIdx.x, chunk blockIdx.y.
+  // chunks; CTA x takes item x / num_kv_heads for KV head x % num_kv_heads.
+  // Null (single request): num_work query tiles, CTA x takes tile
+  // num_work - 1 - x / num_kv_heads, chunk blockIdx.y.
   const int32_t* work;
   int32_t num_work;
   int32_t qo_len;       // single request only

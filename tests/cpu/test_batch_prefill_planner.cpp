@@ -53,8 +53,8 @@ TEST_CASE("batch prefill plan: every (request, tile, chunk) once, longest first"
     for (int i = 0; i < L.num_work; ++i)
       CHECK(got.insert({L.work[i], L.work[L.num_work + i], L.work[2 * L.num_work + i]}).second);
     CHECK(got == want);
-    CHECK(L.prefill.shape.grid[0] == uint32_t(L.num_work));
-    CHECK(L.prefill.shape.grid[2] == 8u);
+    CHECK(L.prefill.shape.grid[0] == uint32_t(L.num_work * 8));  // KV heads fastest
+    CHECK(L.prefill.shape.grid[2] == 1u);
     CHECK(int64_t(L.num_chunks) * L.chunk_size >= *std::max_element(lens.second.begin(), lens.second.end()));
     CHECK(L.chunk_size % k->tile_kv() == 0);
     CHECK(L.merge.has_value() == (L.num_chunks > 1));

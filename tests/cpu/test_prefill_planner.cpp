@@ -45,8 +45,8 @@ TEST_CASE("single prefill plan: tiles cover the packed query rows, chunks cover 
           // Every packed row in exactly one tile, no tile empty.
           CHECK(int64_t(L.num_q_tiles) * k->tile_q() >= packed);
           CHECK(int64_t(L.num_q_tiles - 1) * k->tile_q() < packed);
-          CHECK(L.prefill.shape.grid[0] == uint32_t(L.num_q_tiles));
-          CHECK(L.prefill.shape.grid[2] == uint32_t(hk));
+          CHECK(L.prefill.shape.grid[0] == uint32_t(L.num_q_tiles * hk));  // KV heads fastest
+          CHECK(L.prefill.shape.grid[2] == 1u);
           // Chunks: tile-aligned, covering [0, kv), none empty.
           CHECK(L.chunk_size % k->tile_kv() == 0);
           CHECK(int64_t(L.num_chunks) * L.chunk_size >= kv);

@@ -166,8 +166,8 @@ void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView&
 std::string BatchPrefillCore::describe() const {
   if (!planned) return "not planned";
   const auto& k = layout.prefill;
-  return fmt::format("{} work={} heads_kv={} chunks={} chunk={} workspace={} B{}", k.spec.name(), layout.num_work,
-                     k.shape.grid[2], layout.num_chunks, layout.chunk_size, layout.workspace.total_bytes(),
+  return fmt::format("{} work={} grid={} chunks={} chunk={} workspace={} B{}", k.spec.name(), layout.num_work,
+                     k.shape.grid[0], layout.num_chunks, layout.chunk_size, layout.workspace.total_bytes(),
                      layout.merge ? "; " + layout.merge->spec.name() : "");
 }
 

@@ -73,6 +73,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
   PrefillKernel k = prefill_variant(s.options, s.head_dim, s.q_dtype, s.kv_dtype);
   k.kv_source = s.source;
   k.frags_m = prefill_frags_m(s.head_dim, max_packed);
+  k.stages = prefill_stages(s.head_dim, k.frags_m);
   const int tq = k.tile_q();
 
   // Query tiles of every request; the KV split (one chunk size for the batch,
@@ -115,9 +116,10 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
 
   L.prefill.role = "prefill";
   L.prefill.spec = k;
-  L.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, L.num_work));
+  // KV heads vary fastest along x, so CTAs start in the list's order, longest first.
+  L.prefill.shape.grid[0] = static_cast<uint32_t>(int64_t(std::max(1, L.num_work)) * s.num_kv_heads);
   L.prefill.shape.grid[1] = 1;
-  L.prefill.shape.grid[2] = s.num_kv_heads;
+  L.prefill.shape.grid[2] = 1;
   L.prefill.shape.threads = k.threads();
   L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 

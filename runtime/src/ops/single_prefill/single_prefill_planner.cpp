@@ -44,6 +44,16 @@ int prefill_frags_m(int head_dim, int64_t max_packed_len) {
   return head_dim <= 128 && max_packed_len >= 512 ? 2 : 1;
 }
 
+// A third K/V stage where two CTAs per SM still fit in sm_90's 228 KB (ncu,
+// d 128 with two stages: 5% of warp samples waited for K/V tiles at the
+// barrier). 128-wide heads with 16-row warps and 256-wide heads stay at two
+// stages, which keeps them at two CTAs per SM. Tuned for sm_90; an sm_80
+// device (164 KB) runs those CTAs one per SM.
+int prefill_stages(int head_dim, int frags_m) {
+  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
+  return 2 * (kernels::prefill_smem_bytes(head_dim, frags_m, 3) + kReservedPerCta) <= kSmemPerSm ? 3 : 2;
+}
+
 int prefill_ctas_per_sm(const PrefillKernel& k) {
   // 228 KB of shared memory per SM on sm_90 (227 KB usable per CTA), ~100 KB on sm_80:
   // planned for the larger; a smaller device just runs more waves.
@@ -72,6 +82,7 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
     if (fm != 1 && prefill_frags_m(p.head_dim, INT64_MAX) != fm) continue;
     PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
     k.frags_m = fm;
+    k.stages = prefill_stages(p.head_dim, fm);
     out.emplace_back(k);
   }
   out.emplace_back(merge_spec(p.head_dim, p.q_dtype));
@@ -85,6 +96,7 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const Dev
   const int64_t packed = p.qo_len * group;
   PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
   k.frags_m = prefill_frags_m(p.head_dim, packed);
+  k.stages = prefill_stages(p.head_dim, k.frags_m);
 
   L.num_q_tiles = static_cast<int>((packed + k.tile_q() - 1) / k.tile_q());
   const int64_t ctas = int64_t(L.num_q_tiles) * p.num_kv_heads;
@@ -95,9 +107,10 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const Dev
 
   L.prefill.role = "prefill";
   L.prefill.spec = k;
-  L.prefill.shape.grid[0] = L.num_q_tiles;
+  // KV heads vary fastest along x, tiles last first (prefill_work in prefill.cuh).
+  L.prefill.shape.grid[0] = static_cast<uint32_t>(int64_t(L.num_q_tiles) * p.num_kv_heads);
   L.prefill.shape.grid[1] = L.num_chunks;
-  L.prefill.shape.grid[2] = p.num_kv_heads;
+  L.prefill.shape.grid[2] = 1;
   L.prefill.shape.threads = k.threads();
   L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 

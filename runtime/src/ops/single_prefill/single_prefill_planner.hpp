@@ -32,6 +32,7 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p);
 // of CTAs. Resident CTAs per SM are data (from the compiler's register and
 // shared-memory figures), never a query of a compiled kernel.
 int prefill_frags_m(int head_dim, int64_t max_packed_len);
+int prefill_stages(int head_dim, int frags_m);  // K/V pipeline depth
 int prefill_ctas_per_sm(const PrefillKernel& k);
 struct KVSplit {
   int num_chunks = 1;

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One device-machine step: executes examples/notebook/attnjit_decode.ipynb the
+# way a notebook user would, from a `pip install "attnjit[notebook]"` into a
+# fresh virtual environment (torch from the system site), and brings back the
+# executed notebook and docs/decode_bandwidth.png under $OUT.
+#   WHEELS=<folder with the attnjit wheel and the extras' wheels> bash tools/gpu/notebook.sh
+# The GPU machine has no internet, so pip installs from $WHEELS only.
+set -euo pipefail
+OUT=${OUT:-/tmp/attnjit-out}
+WHEELS=${WHEELS:?folder of wheels}
+mkdir -p "$OUT"
+export ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
+venv=/tmp/attnjit-nb-venv
+python3 -m venv --system-site-packages "$venv"
+"$venv/bin/python" -m pip install -q --no-index --find-links "$WHEELS" "attnjit[notebook]"
+# Run from a folder outside the checkout so `import attnjit` can only mean the installed package.
+work=$(mktemp -d)
+cp examples/notebook/attnjit_decode.ipynb "$work/"
+cd "$work"
+"$venv/bin/jupyter-execute" --inplace --timeout 900 attnjit_decode.ipynb 2>&1 | tail -n 20
+cp attnjit_decode.ipynb "$OUT/"
+# The notebook saves the plot into docs/ of the repository it runs from, else next to itself.
+cp decode_bandwidth.png "$OUT/" 2>/dev/null || true
+ls -la "$OUT"
