@@ -1,6 +1,7 @@
 // attnjit_batch_decode.h without a GPU: options init defaults, struct_size,
 // NULL handles, enum/flag/float checks, index arrays of the wrong dtype,
-// device, shape or strides, the 5-D cache split, and the C++ checks reached
+// device, shape or strides, TensorRT-LLM's sinks and enable_pdl (the _v2
+// entry point), the 5-D cache split, and the C++ checks reached
 // through the C functions -- each refused with a message naming the
 // argument, its value and what is allowed. Nothing here reaches a kernel:
 // every call fails in validation before a plan would need a device.
@@ -9,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -74,6 +76,11 @@ struct TrtllmInputs {
                                                      out.get(), nullptr, nullptr);
   }
   attnjit_status_t call(attnjit_runtime_t* rt) { return call(rt, v.get()); }
+  attnjit_status_t call_v2(attnjit_runtime_t* rt, const DLTensor* sinks, int enable_pdl) {
+    return attnjit_trtllm_batch_decode_with_kv_cache_v2(rt, query.get(), k.get(), v.get(), t::fake_device_pointer(),
+                                                        128 << 20, tables.get(), lens.get(), max_seq_len, &options,
+                                                        sinks, enable_pdl, out.get(), nullptr, nullptr);
+  }
 };
 
 struct CudnnInputs {
@@ -491,4 +498,96 @@ TEST_CASE("cudnn checks scale, its arrays and its two-tensor cache", "[capi]") {
     CHECK(in.call(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(last_error(), Contains("block_tables: strides [8, 1] are not allowed for shape [2, 4]"));
   }
+}
+
+TEST_CASE("trtllm _v2 checks enable_pdl and the sinks tensor, naming them", "[capi]") {
+  RuntimeHandle h;
+  TrtllmInputs in;
+  // Past every C check the C++ call refuses max_seq_len=65 (4 pages of 16):
+  // reaching that error shows the sinks and enable_pdl were accepted.
+  in.max_seq_len = 65;
+  const std::string past_the_c_checks = "max_seq_len=65 is not allowed; block_tables hold 4 pages of 16 rows";
+  DLTensorMaker sinks({8}, t::kF32);  // query [2, 8, 128]: 8 qo heads on cuda:0
+
+  SECTION("valid sinks and each enable_pdl value get through") {
+    for (int pdl : {-1, 0, 1}) {
+      INFO("enable_pdl=" << pdl);
+      CHECK(in.call_v2(h.rt, sinks.get(), pdl) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+      CHECK_THAT(last_error(), Contains(past_the_c_checks));
+      CHECK(in.call_v2(h.rt, nullptr, pdl) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+      CHECK_THAT(last_error(), Contains(past_the_c_checks));
+    }
+    sinks.strides({1});  // explicit unit stride is contiguous too
+    CHECK(in.call_v2(h.rt, sinks.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains(past_the_c_checks));
+  }
+  SECTION("enable_pdl outside -1, 0, 1, before any tensor is looked at") {
+    in.query = DLTensorMaker({8, 128});  // would be refused too, later
+    CHECK(in.call_v2(h.rt, nullptr, 2) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("enable_pdl=2 is not allowed; allowed: -1 (the library's default: on for sm_90 "
+                                    "and newer), 0 (off), 1 (on)"));
+  }
+  SECTION("sinks dtype") {
+    sinks.dtype(t::kF16);
+    CHECK(in.call_v2(h.rt, sinks.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("sinks: dtype (code=2 kDLFloat, bits=16, lanes=1) is not allowed; allowed: "
+                                    "float32 (kDLFloat, 32)"));
+    sinks.dtype(kI32);
+    CHECK(in.call_v2(h.rt, sinks.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("sinks: dtype (code=0 kDLInt, bits=32, lanes=1) is not allowed"));
+  }
+  SECTION("sinks shape: one entry per query head") {
+    DLTensorMaker four({4}, t::kF32), column({8, 1}, t::kF32);
+    CHECK(in.call_v2(h.rt, four.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("sinks: shape [4] is not allowed; allowed: [num_qo_heads] with num_qo_heads=8 "
+                                    "from the query"));
+    CHECK(in.call_v2(h.rt, column.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("sinks: shape [8, 1] is not allowed"));
+    column.no_shape();
+    CHECK(in.call_v2(h.rt, column.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("sinks: shape NULL (ndim=2) is not allowed"));
+  }
+  SECTION("sinks device") {
+    sinks.device({kDLCPU, 0});
+    CHECK(in.call_v2(h.rt, sinks.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("sinks: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA (it is read by "
+                                    "the kernel)"));
+    sinks.device({kDLCUDA, 1});
+    CHECK(in.call_v2(h.rt, sinks.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("sinks: device cuda:1 differs from the query's device cuda:0; they must be equal"));
+  }
+  SECTION("sinks contiguity, data and alignment") {
+    sinks.strides({2});
+    CHECK(in.call_v2(h.rt, sinks.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("sinks: strides [2] are not allowed for shape [8]; allowed: contiguous (stride 1)"));
+    sinks = DLTensorMaker({8}, t::kF32);
+    sinks.data(nullptr);
+    CHECK(in.call_v2(h.rt, sinks.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("sinks: data is NULL for 8 elements"));
+    sinks.data(t::fake_device_pointer()).byte_offset(2);
+    CHECK(in.call_v2(h.rt, sinks.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("is not allowed; allowed: a multiple of 4 bytes (the element size)"));
+  }
+  SECTION("the tensors before it are checked first") {
+    sinks.dtype(t::kF16);
+    in.out = DLTensorMaker({2, 8, 128}, t::kF16, {kDLCPU, 0});
+    CHECK(in.call_v2(h.rt, sinks.get(), -1) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("out: device_type=1 (kDLCPU) is not supported"));
+  }
+  SECTION("the first entry point still gets through; _v2 names itself in its errors") {
+    CHECK(in.call(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains(past_the_c_checks));
+    CHECK(attnjit_trtllm_batch_decode_with_kv_cache_v2(nullptr, in.query.get(), in.k.get(), in.v.get(), nullptr, 0,
+                                                       in.tables.get(), in.lens.get(), 64, nullptr, nullptr, -1,
+                                                       in.out.get(), nullptr, nullptr) ==
+          ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("attnjit_trtllm_batch_decode_with_kv_cache_v2: rt is NULL"));
+  }
+}
+
+TEST_CASE("the TensorRT-LLM options struct keeps the size callers were built with", "[capi]") {
+  // sinks and enable_pdl are parameters of _v2, not fields appended to the
+  // options: the init function writes sizeof of the library's struct.
+  CHECK(sizeof(attnjit_trtllm_decode_options_t) == 28);
+  CHECK(offsetof(attnjit_trtllm_decode_options_t, bmm2_scale) == 24);
 }

@@ -4,7 +4,8 @@
  *  - the BatchDecodeWithPagedKVCacheWrapper, a plan handle made once
  *    (attnjit_batch_decode_wrapper_create), planned per step with the
  *    indptr / indices / last_page_len page table on the host, run per layer;
- *  - attnjit_trtllm_batch_decode_with_kv_cache (block tables + seq_lens);
+ *  - attnjit_trtllm_batch_decode_with_kv_cache (block tables + seq_lens;
+ *    _v2 adds attention sinks and programmatic dependent launch);
  *  - attnjit_cudnn_batch_decode_with_kv_cache (block tables + actual_seq_lens_kv).
  *
  * The KV cache is a pair of 4-D tensors k_cache, v_cache ([pages, page_size,
@@ -107,6 +108,25 @@ ATTNJIT_API attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache(
     attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache, const DLTensor* v_cache, void* workspace,
     size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
     const attnjit_trtllm_decode_options_t* options, DLTensor* out, DLTensor* lse, void* stream);
+
+/* attnjit_trtllm_batch_decode_with_kv_cache with TensorRT-LLM's two launch
+ * extras (attnjit_trtllm_batch_decode_with_kv_cache is this with sinks NULL
+ * and enable_pdl -1). They are parameters of a new function, not fields
+ * appended to attnjit_trtllm_decode_options_t: its init function writes the
+ * library's sizeof, which a caller built against the shorter struct could
+ * not hold.
+ *  - sinks: NULL (none) or float32 [num_qo_heads], contiguous, on the
+ *    query's device: one logit per qo head, in the units of the scaled
+ *    scores (bmm1_scale applied), joining that head's softmax denominator as
+ *    e^sink with no value. lse includes it.
+ *  - enable_pdl: programmatic dependent launch. -1: the library's default,
+ *    on for sm_90 and newer; 0: off; 1: on (sm_90+, else
+ *    ATTNJIT_ERROR_UNSUPPORTED). The output is the same either way. */
+ATTNJIT_API attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v2(
+    attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache, const DLTensor* v_cache, void* workspace,
+    size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
+    const attnjit_trtllm_decode_options_t* options, const DLTensor* sinks, int enable_pdl, DLTensor* out,
+    DLTensor* lse, void* stream);
 
 /* cuDNN's batch decode: q [batch, num_qo_heads, head_dim]; k_cache, v_cache
  * [pages, num_kv_heads, page_size, head_dim] (HND); scale > 0;

@@ -16,6 +16,7 @@
 
 #include "api/c_api_batch_decode_options.hpp"
 #include "api/c_api_batch_inputs.hpp"
+#include "api/c_api_device_vectors.hpp"
 #include "api/c_api_guard.hpp"
 #include "api/c_api_handles.hpp"
 #include "attnjit/batch_decode.hpp"
@@ -88,6 +89,50 @@ int64_t batch_of(const attnjit::TensorView& q, const char* arg) {
     invalid(fmt::format("{}: ndim={} is not allowed; allowed: 3, [batch_size, num_qo_heads, head_dim] (got {})", arg,
                         q.ndim, q.describe()));
   return q.shape[0];
+}
+
+// enable_pdl's C spelling: -1 the library's default (by the GPU), 0 off, 1 on.
+std::optional<bool> pdl_choice(int enable_pdl) {
+  switch (enable_pdl) {
+    case -1: return std::nullopt;
+    case 0: return false;
+    case 1: return true;
+  }
+  invalid(fmt::format("enable_pdl={} is not allowed; allowed: -1 (the library's default: on for sm_90 and newer), "
+                      "0 (off), 1 (on)",
+                      enable_pdl));
+}
+
+// Both TensorRT-LLM entry points; the first one passes no sinks and enable_pdl -1.
+void trtllm_decode(const char* fn, attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache,
+                   const DLTensor* v_cache, void* workspace, size_t workspace_bytes, const DLTensor* block_tables,
+                   const DLTensor* seq_lens, int64_t max_seq_len, const attnjit_trtllm_decode_options_t* options,
+                   const DLTensor* sinks, int enable_pdl, DLTensor* out, DLTensor* lse, void* stream) {
+  require_non_null(rt, fn, "rt", attnjit::capi::kRuntimeHandle);
+  attnjit::TrtllmDecodeArgs a = attnjit::capi::to_trtllm_args(options);
+  a.enable_pdl = pdl_choice(enable_pdl);
+  const auto qv = attnjit::from_dlpack(query, "query");
+  const int64_t batch = batch_of(qv, "query");
+  const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
+  const auto table = attnjit::capi::device_int32_array(block_tables, "block_tables");
+  a.max_pages_per_seq = block_table(table, "block_tables", batch, qv.device, a.uses_shared_paged_kv_idx);
+  a.block_tables = table.data;
+  const auto lens = attnjit::capi::device_int32_array(seq_lens, "seq_lens", true);
+  lengths(lens, "seq_lens", batch, qv.device);
+  a.seq_lens = lens.data;
+  if (max_seq_len < 1) invalid(fmt::format("max_seq_len={} is not allowed; allowed: >= 1", max_seq_len));
+  a.max_seq_len = max_seq_len;
+  const auto ov = attnjit::from_dlpack(out, "out");
+  a.out_dtype = ov.dtype;
+  const auto lv = optional_view(lse, "lse");
+  if (sinks) {
+    // One entry per query head, read by the decode epilogue or the merge kernel.
+    const attnjit::capi::DeviceVectorRule rule{
+        {DLDataType{kDLFloat, 32, 1}}, "float32 (kDLFloat, 32)", "num_qo_heads", qv.shape[1], "the query", qv.device};
+    a.sinks = static_cast<const float*>(attnjit::capi::device_vector(sinks, "sinks", rule));
+  }
+  attnjit::trtllm_batch_decode_with_kv_cache(rt->runtime, qv, kc, vc, workspace, workspace_bytes, a, ov,
+                                             lv ? &*lv : nullptr, as_stream(stream));
 }
 
 }  // namespace
@@ -205,24 +250,19 @@ attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache(attnjit_runtime_t* rt
                                                            const attnjit_trtllm_decode_options_t* options,
                                                            DLTensor* out, DLTensor* lse, void* stream) {
   return guard([&] {
-    require_non_null(rt, "attnjit_trtllm_batch_decode_with_kv_cache", "rt", attnjit::capi::kRuntimeHandle);
-    attnjit::TrtllmDecodeArgs a = attnjit::capi::to_trtllm_args(options);
-    const auto qv = attnjit::from_dlpack(query, "query");
-    const int64_t batch = batch_of(qv, "query");
-    const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
-    const auto table = attnjit::capi::device_int32_array(block_tables, "block_tables");
-    a.max_pages_per_seq = block_table(table, "block_tables", batch, qv.device, a.uses_shared_paged_kv_idx);
-    a.block_tables = table.data;
-    const auto lens = attnjit::capi::device_int32_array(seq_lens, "seq_lens", true);
-    lengths(lens, "seq_lens", batch, qv.device);
-    a.seq_lens = lens.data;
-    if (max_seq_len < 1) invalid(fmt::format("max_seq_len={} is not allowed; allowed: >= 1", max_seq_len));
-    a.max_seq_len = max_seq_len;
-    const auto ov = attnjit::from_dlpack(out, "out");
-    a.out_dtype = ov.dtype;
-    const auto lv = optional_view(lse, "lse");
-    attnjit::trtllm_batch_decode_with_kv_cache(rt->runtime, qv, kc, vc, workspace, workspace_bytes, a, ov,
-                                               lv ? &*lv : nullptr, as_stream(stream));
+    trtllm_decode("attnjit_trtllm_batch_decode_with_kv_cache", rt, query, k_cache, v_cache, workspace,
+                  workspace_bytes, block_tables, seq_lens, max_seq_len, options, nullptr, -1, out, lse, stream);
+  });
+}
+
+attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v2(
+    attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache, const DLTensor* v_cache, void* workspace,
+    size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
+    const attnjit_trtllm_decode_options_t* options, const DLTensor* sinks, int enable_pdl, DLTensor* out,
+    DLTensor* lse, void* stream) {
+  return guard([&] {
+    trtllm_decode("attnjit_trtllm_batch_decode_with_kv_cache_v2", rt, query, k_cache, v_cache, workspace,
+                  workspace_bytes, block_tables, seq_lens, max_seq_len, options, sinks, enable_pdl, out, lse, stream);
   });
 }
 

@@ -10,11 +10,13 @@ from .batch_decode_block_tables import cudnn_batch_decode_with_kv_cache, trtllm_
 from .batch_prefill import BatchPrefillWithPagedKVCacheWrapper, BatchPrefillWithRaggedKVCacheWrapper
 from .decode import SingleDecodeWrapper, single_decode_with_kv_cache
 from .errors import AttnjitError, Status
+from .merge_state import merge_state, merge_state_in_place, merge_states
 from .prefill import single_prefill_with_kv_cache, single_prefill_with_kv_cache_return_lse
 
 __all__ = ["AttnjitError", "BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
            "BatchPrefillWithRaggedKVCacheWrapper", "Plan", "SingleDecodeWrapper", "Status",
-           "cudnn_batch_decode_with_kv_cache", "single_decode_with_kv_cache", "single_prefill_with_kv_cache",
+           "cudnn_batch_decode_with_kv_cache", "merge_state", "merge_state_in_place", "merge_states",
+           "single_decode_with_kv_cache", "single_prefill_with_kv_cache",
            "single_prefill_with_kv_cache_return_lse", "trtllm_batch_decode_with_kv_cache", "version",
            "version_number"]
 

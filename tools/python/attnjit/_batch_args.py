@@ -39,6 +39,15 @@ def flag(name, value):
     return int(bool(value))
 
 
+def tri_state(name, value):
+    """None -> -1 (the library decides), True / False -> 1 / 0, as the C options' tri-state fields."""
+    if value is None:
+        return -1
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return int(bool(value))
+    raise invalid_argument(f"{name}={value!r} is not allowed; allowed: None (the library's default), True, False")
+
+
 def positive_int(name, value, minimum=1):
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 2**31:
         raise invalid_argument(f"{name}={value!r} is not allowed; allowed: an int >= {minimum}")

@@ -1,5 +1,7 @@
 """TensorRT-LLM's and cuDNN's batch decode (block tables + device lengths)
-with FlashInfer's signatures, over the C API (attnjit_batch_decode.h).
+with FlashInfer's signatures, over the C API (attnjit_batch_decode.h;
+TensorRT-LLM's through attnjit_trtllm_batch_decode_with_kv_cache_v2, which
+takes sinks and enable_pdl).
 
 Both are one call: the library memoizes the plan per problem and splits
 every request the same way (the lengths stay on the device), so a call is
@@ -18,6 +20,33 @@ from ._streams import current_stream
 from ._dlpack import Borrowed, require_torch
 from ._library import check, lib
 from .errors import invalid_argument
+
+
+_SINK_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def _sinks(torch, sinks, query):
+    """sinks checked against the query before any device work: one float tensor [num_qo_heads].
+
+    FlashInfer types the argument List[Tensor] but its kernels take one tensor, so a list holding just
+    that tensor is unwrapped. float32 is what the kernel reads; the other float dtypes are converted
+    later, with a copy (as index arrays are).
+    """
+    if isinstance(sinks, (list, tuple)):
+        if len(sinks) != 1:
+            raise invalid_argument(f"sinks: a {type(sinks).__name__} of {len(sinks)} items is not allowed; allowed: "
+                                   "one float32 tensor [num_qo_heads] (or a list holding just it)")
+        sinks = sinks[0]
+    A.tensor(torch, "sinks", sinks)
+    if sinks.dtype not in [getattr(torch, name) for name in _SINK_DTYPES]:
+        raise invalid_argument(f"sinks: dtype {sinks.dtype} is not allowed; allowed: torch.float32 (float16, "
+                               "bfloat16 and float64 are converted with a copy)")
+    if query.dim() != 3:
+        return sinks  # the library refuses the query's shape first
+    if sinks.dim() != 1 or sinks.shape[0] != query.shape[1]:
+        raise invalid_argument(f"sinks: shape {list(sinks.shape)} is not allowed; allowed: [num_qo_heads] with "
+                               f"num_qo_heads={query.shape[1]} from the query")
+    return sinks
 
 
 def _out(torch, query, out, dtype):
@@ -40,19 +69,22 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
     one 5-D tensor [pages, 2, ...] or (k_cache, v_cache) in kv_layout; block_tables [batch, max_pages] (or
     [batch, 2, max_pages] with uses_shared_paged_kv_idx=False); seq_lens [batch]. Returns out.
 
-    lse (an attnjit extension): a float32 [batch, num_qo_heads] CUDA tensor to fill with the base-2 lse.
+    sinks: a float32 tensor [num_qo_heads], one logit per query head (in the units of the scaled scores)
+    added to that head's softmax denominator; another float dtype or device is converted with a copy.
+    enable_pdl: programmatic dependent launch; None lets the library decide (on for sm_90 and newer),
+    True below sm_90 is UNSUPPORTED. The output is the same either way.
+    lse (an attnjit extension): a float32 [batch, num_qo_heads] CUDA tensor to fill with the base-2 lse
+    (sinks included).
     """
     torch = require_torch()
     # Features of TensorRT-LLM attnjit does not have: refused by name.
-    A.refuse_if_given(o_sf_scale=o_sf_scale, o_sf_vec_size=o_sf_vec_size, sinks=sinks, mask=mask,
+    A.refuse_if_given(o_sf_scale=o_sf_scale, o_sf_vec_size=o_sf_vec_size, mask=mask,
                       max_q_len=max_q_len, cum_seq_lens_q=cum_seq_lens_q, kv_block_scales=kv_block_scales,
                       skip_softmax_threshold_scale_factor=skip_softmax_threshold_scale_factor,
                       kv_cache_sf=kv_cache_sf)
     if isinstance(out_dtype, str) and out_dtype == "nvfp4":
         raise A.unsupported("out_dtype='nvfp4' is not supported on this architecture (TensorRT-LLM writes NVFP4 "
                             "on Blackwell, sm_100, only); allowed: None or a float dtype")
-    if enable_pdl:
-        raise A.unsupported("enable_pdl=True is not supported by attnjit yet; allowed: None, False")
     if backend != "auto":
         raise A.unsupported(f"backend={backend!r} is not available: attnjit runs its own kernels; allowed: 'auto'")
     if q_len_per_req not in (None, 1):
@@ -68,7 +100,11 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
     options.uses_shared_paged_kv_idx = A.flag("uses_shared_paged_kv_idx", uses_shared_paged_kv_idx)
     options.bmm1_scale = A.scale(torch, "bmm1_scale", bmm1_scale, 1.0)
     options.bmm2_scale = A.scale(torch, "bmm2_scale", bmm2_scale, 1.0)
+    pdl = A.tri_state("enable_pdl", enable_pdl)
     A.positive_int("max_seq_len", max_seq_len)
+    A.tensor(torch, "query", query)
+    if sinks is not None:
+        sinks = _sinks(torch, sinks, query)
     A.cuda_tensor(torch, "query", query)
     k_cache, v_cache = A.kv_cache_pair(torch, "kv_cache", kv_cache)
     ws, ws_bytes, _ = A.workspace(torch, "workspace_buffer", workspace_buffer)
@@ -80,12 +116,14 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
         A.cuda_tensor(torch, "lse", lse)
     tables = A.device_int32(torch, "block_tables", block_tables, query.device)
     lens = A.device_int32(torch, "seq_lens", seq_lens, query.device, allow_uint32=True)
+    if sinks is not None:
+        sinks = sinks.to(device=query.device, dtype=torch.float32).contiguous()  # no copy when it is already so
     with Borrowed() as borrowed, current_stream(torch, query.device) as stream:
-        check(lib().attnjit_trtllm_batch_decode_with_kv_cache(
+        check(lib().attnjit_trtllm_batch_decode_with_kv_cache_v2(
             _runtime.handle(), borrowed.tensor(query, "query"), borrowed.tensor(k_cache, "k_cache"),
             borrowed.optional(v_cache, "v_cache"), ws, ws_bytes, borrowed.tensor(tables, "block_tables"),
-            borrowed.tensor(lens, "seq_lens"), max_seq_len, ctypes.byref(options), borrowed.tensor(out, "out"),
-            borrowed.optional(lse, "lse"), stream))
+            borrowed.tensor(lens, "seq_lens"), max_seq_len, ctypes.byref(options), borrowed.optional(sinks, "sinks"),
+            pdl, borrowed.tensor(out, "out"), borrowed.optional(lse, "lse"), stream))
     return out
 
 

@@ -1,13 +1,16 @@
 """Batch decode's three Python entry points on a GPU against a float64 torch
 reference: page sizes 1 and 16, GQA group 4, NHD and HND, lengths off page
-boundaries and of 1, pages shuffled in memory, lse (base 2), and a CUDA
-graph replayed after a new plan(). Skips without torch or a CUDA device.
+boundaries and of 1, pages shuffled in memory, lse (base 2), a CUDA graph
+replayed after a new plan(), TensorRT-LLM's attention sinks against a
+reference with the extra logit, and enable_pdl on and off giving the same
+bits. Skips without torch or a CUDA device.
 
 Outputs are checked finite after the allocator's free memory was poisoned
 with NaN, so an unwritten output cannot pass; tolerances as
 test_single_decode.py (fp16 2e-3, bf16 1e-2 relative for o; lse absolute).
 """
 
+import copy
 import math
 
 import pytest
@@ -68,8 +71,9 @@ def _cumsum(xs):
         yield total
 
 
-def reference(q, batch, sm_scale=None):
-    """o [B, H, D] and lse [B, H] (base 2) in float64."""
+def reference(q, batch, sm_scale=None, sinks=None):
+    """o [B, H, D] and lse [B, H] (base 2) in float64. sinks [H]: TensorRT-LLM's attention sinks, one more
+    logit per head in the softmax with no value (its weight goes nowhere), counted in lse."""
     outs, lses = [], []
     for r in range(q.shape[0]):
         k, v = batch.dense(r)
@@ -77,7 +81,12 @@ def reference(q, batch, sm_scale=None):
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[2])
         s = torch.einsum("hd,lhd->hl", q[r].double(), k) * scale
-        outs.append(torch.einsum("hl,lhd->hd", torch.softmax(s, dim=-1), v))
+        if sinks is not None:
+            s = torch.cat([s, sinks.double().to(DEVICE)[:, None]], dim=1)  # the sink is the last column
+        p = torch.softmax(s, dim=-1)
+        if sinks is not None:
+            p = p[:, :-1]
+        outs.append(torch.einsum("hl,lhd->hd", p, v))
         lses.append(torch.logsumexp(s, dim=-1) / math.log(2.0))
     return torch.stack(outs), torch.stack(lses)
 
@@ -161,6 +170,95 @@ def test_trtllm_separate_k_and_v_page_tables():
                                                   batch.seq_lens, max(LENS), bmm1_scale=1 / 8.0,
                                                   kv_layout=layout, uses_shared_paged_kv_idx=False)
     check(o, None, o_ref, None, dtype)
+
+
+def sink_logits(num_qo_heads):
+    """-2 to 4 per head (as the C++ test): from negligible to dominating a short request's denominator."""
+    return torch.tensor([-2.0 + 1.5 * (h % 5) for h in range(num_qo_heads)], dtype=torch.float32, device=DEVICE)
+
+
+# With a 9000-row request the uniform split cuts requests into chunks, so the merge kernel applies the
+# sinks; LENS alone exercise the decode epilogue too.
+SPLIT_LENS = [9000, 1, 300, 17, 2048, 64]
+
+
+@pytest.mark.parametrize("lens", [LENS, SPLIT_LENS], ids=["short", "split"])
+@pytest.mark.parametrize("dtype, layout", [(torch.bfloat16, "HND"), (torch.float16, "NHD")])
+def test_trtllm_sinks(lens, dtype, layout):
+    num_kv_heads, head_dim, ps = 2, 128, 16
+    batch = PagedBatch(lens, ps, num_kv_heads, head_dim, dtype, layout, seed=60 + len(lens))
+    q = make_q(len(lens), 4 * num_kv_heads, head_dim, dtype, seed=7)
+    sm_scale = 1.0 / math.sqrt(head_dim)
+    sinks = sink_logits(q.shape[1])
+    o_ref, lse_ref = reference(q, batch, sm_scale, sinks)
+    o_plain, _ = reference(q, batch, sm_scale)
+    # The sinks move the answer far past the tolerance: a binding that dropped them would fail.
+    assert ((o_ref - o_plain).norm() / o_ref.norm()).item() > 10 * O_TOL[dtype]
+    poison(q.shape, dtype)
+    lse = torch.empty(q.shape[:2], dtype=torch.float32, device=DEVICE)
+    o = attnjit.trtllm_batch_decode_with_kv_cache(q, batch.kv, workspace(), batch.block_tables, batch.seq_lens,
+                                                  max(lens), bmm1_scale=sm_scale, kv_layout=layout, sinks=sinks,
+                                                  lse=lse)
+    check(o, lse, o_ref, lse_ref, dtype)
+
+
+def test_trtllm_sinks_in_other_forms_are_converted():
+    # FlashInfer types sinks List[Tensor]: a one-element list of bfloat16 sinks on the host gives the same
+    # bits as float32 sinks of the same values on the device.
+    dtype, layout = torch.bfloat16, "HND"
+    batch = PagedBatch(LENS, 16, 2, 128, dtype, layout, seed=65)
+    q = make_q(len(LENS), 8, 128, dtype, seed=9)
+    sinks = sink_logits(8).to(torch.bfloat16)
+
+    def run(s):
+        return attnjit.trtllm_batch_decode_with_kv_cache(q, batch.kv, workspace(), batch.block_tables,
+                                                         batch.seq_lens, max(LENS), bmm1_scale=0.09,
+                                                         kv_layout=layout, sinks=s)
+
+    o32 = run(sinks.float())
+    o_list = run([sinks.cpu()])
+    torch.cuda.synchronize()
+    assert torch.equal(o32, o_list)
+    o_ref, _ = reference(q, batch, 0.09, sinks.float())
+    check(o32, None, o_ref, None, dtype)
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, getattr(torch, "float8_e4m3fn", None)], ids=["bf16", "e4m3"])
+def test_trtllm_enable_pdl_gives_the_same_output(kv_dtype):
+    if kv_dtype is None:
+        pytest.skip("this torch has no float8_e4m3fn")
+    dtype, layout, hq, hkv, d = torch.bfloat16, "HND", 32, 8, 128
+    lens = [300] * 24
+    lens[5] = 9000  # split: the decode kernel, then the merge kernel, both launched with the attribute
+    batch = PagedBatch(lens, 16, hkv, d, dtype, layout, seed=70)
+    batch.kv = batch.kv.to(kv_dtype)
+    q = make_q(len(lens), hq, d, dtype, seed=8)
+    sm_scale = 1.0 / math.sqrt(d)
+    sinks = sink_logits(hq)
+
+    def run(enable_pdl):
+        lse = torch.empty(q.shape[:2], dtype=torch.float32, device=DEVICE)
+        q_fresh = q + 0  # a kernel right before on the stream: with PDL the decode must still wait for it
+        o = attnjit.trtllm_batch_decode_with_kv_cache(q_fresh, batch.kv, workspace(), batch.block_tables,
+                                                      batch.seq_lens, max(lens), bmm1_scale=sm_scale,
+                                                      kv_layout=layout, sinks=sinks, enable_pdl=enable_pdl, lse=lse)
+        torch.cuda.synchronize()
+        return o, lse
+
+    o_off, lse_off = run(False)
+    as_stored = copy.copy(batch)
+    as_stored.kv = batch.kv.to(dtype)  # the reference reads the cache as stored (fp8 widens exactly)
+    o_ref, lse_ref = reference(q, as_stored, sm_scale, sinks)
+    check(o_off, lse_off, o_ref, lse_ref, dtype)
+    if torch.cuda.get_device_capability()[0] < 9:
+        with pytest.raises(AttnjitError) as info:
+            run(True)
+        assert info.value.status == Status.UNSUPPORTED and "enable_pdl=true needs sm_90" in info.value.message
+        return
+    o_on, lse_on = run(True)
+    o_default, lse_default = run(None)  # the library's default: on here
+    assert torch.equal(o_on, o_off) and torch.equal(lse_on, lse_off)
+    assert torch.equal(o_default, o_off) and torch.equal(lse_default, lse_off)
 
 
 @pytest.mark.parametrize("page_size", [1, 16])

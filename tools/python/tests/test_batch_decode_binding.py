@@ -127,6 +127,24 @@ def test_trtllm_refuses_a_host_block_table_naming_it():
     assert "block_tables: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA" in _error()
 
 
+def test_trtllm_v2_refuses_bad_sinks_and_enable_pdl_naming_them():
+    q, _a = _dltensor([2, 8, 128])
+    k, _b = _dltensor([10, 2, 16, 128])
+    tables, _c = _dltensor([2, 4], code=0, bits=32)
+    lens, _d = _dltensor([2], code=0, bits=32)
+    sinks, _e = _dltensor([4], code=2, bits=32)  # float32, but 4 entries for 8 query heads
+
+    def call(sinks_ptr, enable_pdl):
+        return lib().attnjit_trtllm_batch_decode_with_kv_cache_v2(
+            _runtime.handle(), ctypes.byref(q), ctypes.byref(k), ctypes.byref(k), 0x7F0000000000, 1 << 20,
+            ctypes.byref(tables), ctypes.byref(lens), 64, None, sinks_ptr, enable_pdl, ctypes.byref(q), None, None)
+
+    assert call(ctypes.byref(sinks), -1) == Status.INVALID_ARGUMENT
+    assert _error() == "sinks: shape [4] is not allowed; allowed: [num_qo_heads] with num_qo_heads=8 from the query"
+    assert call(None, 3) == Status.INVALID_ARGUMENT
+    assert _error().startswith("enable_pdl=3 is not allowed; allowed: -1 (the library's default")
+
+
 # --- the Python entry points' own checks: need torch (CPU-only is enough), no GPU ---
 
 @pytest.fixture
@@ -143,10 +161,8 @@ def _trtllm_args(torch):
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (dict(sinks=[0.0]), "sinks=[0.0] is not supported"),
     (dict(out_dtype="nvfp4"), "out_dtype='nvfp4' is not supported on this architecture"),
     (dict(q_len_per_req=2), "q_len_per_req=2 is not supported yet"),
-    (dict(enable_pdl=True), "enable_pdl=True is not supported"),
     (dict(backend="xqa"), "backend='xqa' is not available"),
     (dict(kv_cache_sf=(1, 2)), "kv_cache_sf=(1, 2) is not supported"),
     (dict(o_scale=0.5), "o_scale=0.5 is not supported"),
@@ -172,6 +188,38 @@ def test_trtllm_refuses_wrong_values_by_name(torch, extra, needle):
         attnjit.trtllm_batch_decode_with_kv_cache(**args)
     assert info.value.status == Status.INVALID_ARGUMENT
     assert needle in info.value.message
+
+
+def test_trtllm_checks_sinks_and_enable_pdl_by_name(torch):
+    args = _trtllm_args(torch)  # 8 query heads
+    cases = [
+        (dict(sinks=[torch.zeros(8), torch.zeros(8)]), "sinks: a list of 2 items is not allowed"),
+        (dict(sinks="0.5"), "sinks: expected a torch.Tensor, got str"),
+        (dict(sinks=torch.zeros(8, dtype=torch.int32)), "sinks: dtype torch.int32 is not allowed; allowed: "
+                                                         "torch.float32"),
+        (dict(sinks=torch.zeros(4)), "sinks: shape [4] is not allowed; allowed: [num_qo_heads] with "
+                                     "num_qo_heads=8 from the query"),
+        (dict(sinks=torch.zeros(8, 1)), "sinks: shape [8, 1] is not allowed"),
+        (dict(enable_pdl=2), "enable_pdl=2 is not allowed; allowed: None (the library's default), True, False"),
+        (dict(enable_pdl="on"), "enable_pdl='on' is not allowed"),
+    ]
+    for extra, needle in cases:
+        with pytest.raises(AttnjitError) as info:
+            attnjit.trtllm_batch_decode_with_kv_cache(**args, **extra)
+        assert info.value.status == Status.INVALID_ARGUMENT, extra
+        assert needle in info.value.message, extra
+
+
+@pytest.mark.parametrize("form", ["none", "pdl-off", "pdl-on", "sinks", "sinks-list-bf16"])
+def test_trtllm_accepts_sinks_and_enable_pdl(torch, form):
+    extra = {"none": dict(sinks=None, enable_pdl=None),
+             "pdl-off": dict(enable_pdl=False),
+             "pdl-on": dict(enable_pdl=True),
+             "sinks": dict(sinks=torch.linspace(-2, 4, 8)),
+             "sinks-list-bf16": dict(sinks=[torch.zeros(8, dtype=torch.bfloat16)])}[form]
+    # Accepted arguments get as far as the query's device check (no GPU here).
+    with pytest.raises(AttnjitError, match="query: device cpu is not allowed; allowed: a CUDA tensor"):
+        attnjit.trtllm_batch_decode_with_kv_cache(**_trtllm_args(torch), **extra)
 
 
 def test_trtllm_device_scale_tensor_is_unsupported(torch):

@@ -48,3 +48,13 @@ def test_borrowed_tensor_without_torch_names_torch(no_torch):
 def test_batch_decode_without_torch_names_torch(no_torch, call):
     with pytest.raises(MissingDependencyError, match="pip install torch"):
         call()
+
+
+@pytest.mark.parametrize("call", [
+    lambda: attnjit.merge_state(object(), object(), object(), object()),
+    lambda: attnjit.merge_state_in_place(object(), object(), object(), object()),
+    lambda: attnjit.merge_states(object(), object()),
+], ids=["merge_state", "merge_state_in_place", "merge_states"])
+def test_merge_without_torch_names_torch(no_torch, call):
+    with pytest.raises(MissingDependencyError, match="pip install torch"):
+        call()
