@@ -37,7 +37,7 @@ BatchDecodeWithPagedKVCacheWrapper::BatchDecodeWithPagedKVCacheWrapper(
     int32_t* paged_kv_last_page_len_buffer, int max_batch_size, int64_t max_num_pages, int device)
     : impl_(std::make_unique<Impl>(Impl{&rt, float_workspace_buffer, workspace_bytes, kv_layout, use_cuda_graph,
                                         use_tensor_cores, paged_kv_indptr_buffer, paged_kv_indices_buffer,
-                                        paged_kv_last_page_len_buffer, max_batch_size, max_num_pages, device})) {
+                                        paged_kv_last_page_len_buffer, max_batch_size, max_num_pages, device, {}, {}})) {
   if (!float_workspace_buffer)
     throw Error(Status::InvalidArgument, "float_workspace_buffer is null; a device buffer is required");
   if (use_cuda_graph) {
