@@ -77,6 +77,14 @@ def timed(fn, sets, iters=20, reps=15):
     return statistics.median(times), how
 
 
+def gemm_rate(n=8192, dtype=torch.bfloat16):
+    """bf16 GEMM FLOP/s (torch.matmul, n x n x n): the prefill rows' ceiling in this run."""
+    a = torch.randn(n, n, dtype=dtype, device="cuda")
+    b = torch.randn(n, n, dtype=dtype, device="cuda")
+    us, _ = timed(lambda i: torch.matmul(a, b), 1, iters=5, reps=10)
+    return 2.0 * n ** 3 / (us * 1e-6)
+
+
 def copy_rate():
     n = 1 << 30
     src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
@@ -216,16 +224,68 @@ def bench_prefill(h, n, causal, copy, d=128, dtype=torch.bfloat16):
     return {"op": "single_prefill", "heads": h, "qo_len": n, "kv_len": n, "causal": causal, "results": res}
 
 
+# ------------------------------------------------- batch prefill, FlashAttention's grid
+def bench_prefill_grid(d, seqlen, causal, with_flashinfer, dtype=torch.bfloat16, tokens=16384):
+    """FlashAttention's benchmark: 16k tokens per batch (batch = tokens / seqlen), 2048 / d heads,
+    TFLOP/s = 4 b h s^2 d, halved for causal. attnjit and FlashInfer through their ragged
+    wrappers (plan once, then run); SDPA on [b, h, s, d]."""
+    b, h = tokens // seqlen, 2048 // d
+    flops = 4.0 * b * h * seqlen * seqlen * d * (0.5 if causal else 1.0)
+    q = torch.randn(b * seqlen, h, d, dtype=dtype, device="cuda")
+    k = torch.randn_like(q)
+    v = torch.randn_like(q)
+    indptr = torch.arange(0, b * seqlen + 1, seqlen, dtype=torch.int32, device="cuda")
+    res = {}
+
+    def add(name, fn):
+        try:
+            us, how = timed(lambda i: fn(), 1, iters=5, reps=10)
+            res[name] = {"us": us, "how": how, "tflops": flops / (us * 1e-6) / 1e12}
+        except Exception as e:
+            res[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    try:
+        w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD")
+        w.plan(indptr, indptr, h, h, d, causal=causal, q_data_type=dtype)
+        add("attnjit", lambda: w.run(q, k, v))
+    except Exception as e:
+        res["attnjit"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    if flashinfer is not None and with_flashinfer:
+        fws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        try:
+            fw = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(fws, "NHD", backend="fa2")
+            fw.plan(indptr, indptr, h, h, d, causal=causal, q_data_type=dtype)
+            add("flashinfer fa2", lambda: fw.run(q, k, v))
+        except Exception as e:
+            res["flashinfer fa2"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    qs, ks, vs = (x.view(b, seqlen, h, d).transpose(1, 2) for x in (q, k, v))
+    for backend, label in ((SDPBackend.FLASH_ATTENTION, "sdpa flash"), (SDPBackend.CUDNN_ATTENTION, "sdpa cudnn")):
+        def call(backend=backend):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+        add(label, call)
+    return {"op": "batch_prefill", "head_dim": d, "heads": h, "batch": b, "seqlen": seqlen, "causal": causal,
+            "results": res}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
-    ap.add_argument("--only", choices=["single", "batch", "prefill"], default=None)
+    ap.add_argument("--only", choices=["single", "batch", "prefill", "prefill_grid"], default=None)
+    ap.add_argument("--grid-head-dims", default="64,128,256", help="head dims of the prefill grid")
+    ap.add_argument("--flashinfer-head-dims", default="64,128,256",
+                    help="head dims at which FlashInfer runs in the prefill grid (each one is an nvcc JIT compile)")
     args = ap.parse_args()
     torch.manual_seed(0)
     copy = copy_rate()
     print(f"device: {torch.cuda.get_device_name()}  copy (read+write): {copy / 1e9:.0f} GB/s  "
           f"flashinfer: {flashinfer.__version__ if flashinfer else 'unavailable: ' + FLASHINFER_ERROR}")
     rows = []
+    gemm = None
+    if args.only in (None, "prefill", "prefill_grid"):
+        gemm = gemm_rate()
+        print(f"bf16 GEMM (torch.matmul 8192^3): {gemm / 1e12:.0f} TFLOP/s")
     if args.only in (None, "single"):
         for hq, hkv, n in ((32, 8, 4096), (32, 8, 32768), (32, 32, 32768), (64, 8, 32768), (32, 4, 32768)):
             rows.append(bench_single(hq, hkv, n, copy))
@@ -240,8 +300,21 @@ def main():
             for causal in (False, True):
                 rows.append(bench_prefill(16, n, causal, copy))
                 print(json.dumps(rows[-1]), flush=True)
+    if args.only in (None, "prefill_grid"):
+        fi_dims = {int(x) for x in args.flashinfer_head_dims.split(",") if x}
+        for d in (int(x) for x in args.grid_head_dims.split(",")):
+            for n in (512, 1024, 2048, 4096, 8192, 16384):
+                for causal in (False, True):
+                    rows.append(bench_prefill_grid(d, n, causal, d in fi_dims))
+                    print(json.dumps(rows[-1]), flush=True)
     print()
     for r in rows:
+        if r["op"] == "batch_prefill":
+            cells = [f"{name}: " + (f"{x['tflops']:.0f}" if "us" in x else x["error"][:60])
+                     for name, x in r["results"].items()]
+            print(f"prefill grid d{r['head_dim']} {r['batch']}x{r['seqlen']} {'causal' if r['causal'] else 'full':<6} "
+                  "TFLOP/s " + " | ".join(cells))
+            continue
         if r["op"] == "single_prefill":
             cells = [f"{name}: " + (f"{x['us']:.0f} us {x['tflops']:.0f} TFLOP/s" if "us" in x else x["error"][:80])
                      for name, x in r["results"].items()]
@@ -257,7 +330,7 @@ def main():
         print(f"{what:<44} " + " | ".join(cells))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"copy_bytes_per_s": copy, "rows": rows}, f, indent=1)
+            json.dump({"copy_bytes_per_s": copy, "gemm_flops_per_s": gemm, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
