@@ -15,6 +15,7 @@
 #include "attnjit/runtime.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
+#include "reference/decode_reference.hpp"
 #include "spec/kernel_spec.hpp"
 
 using namespace attnjit;
@@ -281,4 +282,35 @@ TEST_CASE("TensorRT-LLM batch decode checks q_len_per_req, max_q_len and cum_seq
   CHECK_THAT(call(10, a), Contains("q: 10 token rows is not allowed with batch=2 and max_q_len=4; allowed: 1 to 8"));
   a.max_q_len = 65;
   CHECK_THAT(call(10, a), Contains("max_q_len=65 is not allowed"));
+}
+
+TEST_CASE("the decode reference at a query position is decode over the keys up to it",
+          "[batch_decode][speculative][reference]") {
+  // What the GPU tests compare speculative tokens with: token t of q_len at
+  // p = L - q_len + t sees [max(0, p - window_left), p], as a one-token
+  // decode of the first p + 1 rows (window included) does.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> uni(-1, 1);
+  const int H = 4, Hk = 2, D = 64, L = 40;
+  std::vector<double> q(H * D), k(size_t(L) * Hk * D), v(k.size()), sinks = {0.5, -1, 2, 0};
+  for (auto* x : {&q, &k, &v})
+    for (auto& e : *x) e = uni(rng);
+  for (int window : {-1, 5})
+    for (PosEncoding pos : {PosEncoding::None, PosEncoding::Alibi, PosEncoding::RopeLlama})
+      for (int p : {0, 17, L - 1}) {
+        INFO("window " << window << " pos " << to_string(pos) << " position " << p);
+        SingleDecodeProblem sp;
+        sp.num_qo_heads = H;
+        sp.num_kv_heads = Hk;
+        sp.head_dim = D;
+        sp.kv_len = L;
+        sp.options.window_left = window;
+        sp.options.pos_encoding_mode = pos;
+        const auto at = test::reference_single_decode(sp, q, k, v, &sinks, int64_t(p));
+        sp.kv_len = p + 1;
+        const std::vector<double> kp(k.begin(), k.begin() + (p + 1) * Hk * D), vp(v.begin(), v.begin() + (p + 1) * Hk * D);
+        const auto cut = test::reference_single_decode(sp, q, kp, vp, &sinks);
+        for (size_t i = 0; i < at.o.size(); ++i) CHECK(at.o[i] == Approx(cut.o[i]).margin(1e-12));
+        for (int h = 0; h < H; ++h) CHECK(at.lse[h] == Approx(cut.lse[h]).margin(1e-12));
+      }
 }
