@@ -18,6 +18,7 @@
 #pragma once
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
+#include "decode_queries.cuh"
 #include "decode_work.cuh"
 #include "kv_source.cuh"
 #include "numeric.cuh"
@@ -58,7 +59,9 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   const kernels::DecodeWorkItem item = decode_work_item(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
   const int kv_head = blockIdx.z;
-  const int head0 = kv_head * p.group_size + blockIdx.x * Tr::kHeads;
+  // One query token per request: the multi-token (causal) variants run on tensor cores (decode_mma.cuh).
+  const DecodeQueryRows<Tr::kHeads, 1> queries(p, item.request, kv_head);
+  const int head0 = queries.head0;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int slice = lane % Tr::kLanesPerRow;        // which 8 dims of a row
@@ -70,7 +73,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   const int kv_len = kv.length();
   const int q_pos = kv_len - 1;
   const DecodeWork work = resolve_work(item, p.var.window_left, kv_len);
-  const char* q_base = static_cast<const char*>(p.q) + work.request * p.q_stride_b * kQBytes;
+  const char* q_base = static_cast<const char*>(p.q) + queries.q_row(0) * p.q_stride_b * kQBytes;
 
   // The query heads, transformed (RoPE) and pre-scaled once.
   typename Tr::Variant variant[Tr::kHeads] = {};
@@ -171,7 +174,8 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   }
   __syncthreads();
 
-  merge_warps_and_store<typename Tr::o_t, Tr::kHeadDim, Tr::kHeads, Tr::kWarps, Tr::kHeads>(smem, work, head0, p);
+  merge_warps_and_store<typename Tr::o_t, Tr::kHeadDim, DecodeQueryRows<Tr::kHeads, 1>, Tr::kWarps, Tr::kHeads>(
+      smem, work, queries, p);
 }
 
 }  // namespace attnjit

@@ -1,10 +1,13 @@
 // Decode attention on tensor cores, for grouped-query heads: the kHeads query
 // heads sharing a KV head are the M dimension (padded to 16) of
 // mma.m16n8k16, so q.k and p.v for 16 KV rows cost a few MMAs per warp
-// instead of kHeads x (dot products + shuffles) per row.
+// instead of kHeads x (dot products + shuffles) per row. With several query
+// tokens per request (speculative decoding), the rows are kTokens tokens x
+// kHeads heads (decode_queries.cuh), each row with its own position, which the
+// variant's causal mask compares with the key's.
 //
-// Grid (group_size / kHeads, work items, num_kv_heads), 4 warps (work items:
-// decode_work.cuh). Each iteration the CTA stages a tile of K and V: every
+// Grid (group_size / kHeads * token tiles, work items, num_kv_heads), 4 warps
+// (work items: decode_work.cuh). Each iteration the CTA stages a tile of K and V: every
 // thread loads 16-byte slices of its rows (the next tile's loads are in
 // flight while this one computes), widens them to the MMA's 16-bit type
 // (fp8 -> f16 exactly, without going through float; the variant's key
@@ -25,6 +28,7 @@
 #pragma once
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
+#include "decode_queries.cuh"
 #include "decode_work.cuh"
 #include "fragment_softmax.cuh"
 #include "kv_source.cuh"
@@ -35,12 +39,16 @@
 namespace attnjit {
 
 template <int HeadDim, int HeadsPerCta, class QT, class KVT, class OT, int PosMode, bool SoftCap, int Warps,
-          template <class> class KVSourceT, int MaskMode = kernels::kMaskNone>
+          template <class> class KVSourceT, int MaskMode = kernels::kMaskNone, int TokensPerCta = 1>
 struct DecodeMmaTraits {
   static_assert(HeadDim == 64 || HeadDim == 128, "tensor-core decode supports head_dim 64 and 128");
-  static_assert(HeadsPerCta >= 1 && HeadsPerCta <= 16, "the group is the 16-row M dimension");
+  static_assert(HeadsPerCta >= 1 && TokensPerCta >= 1 && HeadsPerCta * TokensPerCta <= 16,
+                "the CTA's query rows (heads x tokens) are the 16-row M dimension");
+  static_assert(TokensPerCta == 1 || MaskMode == kernels::kMaskCausal,
+                "several query tokens of a request are causal among themselves");
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeads = HeadsPerCta;
+  static constexpr int kRows = HeadsPerCta * TokensPerCta;
   static constexpr int kWarps = Warps;
   static constexpr int kThreads = Warps * 32;
   static constexpr int kKVBytes = storage_bytes<KVT>::value;
@@ -60,8 +68,11 @@ struct DecodeMmaTraits {
   using kv_t = KVT;
   using o_t = OT;
   using KVSource = KVSourceT<KVT>;
-  // No window check per row: a work item's rows start inside the window (decode_work.cuh).
-  using Variant = AttentionVariant<PosMode, SoftCap, MaskMode>;
+  using Rows = DecodeQueryRows<HeadsPerCta, TokensPerCta>;
+  // A work item's rows start inside the window of the request's first token
+  // (decode_work.cuh), so one token needs no window check per row; with
+  // several (causal), later tokens' windows start later and are checked.
+  using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, MaskMode == kernels::kMaskCausal>;
 };
 
 extern __shared__ __align__(16) unsigned char attnjit_decode_mma_smem[];
@@ -80,7 +91,8 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   const kernels::DecodeWorkItem item = decode_work_item(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
   const int kv_head = blockIdx.z;
-  const int head0 = kv_head * p.group_size + blockIdx.x * Tr::kHeads;
+  const typename Tr::Rows queries(p, item.request, kv_head);
+  if (queries.empty()) return;  // a token tile past the request's tokens: uniform across the CTA
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int slice = lane % Tr::kLanesPerRow, row_in_pass = lane / Tr::kLanesPerRow;
@@ -100,21 +112,26 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
 
   const typename Tr::KVSource kv(p.kv, item.request);
   const int kv_len = kv.length();
-  const int q_pos = kv_len - 1;
-  const DecodeWork work = resolve_work(item, p.var.window_left, kv_len);
-  const char* q_base = static_cast<const char*>(p.q) + work.request * p.q_stride_b * 2;
-  // This thread's two query rows (g, g + 8) in the S and O fragments.
-  const typename Tr::Variant var_lo(p.var, work.request, head0 + min(g, Tr::kHeads - 1), p.num_qo_heads, kv_len);
-  const typename Tr::Variant var_hi(p.var, work.request, head0 + min(g + 8, Tr::kHeads - 1), p.num_qo_heads, kv_len);
+  const DecodeWork work = resolve_work(item, p.var.window_left, kv_len, queries.q_len);
+  // This thread's two query rows (g, g + 8) in the S and O fragments; rows
+  // past kRows are padding and borrow the last row's variant (never stored).
+  const int row_lo = min(g, Tr::kRows - 1), row_hi = min(g + 8, Tr::kRows - 1);
+  const int q_pos_lo = queries.q_pos(row_lo, kv_len), q_pos_hi = queries.q_pos(row_hi, kv_len);
+  const typename Tr::Variant var_lo(p.var, work.request, queries.head(row_lo), p.num_qo_heads, kv_len, queries.q_len,
+                                    queries.token(row_lo));
+  const typename Tr::Variant var_hi(p.var, work.request, queries.head(row_hi), p.num_qo_heads, kv_len, queries.q_len,
+                                    queries.token(row_hi));
 
-  // Q tile: rows are heads (zero past kHeads), transformed, unscaled.
+  // Q tile: rows are the CTA's (token, head) pairs (zero past kRows and past
+  // the request's tokens), transformed at their own positions, unscaled.
   for (int item = tid; item < 16 * kQSlices; item += Tr::kThreads) {
     const int r = item / kQSlices, d0 = (item % kQSlices) * 8;
     frag8 qf;
     qf.zero();
-    if (r < Tr::kHeads)
-      qf = load8<typename Tr::q_t>(q_base + ((head0 + r) * p.q_stride_h + d0) * 2);
-    var_lo.template transform_query<D>(qf, q_pos, d0, kQSlices / 2);  // the same for every head
+    if (r < Tr::kRows && queries.stored(r))
+      qf = load8<typename Tr::q_t>(static_cast<const char*>(p.q) +
+                                   (queries.q_row(r) * p.q_stride_b + queries.head(r) * p.q_stride_h + d0) * 2);
+    var_lo.template transform_query<D>(qf, queries.q_pos(r, kv_len), d0, kQSlices / 2);  // depends on the position only
     store_smem8<T>(q_tile + r * kRowBytes + d0 * 2, qf);
   }
 
@@ -199,7 +216,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       map_tile(s, [&](int half, int col, float x) {
         const auto& var = half == 0 ? var_lo : var_hi;
         const int j = col0 + col;
-        return j < end && var.keep(q_pos, j) ? var.logit(x * var.q_scale, j) : neg_inf();
+        return j < end && var.keep(half == 0 ? q_pos_lo : q_pos_hi, j) ? var.logit(x * var.q_scale, j) : neg_inf();
       });
       float tile_max[2], scale[2];
       row_max(s, tile_max);
@@ -255,7 +272,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   }
   __syncthreads();
 
-  merge_warps_and_store<typename Tr::o_t, D, Tr::kHeads, Tr::kWarps, 16>(states, work, head0, p);
+  merge_warps_and_store<typename Tr::o_t, D, typename Tr::Rows, Tr::kWarps, 16>(states, work, queries, p);
 }
 
 }  // namespace attnjit

@@ -22,11 +22,13 @@ struct alignas(16) DecodeWorkItem {
 };
 
 struct DecodeParams {
-  const void* q;        // request b, head h at q + b * q_stride_b + h * q_stride_h
+  const void* q;        // query token (row) t, head h at q + t * q_stride_b + h * q_stride_h
   void* o;              // likewise with o_stride_b / o_stride_h
-  float* lse;           // [batch, num_qo_heads], base 2; may be null
-  float* partial_o;     // [slots, num_qo_heads, head_dim]: slot s, head h at row s * num_qo_heads + h
-  float* partial_lse;   // [slots, num_qo_heads]
+  float* lse;           // [tokens, num_qo_heads], base 2; may be null
+  // [slots, q_len, num_qo_heads, head_dim]: slot s, token t of its request,
+  // head h at row (s * q_len + t) * num_qo_heads + h (decode_queries.cuh)
+  float* partial_o;
+  float* partial_lse;   // [slots, q_len, num_qo_heads]
   const DecodeWorkItem* work;  // one item per blockIdx.y; null: the uniform partition below
                                // (blockIdx.y = split * num_requests + request; decode_work.cuh)
   int64_t q_stride_b, q_stride_h;
@@ -42,6 +44,15 @@ struct DecodeParams {
   int32_t num_requests;  // single decode: 1
   int32_t num_qo_heads;
   int32_t group_size;   // num_qo_heads / num_kv_heads
+  // Query tokens per request (decode_queries.cuh). Decode has one; speculative
+  // decoding several, the last q_len positions of the request's sequence,
+  // causal among themselves. Without q_indptr every request has q_len and
+  // request b's are rows b * q_len .. of q / o / lse; with it (TensorRT-LLM's
+  // cum_seq_lens_q, [num_requests + 1]) request b's are rows q_indptr[b] ..
+  // q_indptr[b+1] and q_len is the most any request has. The partial states
+  // hold q_len tokens per slot either way. 0 (a zero-filled struct) means 1.
+  int32_t q_len;
+  const int32_t* q_indptr;
 };
 
 // Dynamic shared memory of the decode kernel: one (m, d, o[head_dim]) state

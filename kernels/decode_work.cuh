@@ -5,8 +5,10 @@
 // only on the device) the partition is uniform and follows from blockIdx.y,
 // so the launch reads no list: every request gets num_splits chunks of
 // chunk_size rows, and a chunk past a request's end is empty, not an error.
-// Rows are counted from the first row inside the sliding window, which the
-// device derives from the length it reads.
+// Rows are counted from the first row inside the sliding window of the
+// request's first query token, which the device derives from the lengths it
+// reads (with several tokens, later ones check their own window per row:
+// decode_queries.cuh).
 #pragma once
 #include "decode_params.h"
 #include "platform.cuh"
@@ -19,9 +21,9 @@ struct DecodeWork {
   int slot;        // < 0: write o and lse; else the partial-state slot (merge.cuh)
 };
 
-// The first row a query at position len - 1 sees (decode never masks inside it).
-ATTNJIT_DEVICE int window_first_row(int window_left, int len) {
-  return window_left >= 0 ? max(0, len - 1 - window_left) : 0;
+// The first row the first of q_len query tokens (at position len - q_len) sees.
+ATTNJIT_DEVICE int window_first_row(int window_left, int len, int q_len) {
+  return window_left >= 0 ? max(0, len - q_len - window_left) : 0;
 }
 
 // The raw item of this CTA; resolve() turns it into rows once the length is known.
@@ -37,8 +39,8 @@ ATTNJIT_DEVICE kernels::DecodeWorkItem decode_work_item(const kernels::DecodePar
   return {b, s * p.chunk_size, (s + 1) * p.chunk_size, p.num_splits > 1 ? s * p.num_requests + b : -1};
 }
 
-ATTNJIT_DEVICE DecodeWork resolve_work(const kernels::DecodeWorkItem& w, int window_left, int len) {
-  const int first = window_first_row(window_left, len);
+ATTNJIT_DEVICE DecodeWork resolve_work(const kernels::DecodeWorkItem& w, int window_left, int len, int q_len = 1) {
+  const int first = window_first_row(window_left, len, q_len);
   return {w.request, min(first + w.begin, len), min(first + w.end, len), w.slot};
 }
 

@@ -29,29 +29,70 @@ struct MergeTraits {
 
 // Where row `row`'s state 0 starts (o in elements of the input, lse in
 // floats), the distance between consecutive states, how many states it has,
-// and where its output goes (merge_params.h's three layouts).
+// and where its output goes (merge_params.h's layouts).
 struct MergeRowAddress {
   int64_t o, o_step, lse, lse_step;
-  int num_splits;
-  int64_t out;         // element offset into o
-  int row_in_request;  // batch decode: the qo head (sinks are per head)
+  int num_splits;   // 0: nothing to write (a padding request or token, or a row written by the decode kernel)
+  int64_t out;      // element offset into o
+  int64_t lse_out;  // index into lse
+  int head;         // the qo head (sinks are per head): row r of a request, or its head with heads_per_token
 };
+
+// The output half: row r of `request`. Batch decode's rows are tokens x heads
+// when heads_per_token > 0 (merge_params.h); a token past the request's own
+// count exists only as padding of the partial states.
+ATTNJIT_DEVICE bool merge_row_output(const kernels::MergeParams& p, int row, int request, int r, int rows_per_request,
+                                     MergeRowAddress& at) {
+  if (p.heads_per_token <= 0) {
+    at.out = request * p.o_stride_request + r * p.o_stride_row;
+    at.lse_out = row;
+    at.head = r;
+    return true;
+  }
+  const int t = r / p.heads_per_token, h = r - t * p.heads_per_token;
+  int64_t token;
+  if (p.q_indptr) {
+    token = p.q_indptr[request] + t;
+    if (token >= p.q_indptr[request + 1]) return false;
+  } else {
+    token = int64_t(request) * (rows_per_request / p.heads_per_token) + t;
+  }
+  at.out = token * p.o_stride_token + h * p.o_stride_row;
+  at.lse_out = token * p.heads_per_token + h;
+  at.head = h;
+  return true;
+}
+
 ATTNJIT_DEVICE MergeRowAddress merge_row_address(const kernels::MergeParams& p, int row, int head_dim) {
   const int rows_per_request = p.rows_per_request > 0 ? p.rows_per_request : p.num_rows;
   const int request = row / rows_per_request, r = row - request * rows_per_request;
-  const int64_t out = request * p.o_stride_request + r * p.o_stride_row;
+  MergeRowAddress at{};
   if (p.indptr) {
     const int first = p.indptr[request];
     const int64_t base = int64_t(first) * rows_per_request + r;
-    return {base * head_dim, int64_t(rows_per_request) * head_dim, base, rows_per_request,
-            p.indptr[request + 1] - first, out, r};
+    at.o = base * head_dim;
+    at.o_step = int64_t(rows_per_request) * head_dim;
+    at.lse = base;
+    at.lse_step = rows_per_request;
+    at.num_splits = p.indptr[request + 1] - first;
+  } else if (p.heads == 0) {
+    at.o = int64_t(row) * head_dim;
+    at.o_step = int64_t(p.num_rows) * head_dim;
+    at.lse = row;
+    at.lse_step = p.num_rows;
+    at.num_splits = p.num_splits;
+  } else {
+    const int64_t seq = row / p.heads, head = row % p.heads;
+    at.o = seq * p.in_seq_stride + head * p.in_head_stride;
+    at.o_step = p.in_state_stride;
+    at.lse = seq * p.lse_seq_stride + head * p.lse_head_stride;
+    at.lse_step = p.lse_state_stride;
+    at.num_splits = p.num_splits;
   }
-  if (p.heads == 0)
-    return {int64_t(row) * head_dim, int64_t(p.num_rows) * head_dim, int64_t(row), int64_t(p.num_rows), p.num_splits,
-            out, r};
-  const int64_t seq = row / p.heads, head = row % p.heads;
-  return {seq * p.in_seq_stride + head * p.in_head_stride, p.in_state_stride,
-          seq * p.lse_seq_stride + head * p.lse_head_stride, p.lse_state_stride, p.num_splits, out, r};
+  // After the inputs: a padding request of a fixed grid has no slots, and
+  // its q_indptr entries may not exist.
+  if (at.num_splits > 0 && !merge_row_output(p, row, request, r, rows_per_request, at)) at.num_splits = 0;
+  return at;
 }
 
 template <class Tr>
@@ -64,7 +105,7 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   if (p.row_mask && !p.row_mask[p.heads ? row / p.heads : row]) return;  // the whole CTA: a row left as it is
   const MergeRowAddress at = merge_row_address(p, row, Tr::kHeadDim);
-  if (at.num_splits <= 0) return;  // written by the decode kernel, or padding: uniform across the CTA
+  if (at.num_splits <= 0) return;  // written by the decode kernel, or padding (request or token): uniform across the CTA
   constexpr int kInBytes = storage_bytes<typename Tr::in_t>::value;
 
   // The largest lse over the splits, so every weight is <= 1.
@@ -107,10 +148,10 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc.o.x[i] += sums[gi][d0 + i];
   }
-  apply_sink(acc, p.sinks, at.row_in_request);
+  apply_sink(acc, p.sinks, at.head);
   store8<typename Tr::o_t>(static_cast<char*>(p.o) + (at.out + d0) * storage_bytes<typename Tr::o_t>::value,
                            acc.normalized());
-  if (p.lse && slice == 0) p.lse[row] = acc.lse();
+  if (p.lse && slice == 0) p.lse[at.lse_out] = acc.lse();
 }
 
 }  // namespace attnjit

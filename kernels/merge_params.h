@@ -21,13 +21,20 @@ namespace kernels {
 //    position r / heads, head r % heads; its state s starts at element
 //      in_seq_stride * (r / heads) + in_head_stride * (r % heads) + in_state_stride * s
 //    of partial_o, and its lse at the same form with the lse_* strides.
+//
+// Batch decode with several query tokens per request (heads_per_token > 0):
+// row r of a request is its token r / heads_per_token, head r %
+// heads_per_token, written to token row t of o (o_stride_token) and lse
+// ([tokens, heads_per_token]); the request's token 0 is row q_indptr[b] and a
+// token at or past q_indptr[b+1] does not exist (skipped), or, without
+// q_indptr, row b * (rows_per_request / heads_per_token).
 struct MergeParams {
   const void* partial_o;     // in the input type (decode, prefill: f32)
   const float* partial_lse;
   void* o;                   // request b, row r at o + b * o_stride_request + r * o_stride_row
-  float* lse;                // [num_rows] or null (row b * rows_per_request + r)
+  float* lse;                // [num_rows] or null (row b * rows_per_request + r; heads_per_token: token * heads + head)
   const int32_t* indptr;     // [requests + 1] or null
-  const float* sinks;        // [rows_per_request] (row r of a request: its qo head) or null: variant.cuh
+  const float* sinks;        // per qo head (row r of a request, or its head with heads_per_token) or null: variant.cuh
   int64_t o_stride_row;
   int64_t o_stride_request;
   int32_t num_rows;          // rows in the grid
@@ -37,6 +44,9 @@ struct MergeParams {
   int64_t in_seq_stride, in_head_stride, in_state_stride;
   int64_t lse_seq_stride, lse_head_stride, lse_state_stride;
   const uint8_t* row_mask;   // null: every row; else [sequence positions]: rows whose byte is 0 are not written
+  int32_t heads_per_token;   // 0: a request's rows are not tokens x heads; else see above
+  int64_t o_stride_token;    // heads_per_token > 0: o's token stride (o_stride_row is then the head stride)
+  const int32_t* q_indptr;   // heads_per_token > 0: [requests + 1] or null
 };
 
 }  // namespace kernels

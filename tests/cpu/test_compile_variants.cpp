@@ -28,11 +28,9 @@ TEST_CASE("the registry lists every operator, each with a variant grid", "[regis
   CHECK_THROWS_WITH(ops::find_operator("prefil"), Catch::Contains("known: single_decode, batch_decode, single_prefill"));
 }
 
-TEST_CASE("NVRTC compiles every variant of every operator for sm_80 and sm_90a", "[nvrtc][variants]") {
-  std::map<std::string, KernelSpec> specs;
-  for (const auto& op : ops::operators())
-    for (const auto& problem : op.variant_grid())
-      for (const auto& s : op.kernels_for(problem)) specs.emplace(s.identity(), s);
+namespace {
+
+void compile_all(const std::map<std::string, KernelSpec>& specs) {
   std::vector<std::pair<KernelSpec, std::string>> jobs;
   for (const auto& [name, s] : specs)
     for (const char* arch : {"sm_80", "sm_90a"}) jobs.emplace_back(s, arch);
@@ -60,4 +58,19 @@ TEST_CASE("NVRTC compiles every variant of every operator for sm_80 and sm_90a",
   for (const auto& f : failures) FAIL_CHECK(f);
   CHECK(failures.empty());
   WARN(jobs.size() << " variant compiles (" << specs.size() << " specs x 2 archs)");
+}
+
+}  // namespace
+
+// One section per operator, so one family can be checked alone:
+//   attnjit_tests "NVRTC compiles every variant*" -c batch_decode
+TEST_CASE("NVRTC compiles every variant of every operator for sm_80 and sm_90a", "[nvrtc][variants]") {
+  for (const auto& op : ops::operators()) {
+    DYNAMIC_SECTION(op.name) {
+      std::map<std::string, KernelSpec> specs;
+      for (const auto& problem : op.variant_grid())
+        for (const auto& s : op.kernels_for(problem)) specs.emplace(s.identity(), s);
+      compile_all(specs);
+    }
+  }
 }

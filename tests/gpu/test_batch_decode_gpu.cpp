@@ -20,6 +20,7 @@
 #include "device_buffer.hpp"
 #include "engine.hpp"
 #include "gpu_support.hpp"
+#include "paged_kv_batch.hpp"
 #include "reference/decode_reference.hpp"
 #include "reference/host_dtypes.hpp"
 
@@ -57,59 +58,20 @@ struct Errors {
   double o_rel = 0, lse_abs = 0;
 };
 
-// A paged cache filled with random rows, its pages shuffled in memory, and
-// each request's rows gathered densely (NHD) for the reference.
-struct Batch {
-  std::vector<int32_t> indptr{0}, indices, last, table;
-  int max_pages = 0, num_pages = 0;
-  std::vector<uint8_t> kb, vb, qb;
-  std::vector<double> q;
-  std::vector<std::vector<double>> k_dense, v_dense;  // per request [len, Hk, D]
-};
+using Batch = PagedBatch;
 
 Batch make_batch(const Case& c, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  Batch b;
-  const int B = static_cast<int>(c.lens.size()), ps = c.page_size, Hk = c.hkv, D = c.d;
-  for (int32_t n : c.lens) {
-    b.indptr.push_back(b.indptr.back() + (n + ps - 1) / ps);
-    b.last.push_back(n - (n - 1) / ps * ps);
-    b.max_pages = std::max(b.max_pages, b.indptr.back() - b.indptr[b.indptr.size() - 2]);
-  }
-  b.num_pages = b.indptr.back() + 3;  // a few pages no request uses
-  std::vector<int32_t> ids(b.num_pages);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng);
-  b.indices.assign(ids.begin(), ids.begin() + b.indptr.back());
-  b.table.assign(size_t(B) * b.max_pages, 0);
-  for (int r = 0; r < B; ++r)
-    for (int i = b.indptr[r]; i < b.indptr[r + 1]; ++i) b.table[size_t(r) * b.max_pages + i - b.indptr[r]] = b.indices[i];
-
-  const size_t elems = size_t(b.num_pages) * ps * Hk * D;
-  std::vector<float> kf(elems), vf(elems);
-  for (auto& x : kf) x = 2.f * uni(rng);
-  for (auto& x : vf) x = uni(rng);
-  const auto k_exact = encode(c.kv, kf, b.kb), v_exact = encode(c.kv, vf, b.vb);
-  const bool nhd = c.layout == KVLayout::NHD;
-  auto at = [&](int page, int slot, int h) {
-    return nhd ? ((size_t(page) * ps + slot) * Hk + h) * D : ((size_t(page) * Hk + h) * ps + slot) * D;
-  };
-  for (int r = 0; r < B; ++r) {
-    std::vector<double> kd(size_t(c.lens[r]) * Hk * D), vd(kd.size());
-    for (int j = 0; j < c.lens[r]; ++j)
-      for (int h = 0; h < Hk; ++h) {
-        const int page = b.indices[b.indptr[r] + j / ps];
-        std::copy_n(&k_exact[at(page, j % ps, h)], D, &kd[(size_t(j) * Hk + h) * D]);
-        std::copy_n(&v_exact[at(page, j % ps, h)], D, &vd[(size_t(j) * Hk + h) * D]);
-      }
-    b.k_dense.push_back(std::move(kd));
-    b.v_dense.push_back(std::move(vd));
-  }
-  std::vector<float> qf(size_t(B) * c.hq * D);
-  for (auto& x : qf) x = 2.f * uni(rng);
-  b.q = encode(c.q, qf, b.qb);
-  return b;
+  PagedBatchShape shape;
+  shape.lens = c.lens;
+  shape.page_size = c.page_size;
+  shape.hq = c.hq;
+  shape.hkv = c.hkv;
+  shape.d = c.d;
+  shape.q = c.q;
+  shape.kv = c.kv;
+  shape.layout = c.layout;
+  shape.q_rows = static_cast<int64_t>(c.lens.size());  // one query token per request
+  return make_paged_batch(shape, seed);
 }
 
 // Max over requests of the rel. L2 error of o, and of the abs. error of lse.

@@ -1,6 +1,8 @@
 // Double-precision reference for single decode, written from the definition
 // (FlashInfer's semantics), independent of the kernels' structure.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "attnjit/single_decode.hpp"
@@ -17,8 +19,14 @@ struct DecodeReference {
 // sinks: TensorRT-LLM's attention sinks, one logit per qo head (in the units
 // of the scaled scores) added to the softmax denominator, e^sink; lse
 // includes it.
+// q_pos: the query's position in the sequence, default kv_len - 1 (decode).
+// Speculative decoding's token t of a request with q_len tokens sits at
+// kv_len - q_len + t and sees keys [max(0, q_pos - window_left), q_pos] only
+// (causal among the request's tokens); RoPE and ALiBi use q_pos too. A query
+// that sees no key (and no sink) gets o = 0 and lse = -inf.
 DecodeReference reference_single_decode(const SingleDecodeProblem& p, const std::vector<double>& q,
                                         const std::vector<double>& k, const std::vector<double>& v,
-                                        const std::vector<double>* sinks = nullptr);
+                                        const std::vector<double>* sinks = nullptr,
+                                        std::optional<int64_t> q_pos = std::nullopt);
 
 }  // namespace attnjit::test

@@ -1,5 +1,7 @@
 // Batch decode over a paged KV cache: one query token per head for each of a
-// batch of requests, each with its own sequence length. One operator, one
+// batch of requests, each with its own sequence length -- or, for speculative
+// decoding, several (q_len_per_req, or per-request lengths up to max_q_len):
+// the last positions of the request's sequence, causal among themselves. One operator, one
 // kernel family (the decode family of single decode), three entry points
 // that only translate page-table conventions into a BatchDecodeProblem:
 //
@@ -68,6 +70,18 @@ struct BatchDecodeProblem {
   // the device); every request gets the same split of max_seq_len rows.
   bool host_lengths = true;
   int64_t max_seq_len = 0;  // required when !host_lengths
+  // Query tokens per request (speculative decoding; TensorRT-LLM's
+  // q_len_per_req): q, o and lse have batch * q_len_per_req token rows,
+  // request b's tokens t = 0 .. q_len_per_req - 1 at rows b * q_len_per_req + t.
+  // Token t of a request with kv length L sits at position L - q_len + t and
+  // sees keys [0, L - q_len + t] (and its window). L >= q_len is the caller's
+  // to ensure (a token with no key gets o = 0, lse = -inf). > 1 runs on tensor
+  // cores (head_dim 64 and 128).
+  int q_len_per_req = 1;
+  // > 0: per-request query lengths on the device (TensorRT-LLM's
+  // cum_seq_lens_q, BatchDecodeLaunchExtras), each at most max_q_len;
+  // q_len_per_req is then 1 or equal to it. 0: uniform q_len_per_req.
+  int max_q_len = 0;
   DType q_dtype = DType::F16;
   DType kv_dtype = DType::F16;
   DType o_dtype = DType::F16;
@@ -103,6 +117,12 @@ struct BatchDecodeLaunchExtras {
   // Programmatic dependent launch (sm_90+): the decode kernel's launch may
   // overlap the previous kernel's tail, and the merge kernel the decode's.
   bool enable_pdl = false;
+  // [batch + 1] int32 on the device, required iff the problem has max_q_len >
+  // 0 (TensorRT-LLM's cum_seq_lens_q): request b's query tokens are rows
+  // cum_seq_lens_q[b] .. cum_seq_lens_q[b+1] of q, o and lse, at most
+  // max_q_len of them. Not read by the host: a longer request is undefined
+  // behaviour, as a bad seq_lens.
+  const int32_t* cum_seq_lens_q = nullptr;
 };
 
 class ATTNJIT_API BatchDecodePlan {
@@ -128,8 +148,9 @@ class ATTNJIT_API BatchDecodePlan {
   int num_work_items() const;  // CTA rows of the decode grid
   int chunk_size() const;
 
-  // q [batch, H_qo, D]; o likewise in o_dtype; lse [batch, H_qo] float32 or
-  // null. k_scale / v_scale multiply the planned scales (FlashInfer passes
+  // q [tokens, H_qo, D] (tokens: batch * q_len_per_req, or up to batch *
+  // max_q_len with cum_seq_lens_q); o likewise in o_dtype; lse [tokens, H_qo]
+  // float32 or null. k_scale / v_scale multiply the planned scales (FlashInfer passes
   // them to run()). Only launches: graph-capturable.
   void run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse, void* workspace,
            size_t workspace_bytes, Stream stream, float k_scale = 1.f, float v_scale = 1.f,
@@ -199,12 +220,20 @@ struct TrtllmDecodeArgs {
   std::optional<DType> out_dtype;         // default q's; "nvfp4" has no DType: see nvfp4_out
   bool nvfp4_out = false, nvfp4_kv = false;  // Blackwell-only in the original: errors here
   const float* sinks = nullptr;           // [num_qo_heads] float32, device: added to each head's softmax denominator
-  int q_len_per_req = 1;                  // > 1 not supported yet (error)
+  int q_len_per_req = 1;                  // query tokens per request (speculative decoding): query has batch * q_len_per_req rows
+  // Per-request query lengths (TensorRT-LLM's max_q_len + cum_seq_lens_q,
+  // given together): cum_seq_lens_q [batch + 1] int32 on the device, each
+  // request at most max_q_len tokens; batch_size (the length of seq_lens) is
+  // then required, as the query's rows no longer give it.
+  const int32_t* cum_seq_lens_q = nullptr;
+  int max_q_len = 0;
+  int batch_size = 0;                     // required with cum_seq_lens_q; else 0 (query rows / q_len_per_req) or that
   std::optional<bool> enable_pdl;         // programmatic dependent launch; unset: on where the GPU has it (sm_90+)
   bool use_tensor_cores = false;
 };
-// query [batch, H, D]; k_cache / v_cache 4-D per kv_layout; out [batch, H, D];
-// lse optional [batch, H] (an extension). The workspace must hold
+// query [tokens, H, D] (tokens = batch * q_len_per_req, or cum_seq_lens_q[batch]);
+// k_cache / v_cache 4-D per kv_layout; out like query; lse optional [tokens, H]
+// (an extension). The workspace must hold
 // batch_decode_workspace_bytes for the problem (128 MiB covers any sane one).
 ATTNJIT_API void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& query,
                                                    const TensorView& k_cache, const TensorView& v_cache,

@@ -19,12 +19,31 @@ int heads_per_cta(int group) {
   return group <= kMaxHeadsPerCta ? group : 1;
 }
 
-// The tensor-core skeleton takes the whole group as its 16-row M dimension
-// (a larger group splits into sibling CTAs of at most 16 heads).
-int tensor_core_heads_per_cta(int group) {
-  for (int h = std::min(group, 16); h > 1; --h)
-    if (group % h == 0) return h;
-  return 1;
+// The tensor-core skeleton's 16-row M dimension holds heads x tokens of one
+// request (kernels/decode_queries.cuh). A shape that does not fit splits into
+// sibling CTAs (head blocks x token tiles), which read the same K/V rows back
+// to back, the later ones from L2. Chosen: the fewest CTAs per KV head, then
+// the fewest rows computed (padding), then more heads per CTA. With one token
+// this is the largest divisor of the group up to 16.
+struct QueryTile {
+  int heads, tokens;
+};
+QueryTile tensor_core_query_tile(int group, int q_len) {
+  QueryTile best{1, 1};
+  long best_ctas = -1, best_rows = 0;
+  for (int h = std::min(group, 16); h >= 1; --h) {
+    if (group % h != 0) continue;
+    const int max_tokens = std::min(q_len, 16 / h);
+    const int tiles = (q_len + max_tokens - 1) / max_tokens;
+    const int tokens = (q_len + tiles - 1) / tiles;  // balanced: 5 tokens by 4 are tiles of 3 and 2, not 4 and 1
+    const long ctas = long(group / h) * tiles, rows = ctas * h * tokens;
+    if (best_ctas < 0 || ctas < best_ctas || (ctas == best_ctas && rows < best_rows)) {
+      best = {h, tokens};
+      best_ctas = ctas;
+      best_rows = rows;
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -47,12 +66,28 @@ DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
   // that skeleton rounds the rotated K to the q dtype before the MMA, which
   // costs up to 3e-2 (base 2) of lse in bf16, against 1e-4 on CUDA cores. The
   // choice is by accuracy first, then speed.
+  // Several query tokens per request run on tensor cores only (the CUDA-core
+  // skeleton has one query row per head), RoPE included.
   const bool rope = p.pos_encoding == PosEncoding::RopeLlama;
-  s.tensor_cores = p.head_dim <= 128 && (p.use_tensor_cores || (group >= kTensorCoreMinGroup && !rope));
-  s.heads_per_cta = s.tensor_cores ? tensor_core_heads_per_cta(group) : heads_per_cta(group);
+  const bool multi_token = p.q_len > 1;
+  s.tensor_cores =
+      p.head_dim <= 128 && (p.use_tensor_cores || multi_token || (group >= kTensorCoreMinGroup && !rope));
+  if (s.tensor_cores) {
+    const QueryTile tile = tensor_core_query_tile(group, std::max(p.q_len, 1));
+    s.heads_per_cta = tile.heads;
+    s.tokens_per_cta = tile.tokens;
+  } else {
+    s.heads_per_cta = heads_per_cta(group);
+  }
+  if (multi_token) s.variant.mask = MaskMode::Causal;
   s.warps = 4;
   s.unroll = s.tensor_cores ? 4 : decode_tile(s).rows_per_iter / (s.warps * (256 / s.head_dim));
   return s;
+}
+
+int decode_query_blocks(const DecodeKernel& k, int group, int q_len) {
+  const int token_tiles = (std::max(q_len, 1) + k.tokens_per_cta - 1) / k.tokens_per_cta;
+  return group / k.heads_per_cta * token_tiles;
 }
 
 // Tile shape by heads per CTA, with the resident CTAs per SM it gets (from

@@ -15,9 +15,17 @@ struct DecodeShape {
   PosEncoding pos_encoding = PosEncoding::None;
   bool soft_cap = false;
   bool use_tensor_cores = false;
+  // Query tokens per request (the most any has): > 1 is speculative decoding,
+  // which only the tensor-core skeleton runs (mask causal), chosen here
+  // whatever use_tensor_cores says. Callers validate head_dim <= 128 first.
+  int q_len = 1;
 };
 
 DecodeKernel choose_decode_kernel(const DecodeShape& s, KVSourceKind source);
+
+// The decode grid's x dimension for a group of `group` query heads and q_len
+// tokens per request: head blocks times token tiles (kernels/decode_queries.cuh).
+int decode_query_blocks(const DecodeKernel& k, int group, int q_len);
 
 struct DecodeTile {
   int rows_per_iter;  // a chunk's rows are rounded up to this

@@ -43,7 +43,8 @@ const char* DecodeKernel::template_name() const {
 }
 
 std::string DecodeKernel::name() const {
-  const std::string tile = tensor_cores ? fmt::format("w{}_tc", warps) : fmt::format("w{}_u{}", warps, unroll);
+  std::string tile = tensor_cores ? fmt::format("w{}_tc", warps) : fmt::format("w{}_u{}", warps, unroll);
+  if (tokens_per_cta > 1) tile += fmt::format("_t{}", tokens_per_cta);
   const char* source = kv_source == KVSourceKind::Paged        ? "_paged"
                        : kv_source == KVSourceKind::BlockTable ? "_blocktable"
                                                                : "";
@@ -51,6 +52,7 @@ std::string DecodeKernel::name() const {
 }
 
 int DecodeKernel::dynamic_smem_bytes() const {
+  // Tensor cores: the 16-row Q tile holds any heads x tokens <= 16.
   return tensor_cores ? kernels::decode_mma_smem_bytes(warps, head_dim)
                       : kernels::decode_smem_bytes(warps, heads_per_cta, head_dim);
 }
@@ -59,6 +61,8 @@ nlohmann::json DecodeKernel::to_json() const {
   nlohmann::json j = {{"family", kFamily}, {"head_dim", head_dim}, {"heads_per_cta", heads_per_cta}, {"warps", warps}};
   variant.to_json(j);
   j["kv_source"] = to_string(kv_source);
+  // Only when > 1: the identities (and names) of one-token specs stay as they were.
+  if (tokens_per_cta != 1) j["tokens_per_cta"] = tokens_per_cta;
   if (tensor_cores) j["tensor_cores"] = true;
   else j["unroll"] = unroll;
   return j;
@@ -69,6 +73,7 @@ DecodeKernel DecodeKernel::from_json(const nlohmann::json& j) {
   s.variant = VariantSpec::from_json(j);
   s.head_dim = spec_json::int_field(j, "head_dim");
   s.heads_per_cta = spec_json::int_field(j, "heads_per_cta");
+  s.tokens_per_cta = spec_json::int_field(j, "tokens_per_cta", 1);
   s.warps = spec_json::int_field(j, "warps", 4);
   s.tensor_cores = spec_json::bool_field(j, "tensor_cores", false);
   s.unroll = s.tensor_cores ? 4 : spec_json::int_field(j, "unroll", 4);
@@ -78,12 +83,13 @@ DecodeKernel DecodeKernel::from_json(const nlohmann::json& j) {
 }
 
 std::vector<std::pair<std::string, std::string>> DecodeKernel::template_values() const {
-  auto v = variant.template_values(false);
+  auto v = variant.template_values(tensor_cores);  // the CUDA-core template takes no mask
   v.insert(v.end(), {{"HEAD_DIM", std::to_string(head_dim)},
                      {"HEADS_PER_CTA", std::to_string(heads_per_cta)},
                      {"WARPS", std::to_string(warps)},
                      {"KV_SOURCE", source_type(kv_source)}});
-  if (!tensor_cores) v.emplace_back("UNROLL", std::to_string(unroll));
+  if (tensor_cores) v.emplace_back("TOKENS_PER_CTA", std::to_string(tokens_per_cta));
+  else v.emplace_back("UNROLL", std::to_string(unroll));
   return v;
 }
 
@@ -93,16 +99,35 @@ void DecodeKernel::validate() const {
     throw Error(Status::InvalidArgument,
                 fmt::format("decode spec.{}={} is not supported; allowed: {}", field, value, allowed));
   };
-  if (variant.mask != MaskMode::None)
-    throw Error(Status::InvalidArgument, fmt::format("decode spec.mask={} is not supported; allowed: none (the query "
-                                                     "is the last position, so nothing is masked)",
-                                                     to_string(variant.mask)));
+  // One query token is the last position and sees every key (the window is
+  // a run-time value); several (speculative decoding) are causal among
+  // themselves, which only the tensor-core skeleton implements.
+  if (variant.mask == MaskMode::Custom || (variant.mask == MaskMode::Causal && !tensor_cores))
+    throw Error(Status::InvalidArgument,
+                fmt::format("decode spec.mask={} is not supported{}; allowed: none, or causal with tensor_cores "
+                            "(several query tokens per request)",
+                            to_string(variant.mask), tensor_cores ? "" : " on CUDA cores"));
+  if (tokens_per_cta < 1 || tokens_per_cta > 16) bad("tokens_per_cta", tokens_per_cta, "1 to 16");
   if (tensor_cores) {
+    if (tokens_per_cta > 1 && variant.mask != MaskMode::Causal)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("decode spec.tokens_per_cta={} needs mask=causal (several query tokens of a request are "
+                              "causal among themselves), got mask={}",
+                              tokens_per_cta, to_string(variant.mask)));
     if (head_dim != 64 && head_dim != 128) bad("head_dim", head_dim, "64, 128 (tensor cores)");
     if (heads_per_cta < 1 || heads_per_cta > 16) bad("heads_per_cta", heads_per_cta, "1 to 16 (tensor cores)");
+    // The CTA's query rows are the MMA's 16 M rows; more would need a second
+    // set of Q and O fragments (~100 registers at head_dim 128, past the
+    // 255 a thread has): the planner splits them across sibling CTAs instead.
+    if (heads_per_cta * tokens_per_cta > 16)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("decode spec.heads_per_cta={} x tokens_per_cta={} = {} query rows is not supported; "
+                              "allowed: at most 16 (one tensor-core M tile)",
+                              heads_per_cta, tokens_per_cta, heads_per_cta * tokens_per_cta));
   } else {
     if (head_dim != 64 && head_dim != 128 && head_dim != 256) bad("head_dim", head_dim, "64, 128, 256");
     if (heads_per_cta < 1 || heads_per_cta > 8) bad("heads_per_cta", heads_per_cta, "1 to 8");
+    if (tokens_per_cta != 1) bad("tokens_per_cta", tokens_per_cta, "1 (CUDA cores)");
     if (unroll < 1 || unroll > 8) bad("unroll", unroll, "1 to 8");
   }
   if (warps != 4) bad("warps", warps, "4");

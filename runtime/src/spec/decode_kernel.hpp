@@ -1,6 +1,10 @@
 // The decode family: one query token per head (and request) against a KV
 // sequence, on CUDA cores (kernels/decode.cuh) or tensor cores
 // (kernels/decode_mma.cuh, the query-head group as the MMA's M dimension).
+// Speculative decoding (several query tokens per request, causal among
+// themselves) is the tensor-core skeleton with variant.mask = causal and
+// tokens_per_cta x heads_per_cta rows (kernels/decode_queries.cuh); the
+// number of tokens itself is a run-time value.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -25,6 +29,7 @@ struct DecodeKernel {
   VariantSpec variant;
   int head_dim = 128;
   int heads_per_cta = 1;      // query heads sharing one KV head in a CTA
+  int tokens_per_cta = 1;     // query tokens of one request in a CTA (tensor cores, mask causal: > 1 allowed)
   int warps = 4;
   int unroll = 4;             // CUDA cores: rows in flight per lane group (unused on tensor cores)
   bool tensor_cores = false;  // the mma.m16n8k16 skeleton
@@ -32,7 +37,7 @@ struct DecodeKernel {
 
   const char* template_name() const;
   const char* entry_name() const { return "attnjit_single_decode"; }
-  std::string name() const;  // "decode_d128_g4_bf16_bf16_bf16_none_w4_tc" (+ "_paged" / "_blocktable")
+  std::string name() const;  // "decode_d128_g4_bf16_bf16_bf16_none_w4_tc" (+ "_t2" tokens, "_paged" / "_blocktable")
   int threads() const { return warps * 32; }
   int dynamic_smem_bytes() const;
   nlohmann::json to_json() const;
@@ -42,8 +47,9 @@ struct DecodeKernel {
   void validate() const;
 
   bool operator==(const DecodeKernel& o) const {
-    return variant == o.variant && head_dim == o.head_dim && heads_per_cta == o.heads_per_cta && warps == o.warps &&
-           unroll == o.unroll && tensor_cores == o.tensor_cores && kv_source == o.kv_source;
+    return variant == o.variant && head_dim == o.head_dim && heads_per_cta == o.heads_per_cta &&
+           tokens_per_cta == o.tokens_per_cta && warps == o.warps && unroll == o.unroll &&
+           tensor_cores == o.tensor_cores && kv_source == o.kv_source;
   }
 };
 

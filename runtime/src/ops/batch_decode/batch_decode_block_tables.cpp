@@ -61,6 +61,37 @@ BatchDecodeProblem shape_problem(const TensorView& q, const TensorView& k_cache,
   return p;
 }
 
+// The batch: the query's rows per q_len_per_req tokens, or, with per-request
+// query lengths (max_q_len + cum_seq_lens_q), the batch_size given -- the
+// query's row count then says only how many tokens there are in all.
+int trtllm_batch_size(const TrtllmDecodeArgs& a, const TensorView& query) {
+  if ((a.cum_seq_lens_q != nullptr) != (a.max_q_len > 0))
+    invalid(a.cum_seq_lens_q ? "max_q_len=0 is not allowed with cum_seq_lens_q; they go together (max_q_len: the most "
+                               "query tokens any request has, >= 1)"
+                             : fmt::format("max_q_len={} is not allowed without cum_seq_lens_q; they go together "
+                                           "(cum_seq_lens_q: int32 [batch_size + 1] on the device)",
+                                           a.max_q_len));
+  if (a.q_len_per_req < 1)
+    invalid(fmt::format("q_len_per_req={} is not allowed; allowed: >= 1 query tokens per request", a.q_len_per_req));
+  const int64_t tokens = query.shape[0];
+  if (a.cum_seq_lens_q) {
+    if (a.batch_size < 1)
+      invalid(fmt::format("batch_size={} is not allowed with cum_seq_lens_q; allowed: the number of requests "
+                          "(seq_lens' length), >= 1",
+                          a.batch_size));
+    return a.batch_size;
+  }
+  if (tokens % a.q_len_per_req != 0)
+    invalid(fmt::format("query: {} token rows is not allowed with q_len_per_req={}; allowed: a multiple of it "
+                        "(batch_size * q_len_per_req) (got {})",
+                        tokens, a.q_len_per_req, query.describe()));
+  const int64_t batch = tokens / a.q_len_per_req;
+  if (a.batch_size != 0 && a.batch_size != batch)
+    invalid(fmt::format("batch_size={} is not allowed; the query's {} rows hold {} requests of q_len_per_req={}",
+                        a.batch_size, tokens, batch, a.q_len_per_req));
+  return static_cast<int>(batch);
+}
+
 }  // namespace
 
 void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& query, const TensorView& k_cache,
@@ -77,9 +108,6 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   if (a.bmm1_scale_tensor || a.bmm2_scale_tensor)
     unsupported(fmt::format("{}: a device-tensor scale is not supported yet; pass the float (bmm1_scale / bmm2_scale)",
                             a.bmm1_scale_tensor ? "bmm1_scale" : "bmm2_scale"));
-  if (a.q_len_per_req != 1)
-    unsupported(fmt::format("q_len_per_req={} is not supported yet; allowed: 1 (one query token per request)",
-                            a.q_len_per_req));
   if (!a.block_tables || !a.seq_lens)
     invalid(fmt::format("{} is null; a device int32 array is required", a.block_tables ? "seq_lens" : "block_tables"));
   if (a.max_pages_per_seq < 1)
@@ -89,6 +117,9 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   if (!(a.bmm2_scale > 0.f)) invalid(fmt::format("bmm2_scale={} is not allowed; it must be > 0", a.bmm2_scale));
 
   BatchDecodeProblem p = shape_problem(query, k_cache, v_cache, a.kv_layout, "query");
+  p.batch_size = trtllm_batch_size(a, query);
+  p.q_len_per_req = a.q_len_per_req;
+  p.max_q_len = a.max_q_len;
   p.max_seq_len = a.max_seq_len;
   p.o_dtype = a.out_dtype.value_or(query.dtype);
   p.options.sm_scale = a.bmm1_scale;  // the fused scale: q and k scales and 1/sqrt(d) are in it
@@ -99,6 +130,9 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   if (int64_t(p.page_size) * a.max_pages_per_seq < a.max_seq_len)
     invalid(fmt::format("max_seq_len={} is not allowed; block_tables hold {} pages of {} rows per request",
                         a.max_seq_len, a.max_pages_per_seq, p.page_size));
+  // The problem and the query's rows before anything asks the device.
+  ops::validate(p);
+  ops::query_token_rows(p, p.batch_size, query.shape[0], a.cum_seq_lens_q != nullptr);
   // After the argument checks: this asks the device. Programmatic dependent launch needs sm_90; unset means "where the GPU has it", as in FlashInfer.
   const std::string arch = rt.engine().arch_of(query.device);
   const bool pdl_capable = std::atoi(arch.c_str() + 3) >= 90;  // "sm_90a" -> 90
@@ -118,6 +152,7 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   kv.seq_lens = a.seq_lens;
   BatchDecodeLaunchExtras extras;
   extras.sinks = a.sinks;
+  extras.cum_seq_lens_q = a.cum_seq_lens_q;
   extras.enable_pdl = a.enable_pdl.value_or(pdl_capable);
   plan->run(query, kv, out, lse, workspace, workspace_bytes, stream, 1.f, 1.f, extras);
 }

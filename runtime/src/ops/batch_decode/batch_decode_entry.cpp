@@ -31,7 +31,10 @@ nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& devic
 // single_decode's grid), so this grid covers each source with each skeleton,
 // each head dim and dtype pair once, and the choices that depend on the group
 // (heads per CTA 1, 4, 5, 7, 8 and 16 on tensor cores) -- 28 specs, not the
-// ~1000 of a cross product: CI compiles each for two archs.
+// ~1000 of a cross product: CI compiles each for two archs. Speculative
+// decoding (several query tokens per request: mask causal, heads x tokens
+// per CTA) adds 6: token tiles of 1 to 4, each positional mode, the soft
+// cap, fp8 and both KV sources.
 std::vector<nlohmann::json> variant_grid() {
   std::vector<nlohmann::json> out;
   auto problem = [](const char* table, int d, const char* q, const char* kv, int group, bool tc, const char* pos) {
@@ -41,6 +44,22 @@ std::vector<nlohmann::json> variant_grid() {
                           {"pos_encoding_mode", pos},   {"host_lengths", std::string(table) == "indptr"},
                           {"max_seq_len", 4096}};
   };
+  auto speculative = [&](const char* table, int d, const char* q, const char* kv, int group, const char* pos,
+                         const char* q_len_key, int q_len) {
+    nlohmann::json j = problem(table, d, q, kv, group, false, pos);
+    j[q_len_key] = q_len;
+    return j;
+  };
+  out.push_back(speculative("block_table", 128, "bfloat16", "bfloat16", 4, "NONE", "q_len_per_req", 2));  // 4 x 2
+  out.push_back(speculative("block_table", 64, "bfloat16", "float8_e4m3fn", 8, "NONE", "q_len_per_req", 4));  // 8 x 2
+  out.push_back(speculative("block_table", 128, "float16", "float8_e5m2", 5, "ALIBI", "q_len_per_req", 3));  // 5 x 3
+  out.push_back(speculative("indptr", 128, "bfloat16", "bfloat16", 1, "ROPE_LLAMA", "q_len_per_req", 4));  // 1 x 4
+  out.push_back(speculative("block_table", 64, "float16", "float16", 16, "NONE", "max_q_len", 3));  // 16 x 1
+  {
+    nlohmann::json j = speculative("block_table", 128, "bfloat16", "float8_e4m3fn", 7, "NONE", "q_len_per_req", 2);
+    j["logits_soft_cap"] = 30.0;  // 7 x 2
+    out.push_back(j);
+  }
   for (const char* table : {"indptr", "block_table"}) {
     out.push_back(problem(table, 128, "bfloat16", "bfloat16", 1, false, "NONE"));
     out.push_back(problem(table, 64, "float16", "float8_e4m3fn", 4, false, "ROPE_LLAMA"));
@@ -75,7 +94,7 @@ std::vector<nlohmann::json> model_problems(const ModelShape& m) {
 
 OperatorEntry batch_decode_entry() {
   return {"batch_decode",
-          "one query token per head for a batch of requests over a paged KV cache "
+          "one query token per head (or several: speculative decoding) for a batch of requests over a paged KV cache "
           "(flashinfer BatchDecodeWithPagedKVCacheWrapper, trtllm / cudnn batch decode)",
           kernels_for,
           explain,

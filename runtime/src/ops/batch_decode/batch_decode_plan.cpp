@@ -118,11 +118,15 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   const bool graph = P.options.use_cuda_graph;
   const int64_t B = batch(), H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, ps = P.page_size;
   const int kva = 8 * static_cast<int>(dtype_size(P.kv_dtype));
-  ops::check_tensor(q, "q", P.q_dtype, P.device, {B, H, D}, 16);
-  ops::check_tensor(o, "out", P.o_dtype, P.device, {B, H, D}, 16);
-  if (lse) ops::check_tensor(*lse, "lse", DType::F32, P.device, {B, H}, 4);
+  const int64_t q_len = ops::max_query_tokens(P);
+  const int64_t tokens = ops::query_token_rows(P, B, q.ndim >= 1 ? q.shape[0] : 0, extras.cum_seq_lens_q != nullptr);
+  ops::check_tensor(q, "q", P.q_dtype, P.device, {tokens, H, D}, 16);
+  ops::check_tensor(o, "out", P.o_dtype, P.device, {tokens, H, D}, 16);
+  if (lse) ops::check_tensor(*lse, "lse", DType::F32, P.device, {tokens, H}, 4);
   if (lse && lse->strides[0] != H)
-    throw Error(Status::InvalidArgument, fmt::format("lse: must be contiguous [batch, {}] (got {})", H, lse->describe()));
+    throw Error(Status::InvalidArgument,
+                fmt::format("lse: must be contiguous [{}, {}] (got {})", q_len > 1 ? "tokens" : "batch", H,
+                            lse->describe()));
   const bool nhd = P.options.kv_layout == KVLayout::NHD;
   for (const auto* c : {&kv.k_cache, &kv.v_cache}) {
     const char* name = c == &kv.k_cache ? "k_cache" : "v_cache";
@@ -188,6 +192,8 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.num_requests = static_cast<int32_t>(P.batch_size);
   dp.num_qo_heads = static_cast<int32_t>(H);
   dp.group_size = static_cast<int32_t>(H / Hk);
+  dp.q_len = static_cast<int32_t>(q_len);
+  dp.q_indptr = extras.cum_seq_lens_q;
 
   ops::LaunchShape decode_shape = L.decode.shape;
   decode_shape.grid[1] = num_work_items();
@@ -202,12 +208,15 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
     mp.lse = dp.lse;
     mp.indptr = P.host_lengths ? ops::region_ptr<const int32_t>(workspace, L.workspace.region("merge_indptr")) : nullptr;
     mp.sinks = extras.sinks;
+    // A request's rows are its tokens x heads (kernels/merge_params.h).
+    mp.heads_per_token = static_cast<int32_t>(H);
+    mp.o_stride_token = o.strides[0];
     mp.o_stride_row = o.strides[1];
-    mp.o_stride_request = o.strides[0];
+    mp.q_indptr = extras.cum_seq_lens_q;
     mp.num_splits = L.uniform_splits;
-    mp.rows_per_request = static_cast<int32_t>(H);
+    mp.rows_per_request = static_cast<int32_t>(q_len * H);
     ops::LaunchShape merge_shape = L.merge.shape;
-    merge_shape.grid[0] = static_cast<uint32_t>((graph ? P.batch_size : B) * H);
+    merge_shape.grid[0] = static_cast<uint32_t>((graph ? P.batch_size : B) * q_len * H);
     mp.num_rows = static_cast<int32_t>(merge_shape.grid[0]);
     detail::launch(*I.merge, merge_shape, &mp, stream, extras.enable_pdl);
   }

@@ -25,6 +25,7 @@ DecodeKernel decode_spec(const BatchDecodeProblem& p) {
   s.pos_encoding = p.options.pos_encoding_mode;
   s.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
   s.use_tensor_cores = p.options.use_tensor_cores;
+  s.q_len = max_query_tokens(p);
   return choose_decode_kernel(s, p.page_table == PageTable::BlockTable ? KVSourceKind::BlockTable : KVSourceKind::Paged);
 }
 
@@ -51,8 +52,11 @@ int chunk_for(int64_t total_rows, int max_rows, const BatchDecodeLayout& L) {
 }  // namespace
 
 int batch_decode_rows(const BatchDecodeProblem& p, int64_t len) {
+  // The first query token's window starts q - 1 rows before the last one's
+  // (the most tokens: with per-request lengths the device starts a shorter
+  // request's rows later, so this bounds them).
   const int w = p.options.window_left;
-  return static_cast<int>(w >= 0 ? std::min<int64_t>(len, int64_t(w) + 1) : len);
+  return static_cast<int>(w >= 0 ? std::min<int64_t>(len, int64_t(w) + max_query_tokens(p)) : len);
 }
 
 std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p) {
@@ -66,8 +70,10 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
   const DecodeKernel decode = decode_spec(p);
   const DecodeTile tile = decode_tile(decode);
   const int group = p.num_qo_heads / p.num_kv_heads;
+  const int q_len = max_query_tokens(p);
+  const int query_blocks = decode_query_blocks(decode, group, q_len);
   L.rows_per_iter = tile.rows_per_iter;
-  L.ctas_per_item = p.num_kv_heads * (group / decode.heads_per_cta);
+  L.ctas_per_item = p.num_kv_heads * query_blocks;
   L.wave = device.sm_count * tile.ctas_per_sm;
   const int B = p.batch_size, H = p.num_qo_heads;
 
@@ -88,7 +94,7 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
 
   L.decode.role = "decode";
   L.decode.spec = decode;
-  L.decode.shape.grid[0] = group / decode.heads_per_cta;  // head groups fastest: siblings share K/V in L2
+  L.decode.shape.grid[0] = query_blocks;  // head blocks, then token tiles: siblings share K/V in L2
   L.decode.shape.grid[1] = L.max_items;
   L.decode.shape.grid[2] = p.num_kv_heads;
   L.decode.shape.threads = decode.threads();
@@ -98,11 +104,12 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
   L.merge.role = "merge";
   L.merge.spec = merge;
   L.merge.shape.threads = merge.threads();
-  L.merge.shape.grid[0] = B * H;
+  L.merge.shape.grid[0] = B * q_len * H;  // one row per (request, token, head)
 
   if (L.max_slots > 0) {
-    L.workspace.add_float("partial_o", size_t(L.max_slots) * H * p.head_dim * sizeof(float));
-    L.workspace.add_float("partial_lse", size_t(L.max_slots) * H * sizeof(float));
+    // A slot holds the most tokens a request has (kernels/decode_params.h).
+    L.workspace.add_float("partial_o", size_t(L.max_slots) * q_len * H * p.head_dim * sizeof(float));
+    L.workspace.add_float("partial_lse", size_t(L.max_slots) * q_len * H * sizeof(float));
   }
   if (p.host_lengths) {
     L.workspace.add_int("work", size_t(L.max_items) * sizeof(kernels::DecodeWorkItem));

@@ -25,7 +25,7 @@ namespace attnjit::ops {
 
 struct BatchDecodeLayout {
   KernelLaunch decode;  // grid.y: the most work items (graph or uniform); a listed plan launches its own count
-  KernelLaunch merge;   // grid.x: batch_size * num_qo_heads, one CTA per output row
+  KernelLaunch merge;   // grid.x: batch_size * max query tokens * num_qo_heads, one CTA per output row
   // Float regions "partial_o", "partial_lse"; int regions "work" and
   // "merge_indptr" when the lengths are on the host.
   WorkspaceLayout workspace;
@@ -58,7 +58,7 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
 // Error(InvalidArgument) naming a length below 1 or a batch out of range.
 BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const BatchDecodeLayout& layout,
                                             const int32_t* kv_lens, int batch);
-// Rows a request of length len attends to (its window).
+// Rows a request of length len attends to (its window, from its first query token's).
 int batch_decode_rows(const BatchDecodeProblem& p, int64_t len);
 // The kernels a problem needs whatever its lengths (prewarm): decode and merge.
 std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p);

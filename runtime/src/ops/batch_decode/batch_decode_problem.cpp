@@ -63,7 +63,7 @@ const std::set<std::string>& known_keys() {
       "page_table",  "host_lengths", "max_seq_len",     "q_dtype",      "kv_dtype",        "o_dtype",
       "kv_layout",   "pos_encoding_mode", "use_tensor_cores", "window_left", "logits_soft_cap", "sm_scale",
       "rope_scale",  "rope_theta",  "q_scale",          "k_scale",      "v_scale",         "return_lse",
-      "use_cuda_graph", "device",   "kv_len",           "kv_lens"};
+      "use_cuda_graph", "device",   "kv_len",           "kv_lens",      "q_len_per_req",   "max_q_len"};
   return keys;
 }
 
@@ -89,6 +89,8 @@ BatchDecodeProblem batch_decode_problem_from_json(const nlohmann::json& j) {
   else invalid(fmt::format("problem.page_table='{}' is not allowed; allowed: indptr, block_table", table));
   p.host_lengths = bool_of(j, "host_lengths", true);
   p.max_seq_len = int_of(j, "max_seq_len", 0);
+  p.q_len_per_req = int32_of(j, "q_len_per_req", 1);
+  p.max_q_len = int32_of(j, "max_q_len", 0);
   p.device = int32_of(j, "device", 0);
   p.q_dtype = parse_dtype(string_of(j, "q_dtype", "bfloat16"), "problem.q_dtype");
   p.kv_dtype = j.contains("kv_dtype") ? parse_dtype(string_of(j, "kv_dtype", ""), "problem.kv_dtype") : p.q_dtype;
@@ -154,6 +156,9 @@ nlohmann::json to_json(const BatchDecodeProblem& p) {
                       {"return_lse", o.return_lse},
                       {"use_cuda_graph", o.use_cuda_graph}};
   if (p.device != 0) j["device"] = p.device;
+  // Only when speculative: one-token problems keep the JSON (and memo keys) they had.
+  if (p.q_len_per_req != 1) j["q_len_per_req"] = p.q_len_per_req;
+  if (p.max_q_len != 0) j["max_q_len"] = p.max_q_len;
   auto put = [&](const char* key, const std::optional<float>& v) {
     if (v) j[key] = *v;
   };
@@ -200,6 +205,23 @@ void validate(const BatchDecodeProblem& p) {
                         "may pair with either)",
                         to_string(p.kv_dtype), to_string(p.q_dtype)));
   if (p.device < 0) invalid(fmt::format("device={} is not allowed; it must be >= 0", p.device));
+  constexpr int kMaxQ = kMaxQueryTokensPerRequest;
+  if (p.q_len_per_req < 1 || p.q_len_per_req > kMaxQ)
+    invalid(fmt::format("q_len_per_req={} is not allowed; allowed: 1 to {} query tokens per request (longer query "
+                        "blocks: batch prefill)",
+                        p.q_len_per_req, kMaxQ));
+  if (p.max_q_len < 0 || p.max_q_len > kMaxQ)
+    invalid(fmt::format("max_q_len={} is not allowed; allowed: 0 (every request has q_len_per_req tokens) or 1 to {}",
+                        p.max_q_len, kMaxQ));
+  if (p.max_q_len > 0 && p.q_len_per_req != 1 && p.q_len_per_req != p.max_q_len)
+    invalid(fmt::format("q_len_per_req={} is not allowed with max_q_len={} (per-request query lengths); allowed: 1 or "
+                        "{}",
+                        p.q_len_per_req, p.max_q_len, p.max_q_len));
+  if (max_query_tokens(p) > 1 && p.head_dim > 128)
+    throw Error(Status::Unsupported,
+                fmt::format("{}={} is not supported with head_dim={}; several query tokens per request run on the "
+                            "tensor-core decode kernel, which supports head_dim 64 and 128",
+                            p.max_q_len > 0 ? "max_q_len" : "q_len_per_req", max_query_tokens(p), p.head_dim));
   const auto& o = p.options;
   if (o.window_left < -1)
     invalid(fmt::format("window_left={} is not allowed; use -1 (no window) or >= 0", o.window_left));
@@ -211,6 +233,27 @@ void validate(const BatchDecodeProblem& p) {
   check_positive_finite(o.rope_theta, "rope_theta");
   if (o.logits_soft_cap && !(std::isfinite(*o.logits_soft_cap) && *o.logits_soft_cap >= 0.f))
     invalid(fmt::format("logits_soft_cap={} is not allowed; it must be >= 0 (0: no capping)", *o.logits_soft_cap));
+}
+
+int max_query_tokens(const BatchDecodeProblem& p) { return p.max_q_len > 0 ? p.max_q_len : p.q_len_per_req; }
+
+int64_t query_token_rows(const BatchDecodeProblem& p, int64_t batch, int64_t q_rows, bool has_cum_seq_lens_q) {
+  if (p.max_q_len == 0) {
+    if (has_cum_seq_lens_q)
+      invalid("cum_seq_lens_q is set but this problem has uniform query lengths (max_q_len=0); allowed: null, or a "
+              "problem with max_q_len > 0");
+    return batch * p.q_len_per_req;  // the tensor checks compare q's shape with it
+  }
+  if (!has_cum_seq_lens_q)
+    invalid(fmt::format("cum_seq_lens_q is null; this problem has per-request query lengths (max_q_len={}) and "
+                        "needs the int32 [batch + 1] device array",
+                        p.max_q_len));
+  const int64_t most = batch * p.max_q_len;
+  if (q_rows < 1 || q_rows > most)
+    invalid(fmt::format("q: {} token rows is not allowed with batch={} and max_q_len={}; allowed: 1 to {} "
+                        "(cum_seq_lens_q[batch], at most max_q_len per request)",
+                        q_rows, batch, p.max_q_len, most));
+  return q_rows;
 }
 
 }  // namespace attnjit::ops

@@ -22,4 +22,18 @@ std::vector<int32_t> kv_lens_from_json(const nlohmann::json& j, const BatchDecod
 // Throws Error(InvalidArgument / Unsupported) naming the field, its value and what is allowed.
 void validate(const BatchDecodeProblem& p);
 
+// The most query tokens a request has: max_q_len when the lengths vary
+// (cum_seq_lens_q), else q_len_per_req. Sizes the grid and partial states.
+int max_query_tokens(const BatchDecodeProblem& p);
+// The token rows q, o and lse must have for `batch` requests, given q's
+// first dimension: batch * q_len_per_req, or with per-request lengths
+// (cum_seq_lens_q, on the device) q's own count, which must lie in [1, batch
+// * max_q_len] -- the only consistency the host can check without reading
+// the device array. Error(InvalidArgument) naming q or cum_seq_lens_q.
+int64_t query_token_rows(const BatchDecodeProblem& p, int64_t batch, int64_t q_rows, bool has_cum_seq_lens_q);
+// Speculative decoding's bound on query tokens per request: each token tile
+// re-reads the request's K/V (from L2) and the partial states grow with it;
+// longer query blocks are prefill's (batch prefill with a paged cache).
+constexpr int kMaxQueryTokensPerRequest = 64;
+
 }  // namespace attnjit::ops

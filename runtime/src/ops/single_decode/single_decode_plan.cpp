@@ -105,6 +105,7 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.num_requests = 1;
   dp.num_qo_heads = static_cast<int32_t>(H);
   dp.group_size = static_cast<int32_t>(H / Hk);
+  dp.q_len = 1;  // one query token (kernels/decode_queries.cuh)
 
   cuda::ScopedDevice scope(P.device);
   detail::launch(*impl_->decode, L.decode.shape, &dp, stream);

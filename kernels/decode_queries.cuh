@@ -1,0 +1,63 @@
+// Which query rows a decode CTA owns, and where each one's q, o, lse and
+// partial state live. Decode has one query token per request, so a CTA's
+// rows are kHeads query heads sharing a KV head. Speculative decoding
+// (TensorRT-LLM's q_len_per_req, or per-request lengths via cum_seq_lens_q)
+// has q_len tokens per request: the last q_len positions of its sequence,
+// token t at kv_len - q_len + t, each seeing the keys up to its own position
+// (the variant's causal mask). A CTA then owns kTokens consecutive tokens x
+// kHeads heads, token-major (row r: token r / kHeads, head r % kHeads), and
+// blockIdx.x enumerates head blocks fastest, then token tiles, so every CTA
+// of a KV head reads the same K/V rows, back to back (L2).
+//
+//   q / o row        q_first + t     (q_first: q_indptr[request], or request * q_len)
+//   lse              (q_first + t) * num_qo_heads + head
+//   partial state    (slot * max_q_len + t) * num_qo_heads + head
+#pragma once
+#include "decode_params.h"
+#include "platform.cuh"
+
+namespace attnjit {
+
+template <int Heads, int Tokens>
+struct DecodeQueryRows {
+  static constexpr int kHeads = Heads;
+  static constexpr int kTokens = Tokens;
+  static constexpr int kRows = Heads * Tokens;
+
+  int head0;        // the CTA's first qo head
+  int token0;       // the CTA's first token, counted within its request
+  int q_len;        // the request's tokens
+  int max_q_len;    // tokens per slot of the partial states
+  int64_t q_first;  // the request's token 0 as a row of q, o and lse
+
+  ATTNJIT_DEVICE DecodeQueryRows(const kernels::DecodeParams& p, int request, int kv_head) {
+    const int head_blocks = p.group_size / Heads;
+    const int tile = blockIdx.x / head_blocks;
+    head0 = kv_head * p.group_size + (blockIdx.x - tile * head_blocks) * Heads;
+    token0 = tile * Tokens;
+    max_q_len = max(p.q_len, 1);  // a zero-filled params struct (single decode): one token
+    if (p.q_indptr) {
+      q_first = p.q_indptr[request];
+      q_len = p.q_indptr[request + 1] - p.q_indptr[request];
+    } else {
+      q_first = int64_t(request) * max_q_len;
+      q_len = max_q_len;
+    }
+  }
+
+  // A token tile past the request's last token: the CTA has nothing to do.
+  ATTNJIT_DEVICE bool empty() const { return token0 >= q_len; }
+  ATTNJIT_DEVICE int head(int r) const { return head0 + r % Heads; }
+  ATTNJIT_DEVICE int token(int r) const { return token0 + r / Heads; }
+  // Whether row r (< kRows) is a real token; the others are padding, computed but never stored.
+  ATTNJIT_DEVICE bool stored(int r) const { return token(r) < q_len; }
+  // The row's position in the KV sequence; negative when the request has more
+  // tokens than keys (it then sees nothing).
+  ATTNJIT_DEVICE int q_pos(int r, int kv_len) const { return kv_len - q_len + token(r); }
+  ATTNJIT_DEVICE int64_t q_row(int r) const { return q_first + token(r); }
+  ATTNJIT_DEVICE int64_t partial_row(int slot, int r, int num_qo_heads) const {
+    return (int64_t(slot) * max_q_len + token(r)) * num_qo_heads + head(r);
+  }
+};
+
+}  // namespace attnjit
