@@ -11,8 +11,21 @@ WHEELS=${WHEELS:?folder of wheels}
 mkdir -p "$OUT"
 export ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
 venv=/tmp/attnjit-nb-venv
-python3 -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install -q --no-index --find-links "$WHEELS" "attnjit[notebook]"
+# Images without ensurepip (Debian/Ubuntu without python3-venv) get a pip-less
+# venv that the system pip installs into.
+if python3 -m venv --system-site-packages "$venv" 2>/dev/null; then
+  pip_cmd=("$venv/bin/python" -m pip)
+else
+  rm -rf "$venv"
+  python3 -m venv --without-pip --system-site-packages "$venv"
+  pip_cmd=(python3 -m pip --python "$venv/bin/python")
+fi
+# The image's matplotlib is its own (not a wheel in $WHEELS): the extra's other packages by name.
+if python3 -c "import matplotlib" 2>/dev/null; then
+  "${pip_cmd[@]}" install -q --no-index --find-links "$WHEELS" attnjit nbclient ipykernel
+else
+  "${pip_cmd[@]}" install -q --no-index --find-links "$WHEELS" "attnjit[notebook]"
+fi
 # Run from a folder outside the checkout so `import attnjit` can only mean the installed package.
 work=$(mktemp -d)
 cp examples/notebook/attnjit_decode.ipynb "$work/"
