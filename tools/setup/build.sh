@@ -7,10 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${1:-}" = "--no-tests" ]; then
   bash tools/setup/deps.sh --no-tests
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNJIT_BUILD_TESTS=OFF >/dev/null
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNJIT_BUILD_TESTS=OFF -DATTNJIT_PYTHON_PACKAGE=OFF >/dev/null
   cmake --build build -j"$(nproc)" --target attnjit attnjit_cli
 else
   bash tools/setup/deps.sh
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNJIT_BUILD_TESTS=ON >/dev/null
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNJIT_BUILD_TESTS=ON -DATTNJIT_PYTHON_PACKAGE=OFF >/dev/null
   cmake --build build -j"$(nproc)"
 fi
