@@ -1,6 +1,8 @@
 // RAII device memory for GPU tests, through the same dlopen'ed driver table.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "cuda/driver.hpp"
@@ -37,5 +39,15 @@ class DeviceBuffer {
   CUdeviceptr ptr_ = 0;
   size_t bytes_ = 0;
 };
+
+// An int32 index array on the device (at least 4 bytes, so an empty one is
+// still a valid pointer).
+inline DeviceBuffer upload_ints(const std::vector<int32_t>& v) {
+  DeviceBuffer d(std::max<size_t>(4, v.size() * 4));
+  std::vector<uint8_t> bytes(d.bytes(), 0);
+  std::memcpy(bytes.data(), v.data(), v.size() * 4);
+  d.upload(bytes);
+  return d;
+}
 
 }  // namespace attnjit::test

@@ -105,14 +105,6 @@ Errors compare(const Case& c, const Batch& b, const std::vector<double>& out, co
   return e;
 }
 
-DeviceBuffer upload_ints(const std::vector<int32_t>& v) {
-  DeviceBuffer d(std::max<size_t>(4, v.size() * 4));
-  std::vector<uint8_t> bytes(d.bytes(), 0);
-  std::memcpy(bytes.data(), v.data(), v.size() * 4);
-  d.upload(bytes);
-  return d;
-}
-
 // out_bits: the output's bytes as the GPU wrote them (for bitwise comparisons).
 Errors run_case(const Runtime& rt, const Case& c, uint32_t seed, std::vector<uint8_t>* out_bits = nullptr) {
   cuda::ScopedDevice scope(0);

@@ -97,14 +97,6 @@ Errors compare(const SpecCase& c, const PagedBatch& b, const std::vector<double>
   return e;
 }
 
-DeviceBuffer upload_ints(const std::vector<int32_t>& v) {
-  DeviceBuffer d(std::max<size_t>(4, v.size() * 4));
-  std::vector<uint8_t> bytes(d.bytes(), 0);
-  std::memcpy(bytes.data(), v.data(), v.size() * 4);
-  d.upload(bytes);
-  return d;
-}
-
 // Runs one case; `split` is set to whether the plan cut some request's KV
 // into chunks (so the merge kernel ran).
 Errors run_case(const Runtime& rt, const SpecCase& c, uint32_t seed, bool* split = nullptr) {

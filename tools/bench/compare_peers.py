@@ -197,6 +197,24 @@ def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_
 
 
 # ---------------------------------------------------------------- single prefill
+def add_tflops(res, name, fn, flops):
+    """res[name]: median time of fn() (compute-bound: one input set) and its TFLOP/s, or the error."""
+    try:
+        us, how = timed(lambda i: fn(), 1, iters=5, reps=10)
+        res[name] = {"us": us, "how": how, "tflops": flops / (us * 1e-6) / 1e12}
+    except Exception as e:
+        res[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
+def add_sdpa(res, qs, ks, vs, causal, flops):
+    """SDPA's flash and cuDNN backends on [b, h, s, d] tensors."""
+    for backend, label in ((SDPBackend.FLASH_ATTENTION, "sdpa flash"), (SDPBackend.CUDNN_ATTENTION, "sdpa cudnn")):
+        def call(backend=backend):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+        add_tflops(res, label, call, flops)
+
+
 def bench_prefill(h, n, causal, copy, d=128, dtype=torch.bfloat16):
     """TFLOP/s on one request of n query and n KV tokens (causal counts half)."""
     flops = 4.0 * n * n * h * d * (0.5 if causal else 1.0)
@@ -205,22 +223,11 @@ def bench_prefill(h, n, causal, copy, d=128, dtype=torch.bfloat16):
     v = torch.randn(n, h, d, dtype=dtype, device="cuda")
     res = {}
 
-    def add(name, fn):
-        try:
-            us, how = timed(lambda i: fn(), 1, iters=5, reps=10)
-            res[name] = {"us": us, "how": how, "tflops": flops / (us * 1e-6) / 1e12}
-        except Exception as e:
-            res[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
-
-    add("attnjit", lambda: attnjit.single_prefill_with_kv_cache(q, k, v, causal=causal))
+    add_tflops(res, "attnjit", lambda: attnjit.single_prefill_with_kv_cache(q, k, v, causal=causal), flops)
     if flashinfer is not None:
-        add("flashinfer fa2", lambda: flashinfer.single_prefill_with_kv_cache(q, k, v, causal=causal, backend="fa2"))
-    qs, ks, vs = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))
-    for backend, label in ((SDPBackend.FLASH_ATTENTION, "sdpa flash"), (SDPBackend.CUDNN_ATTENTION, "sdpa cudnn")):
-        def call(backend=backend):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
-        add(label, call)
+        add_tflops(res, "flashinfer fa2",
+                   lambda: flashinfer.single_prefill_with_kv_cache(q, k, v, causal=causal, backend="fa2"), flops)
+    add_sdpa(res, *(x.transpose(0, 1).unsqueeze(0) for x in (q, k, v)), causal, flops)
     return {"op": "single_prefill", "heads": h, "qo_len": n, "kv_len": n, "causal": causal, "results": res}
 
 
@@ -237,18 +244,11 @@ def bench_prefill_grid(d, seqlen, causal, with_flashinfer, dtype=torch.bfloat16,
     indptr = torch.arange(0, b * seqlen + 1, seqlen, dtype=torch.int32, device="cuda")
     res = {}
 
-    def add(name, fn):
-        try:
-            us, how = timed(lambda i: fn(), 1, iters=5, reps=10)
-            res[name] = {"us": us, "how": how, "tflops": flops / (us * 1e-6) / 1e12}
-        except Exception as e:
-            res[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
-
     ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     try:
         w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD")
         w.plan(indptr, indptr, h, h, d, causal=causal, q_data_type=dtype)
-        add("attnjit", lambda: w.run(q, k, v))
+        add_tflops(res, "attnjit", lambda: w.run(q, k, v), flops)
     except Exception as e:
         res["attnjit"] = {"error": f"{type(e).__name__}: {e}"[:300]}
     if flashinfer is not None and with_flashinfer:
@@ -256,15 +256,10 @@ def bench_prefill_grid(d, seqlen, causal, with_flashinfer, dtype=torch.bfloat16,
         try:
             fw = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(fws, "NHD", backend="fa2")
             fw.plan(indptr, indptr, h, h, d, causal=causal, q_data_type=dtype)
-            add("flashinfer fa2", lambda: fw.run(q, k, v))
+            add_tflops(res, "flashinfer fa2", lambda: fw.run(q, k, v), flops)
         except Exception as e:
             res["flashinfer fa2"] = {"error": f"{type(e).__name__}: {e}"[:300]}
-    qs, ks, vs = (x.view(b, seqlen, h, d).transpose(1, 2) for x in (q, k, v))
-    for backend, label in ((SDPBackend.FLASH_ATTENTION, "sdpa flash"), (SDPBackend.CUDNN_ATTENTION, "sdpa cudnn")):
-        def call(backend=backend):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
-        add(label, call)
+    add_sdpa(res, *(x.view(b, seqlen, h, d).transpose(1, 2) for x in (q, k, v)), causal, flops)
     return {"op": "batch_prefill", "head_dim": d, "heads": h, "batch": b, "seqlen": seqlen, "causal": causal,
             "results": res}
 
