@@ -4,7 +4,8 @@
 // query sees and how q.k becomes a logit. Nothing here knows about masks,
 // caps or encodings beyond calling those hooks.
 //
-// A CTA takes one (request, query tile, KV chunk) and one KV head (prefill_work). The query
+// A CTA takes one (request, query tile, KV chunk) and one KV head (prefill_work),
+// or in CUDA-graph mode walks the batch's tiles for its KV head. The query
 // tile packs the KV head's group: packed row r is token r / group_size, head
 // r % group_size of that group, so a GQA group shares every K/V tile it loads.
 // Four warps each own 16 * FragsM rows. Per KV tile of kTileKV rows:
@@ -85,8 +86,23 @@ ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p) {
   return {p.work[w], p.work[p.num_work + w], p.work[2 * p.num_work + w], kv_head};
 }
 
+// CUDA-graph mode: the batch's i-th query tile, found in the running tile
+// counts (requests without tiles are skipped: the search lands on the last
+// request whose count does not exceed i, which holds tile i).
+ATTNJIT_DEVICE PrefillWork prefill_graph_work(const kernels::PrefillParams& p, int i) {
+  const int num_kv_heads = p.num_qo_heads / p.group_size;
+  int lo = 0, hi = p.batch_size;  // tile_indptr[lo] <= i < tile_indptr[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (p.tile_indptr[mid] <= i) lo = mid;
+    else hi = mid;
+  }
+  return {lo, i - p.tile_indptr[lo], 0, int(blockIdx.x) % num_kv_heads};
+}
+
+// One (request, query tile, KV chunk) for one KV head.
 template <class Tr>
-ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
+ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillWork w) {
   using T = typename Tr::q_t;
   using Variant = typename Tr::Variant;
   using Tile = SmemTile<Tr::kHeadDim>;
@@ -97,7 +113,6 @@ ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
   constexpr int kS = Tr::kStages;
   constexpr int kRopePartner = Tr::kLanesPerRow / 2;  // the lane holding dims d +- D/2 of the same row
 
-  const PrefillWork w = prefill_work(p);
   const int kv_head = w.kv_head;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -351,6 +366,22 @@ ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
       *reinterpret_cast<uint4*>(out + (token * p.o_stride_n + head * p.o_stride_h + d0) * 2) =
           *reinterpret_cast<const uint4*>(q_tile.at(r, d0));
     }
+  }
+}
+
+// The CTA's items: its own one (from the work list or the grid), or in
+// CUDA-graph mode every (grid / kv_heads)-th tile of the batch, last tile
+// first. One call site, so the tile's code is inlined once.
+template <class Tr>
+ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
+  const int num_kv_heads = p.num_qo_heads / p.group_size;
+  const int slot = blockIdx.x / num_kv_heads;
+  const bool persistent = p.tile_indptr != nullptr;
+  const int total = persistent ? p.tile_indptr[p.batch_size] : slot + 1;
+  const int stride = persistent ? int(gridDim.x) / num_kv_heads : 1;
+  for (int i = slot; i < total; i += stride) {
+    prefill_tile<Tr>(p, persistent ? prefill_graph_work(p, total - 1 - i) : prefill_work(p));
+    __syncthreads();  // the next tile's Q lands in the smem this one staged its output in
   }
 }
 

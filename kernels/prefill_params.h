@@ -31,6 +31,14 @@ struct PrefillParams {
   // num_work - 1 - x / num_kv_heads, chunk blockIdx.y.
   const int32_t* work;
   int32_t num_work;
+  // CUDA-graph mode (work null, tile_indptr set): a fixed grid of persistent
+  // CTAs walks the query tiles of every request, read from the device so a
+  // replayed graph follows the latest plan. tile_indptr [batch_size + 1] is
+  // the running count of query tiles per request (requests past the plan's
+  // batch have none); CTA x takes tiles x / num_kv_heads, then every
+  // gridDim.x / num_kv_heads-th, each over the request's whole KV (no split).
+  const int32_t* tile_indptr;
+  int32_t batch_size;
   int32_t qo_len;       // single request only
   int32_t num_qo_heads;
   int32_t group_size;   // num_qo_heads / num_kv_heads: the query heads packed into a tile's rows

@@ -77,6 +77,45 @@ TEST_CASE("batch prefill plan: a few new tokens against long caches split the KV
   CHECK(big.num_chunks == 1);  // 32 x 128 tokens already fill the device
 }
 
+TEST_CASE("batch prefill plan, CUDA-graph mode: one launch for every batch up to the maximum", "[prefill][planner][batch][graph]") {
+  // What a captured launch bakes in must not depend on the lengths: the
+  // kernel, the grid and the workspace's regions; the lengths travel as the
+  // running tile counts, padded to max_batch_size + 1.
+  std::vector<ops::BatchPrefillLayout> plans;
+  std::vector<std::vector<int32_t>> qo_lens = {{1, 7, 128, 1000}, {4}, {3000, 1}, {16, 16, 16, 16}};
+  for (const auto& q : qo_lens) {
+    auto s = shape(q, std::vector<int32_t>(q.size(), 4096));
+    s.graph_max_batch = 4;
+    plans.push_back(ops::plan_batch_prefill(s, {132}));
+    const auto& L = plans.back();
+    const auto* k = L.prefill.spec.as<PrefillKernel>();
+    REQUIRE(k);
+    const int tq = k->tile_q();
+    REQUIRE(L.tile_indptr.size() == 5);
+    CHECK(L.tile_indptr[0] == 0);
+    for (size_t b = 0; b < 4; ++b) {
+      const int tiles = b < q.size() ? (q[b] * 4 + tq - 1) / tq : 0;  // group 4
+      CHECK(L.tile_indptr[b + 1] - L.tile_indptr[b] == tiles);
+    }
+    CHECK(L.num_work == L.tile_indptr.back());
+    CHECK(L.num_chunks == 1);  // no split: partial states would need a bound on the rows
+    CHECK_FALSE(L.merge.has_value());
+    CHECK(L.chunk_size >= 4096);
+    CHECK(L.work.empty());
+  }
+  for (const auto& L : plans) {
+    CHECK(L.prefill.spec.name() == plans[0].prefill.spec.name());
+    CHECK(L.prefill.shape.grid[0] == plans[0].prefill.shape.grid[0]);
+    CHECK(L.prefill.shape.grid[0] % 8 == 0);  // whole slots of the 8 KV heads
+    CHECK(L.prefill.shape.grid[0] >= 132u);   // at least one CTA per SM
+    CHECK(L.workspace.to_json() == plans[0].workspace.to_json());
+  }
+  auto s = shape({1, 1, 1, 1, 1}, {8, 8, 8, 8, 8});
+  s.graph_max_batch = 4;
+  CHECK_THAT(error_of([&] { ops::plan_batch_prefill(s, {132}); }, Status::InvalidArgument),
+             Catch::Contains("batch_size=5") && Catch::Contains("max_batch_size=4"));
+}
+
 TEST_CASE("batch prefill: bad index arrays name the argument, value and what is allowed", "[prefill][errors][batch]") {
   auto s = shape({4, 4}, {8, 8});
   s.qo_indptr = {1, 5, 9};
@@ -127,6 +166,47 @@ TEST_CASE("batch prefill wrappers check their arrays before touching a device", 
   msg = error_of([&] { BatchPrefillWithRaggedKVCacheWrapper(rt, ws, sizeof ws, KVLayout::NHD, "fa3"); },
                  Status::Unsupported);
   CHECK_THAT(msg, Catch::Contains("backend='fa3'"));
+}
+
+TEST_CASE("batch prefill wrappers in CUDA-graph mode check their fixed buffers and what a plan may use",
+          "[prefill][errors][batch][graph]") {
+  Runtime rt;
+  alignas(256) static char ws[256];
+  // Made-up device addresses: nothing here reaches a device.
+  auto* fake = reinterpret_cast<int32_t*>(uintptr_t{0x7f0000000000});
+  BatchPrefillCudaGraphBuffers g;
+  g.max_batch_size = 2;
+  g.qo_indptr = fake;
+  auto msg = error_of([&] { BatchPrefillWithRaggedKVCacheWrapper(rt, ws, sizeof ws, g); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("kv_indptr_buf") && Catch::Contains("null"));
+  g.kv_indptr = fake + 64;
+  g.max_batch_size = 0;
+  msg = error_of([&] { BatchPrefillWithRaggedKVCacheWrapper(rt, ws, sizeof ws, g); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("max_batch_size=0"));
+  g.max_batch_size = 2;
+  g.custom_mask = reinterpret_cast<uint8_t*>(fake + 128);
+  msg = error_of([&] { BatchPrefillWithRaggedKVCacheWrapper(rt, ws, sizeof ws, g); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("qk_indptr_buf") && Catch::Contains("both"));
+  g.custom_mask = nullptr;
+  msg = error_of([&] { BatchPrefillWithPagedKVCacheWrapper(rt, ws, sizeof ws, g); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("paged_kv_indices_buf=null"));
+
+  // Plans past the buffers fail before anything is uploaded.
+  BatchPrefillWithRaggedKVCacheWrapper ragged(rt, ws, sizeof ws, g);
+  BatchPrefillPlanOptions o;
+  msg = error_of([&] { ragged.plan({0, 1, 2, 3}, {0, 5, 10, 15}, 8, 2, 128, o, nullptr); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("batch_size=3") && Catch::Contains("max_batch_size=2"));
+  o.custom_mask.assign(10, true);
+  msg = error_of([&] { ragged.plan({0, 1, 2}, {0, 5, 10}, 8, 2, 128, o, nullptr); }, Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("custom_mask") && Catch::Contains("no custom_mask_buf"));
+  g.paged_kv_indices = fake + 256;
+  g.max_num_pages = 3;
+  g.paged_kv_last_page_len = fake + 512;
+  BatchPrefillWithPagedKVCacheWrapper paged(rt, ws, sizeof ws, g);
+  BatchPrefillPlanOptions po;
+  msg = error_of([&] { paged.plan({0, 4, 8}, {0, 2, 4}, {0, 1, 2, 3}, {16, 16}, 8, 2, 128, 16, po, nullptr); },
+                 Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("paged_kv_indices: 4 entries") && Catch::Contains("at most 3"));
 }
 
 #include "codegen.hpp"

@@ -89,3 +89,45 @@ TEST_CASE("C API: batch prefill handles check their arguments", "[capi][prefill]
   CHECK(attnjit_batch_prefill_destroy(w) == ATTNJIT_OK);
   CHECK(attnjit_batch_prefill_destroy(nullptr) == ATTNJIT_OK);
 }
+
+TEST_CASE("C API: batch prefill in CUDA-graph mode checks its fixed buffers", "[capi][prefill][batch][graph][errors]") {
+  Runtime r;
+  alignas(256) static char ws[256];
+  attnjit_batch_prefill_t* w = nullptr;
+  const DLDataType i32{kDLInt, 32, 1}, u8{kDLUInt, 8, 1};
+  DLTensorMaker qo({3}, i32), kv({3}, i32), ids({16}, i32), last({2}, i32), mask({64}, u8), qk({3}, i32);
+  auto create = [&](int paged, int graph, DLTensor* a, DLTensor* b, DLTensor* c, DLTensor* d, DLTensor* e,
+                    DLTensor* f) {
+    return attnjit_batch_prefill_create_v2(r.rt, paged, ws, sizeof ws, 0, "auto", 0, graph, a, b, c, d, e, f, &w);
+  };
+  CHECK(create(0, 1, nullptr, kv.get(), nullptr, nullptr, nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_indptr_buf: is NULL"));
+  CHECK(create(0, 0, qo.get(), nullptr, nullptr, nullptr, nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_indptr_buf: is given but use_cuda_graph=0"));
+  CHECK(create(0, 2, qo.get(), kv.get(), nullptr, nullptr, nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("use_cuda_graph=2"));
+  DLTensorMaker kv4({4}, i32);
+  CHECK(create(0, 1, qo.get(), kv4.get(), nullptr, nullptr, nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("kv_indptr_buf: 4"));
+  DLTensorMaker f32({3}, DLDataType{kDLFloat, 32, 1}), host({3}, i32, DLDevice{kDLCPU, 0});
+  CHECK(create(0, 1, f32.get(), kv.get(), nullptr, nullptr, nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_indptr_buf: dtype") && Catch::Contains("int32"));
+  CHECK(create(0, 1, host.get(), kv.get(), nullptr, nullptr, nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("kDLCUDA"));
+  CHECK(create(1, 1, qo.get(), kv.get(), nullptr, last.get(), nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("paged_kv_indices_buf: is NULL"));
+  CHECK(create(0, 1, qo.get(), kv.get(), ids.get(), nullptr, nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("ragged wrapper"));
+  CHECK(create(0, 1, qo.get(), kv.get(), nullptr, nullptr, mask.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qk_indptr_buf: is NULL"));
+  CHECK(w == nullptr);
+  REQUIRE(create(1, 1, qo.get(), kv.get(), ids.get(), last.get(), mask.get(), qk.get()) == ATTNJIT_OK);
+  // A plan past the fixed buffers fails naming them (before any upload).
+  const int32_t qo3[] = {0, 1, 2, 3}, pages3[] = {0, 1, 2, 3}, ids3[] = {0, 1, 2}, last3[] = {1, 1, 1};
+  attnjit_prefill_options_t o;
+  attnjit_prefill_options_init(&o);
+  CHECK(attnjit_batch_prefill_plan(w, qo3, pages3, 3, ids3, 3, last3, 16, 8, 2, 128, &o, "float16", nullptr, nullptr,
+                                   0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("max_batch_size=2"));
+  CHECK(attnjit_batch_prefill_destroy(w) == ATTNJIT_OK);
+}

@@ -148,6 +148,24 @@ ATTNJIT_API attnjit_status_t attnjit_batch_prefill_create(attnjit_runtime_t* rt,
                                                           size_t workspace_bytes, int32_t kv_layout,
                                                           const char* backend, int device,
                                                           attnjit_batch_prefill_t** out);
+/* attnjit_batch_prefill_create with FlashInfer's CUDA-graph mode
+ * (use_cuda_graph 1; 0 is attnjit_batch_prefill_create and every buffer
+ * must be NULL). The buffers are the caller's, int32 (custom_mask_buf:
+ * uint8) 1-D contiguous on `device`, and must outlive the handle; plan()
+ * copies the index arrays into them, so a run() captured in a CUDA graph
+ * replays the latest plan. qo_indptr_buf and kv_indptr_buf (the paged
+ * wrapper's paged_kv_indptr_buf) [max_batch_size + 1]; paged only, and then
+ * required: paged_kv_indices_buf [max_num_pages], paged_kv_last_page_len_buf
+ * [max_batch_size]; custom_mask_buf [max mask bytes] and qk_indptr_buf
+ * [max_batch_size + 1] together or neither (plans with a custom mask need
+ * them). The launch is fixed (one wave of persistent CTAs, no KV split);
+ * q and o may have more rows than a plan uses, and a plan may not use more
+ * rows or pages than a run() so far was given. */
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_create_v2(
+    attnjit_runtime_t* rt, int paged, void* workspace, size_t workspace_bytes, int32_t kv_layout, const char* backend,
+    int device, int use_cuda_graph, const DLTensor* qo_indptr_buf, const DLTensor* kv_indptr_buf,
+    const DLTensor* paged_kv_indices_buf, const DLTensor* paged_kv_last_page_len_buf, const DLTensor* custom_mask_buf,
+    const DLTensor* qk_indptr_buf, attnjit_batch_prefill_t** out);
 /* Host arrays: qo_indptr and kv_indptr (ragged: rows; paged: pages) have
  * batch_size + 1 entries; paged only: page_indices (num_page_indices) and
  * last_page_len (batch_size), page_size. custom_mask: host bytes (0 / 1) of
@@ -163,6 +181,12 @@ ATTNJIT_API attnjit_status_t attnjit_batch_prefill_plan(
 ATTNJIT_API attnjit_status_t attnjit_batch_prefill_run(const attnjit_batch_prefill_t* w, const DLTensor* q,
                                                        const DLTensor* k, const DLTensor* v, DLTensor* o,
                                                        DLTensor* lse, void* stream);
+/* attnjit_batch_prefill_run with fp8 calibration scales (FlashInfer's
+ * paged run(k_scale, v_scale)): k_scale multiplies the logits' scale,
+ * v_scale the output; 0 means not provided (1), else > 0 and finite. */
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_run_v2(const attnjit_batch_prefill_t* w, const DLTensor* q,
+                                                          const DLTensor* k, const DLTensor* v, DLTensor* o,
+                                                          DLTensor* lse, float k_scale, float v_scale, void* stream);
 ATTNJIT_API attnjit_status_t attnjit_batch_prefill_workspace_bytes(const attnjit_batch_prefill_t* w, size_t* out);
 ATTNJIT_API attnjit_status_t attnjit_batch_prefill_destroy(attnjit_batch_prefill_t* w);
 

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,36 @@ struct BatchPrefillPlanOptions {
   std::vector<bool> custom_mask;
 };
 
+// CUDA-graph mode (FlashInfer's use_cuda_graph=True with its *_buf
+// arguments): device buffers of the caller's that plan() copies the index
+// arrays into, so a run() captured in a graph replays whatever the latest
+// plan() planned. The launch is fixed: one wave of persistent CTAs walks the
+// batch's query tiles (read from the workspace), each tile over its whole KV
+// (no split: partial states would need a bound on the query rows that the
+// API does not give). Every buffer must outlive the wrapper.
+struct BatchPrefillCudaGraphBuffers {
+  int max_batch_size = 0;                     // plans may have 1 .. max_batch_size requests
+  int32_t* qo_indptr = nullptr;               // [max_batch_size + 1]
+  int32_t* kv_indptr = nullptr;               // [max_batch_size + 1]: kv_indptr (ragged) / paged_kv_indptr
+  int32_t* paged_kv_indices = nullptr;        // paged: [max_num_pages]
+  int64_t max_num_pages = 0;
+  int32_t* paged_kv_last_page_len = nullptr;  // paged: [max_batch_size]
+  uint8_t* custom_mask = nullptr;             // optional, for plans with a custom mask: packed bits
+  int64_t custom_mask_bytes = 0;
+  int32_t* qk_indptr = nullptr;               // with custom_mask: [max_batch_size + 1] (byte offsets)
+};
+
 class ATTNJIT_API BatchPrefillWithRaggedKVCacheWrapper {
  public:
   BatchPrefillWithRaggedKVCacheWrapper(const Runtime& rt, void* workspace, size_t workspace_bytes,
                                        KVLayout kv_layout = KVLayout::NHD, std::string backend = "auto",
                                        int device = 0);
+  // CUDA-graph mode: plans of at most graph.max_batch_size requests; q, o
+  // (and k, v) may have more rows than a plan uses, and a later plan may not
+  // use more than the run a graph captured was given.
+  BatchPrefillWithRaggedKVCacheWrapper(const Runtime& rt, void* workspace, size_t workspace_bytes,
+                                       const BatchPrefillCudaGraphBuffers& graph, KVLayout kv_layout = KVLayout::NHD,
+                                       std::string backend = "auto", int device = 0);
   ~BatchPrefillWithRaggedKVCacheWrapper();
 
   // qo_indptr, kv_indptr: [batch + 1] host arrays.
@@ -49,6 +75,9 @@ class ATTNJIT_API BatchPrefillWithRaggedKVCacheWrapper {
   // o [nnz_qo, H_qo, D] contiguous rows; lse [nnz_qo, H_qo] float32 or null.
   void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
            const TensorView* lse, Stream stream) const;
+  // With fp8 calibration scales, as the paged wrapper's run (an attnjit extension here).
+  void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+           const TensorView* lse, std::optional<float> k_scale, std::optional<float> v_scale, Stream stream) const;
   void reset_workspace_buffer(void* workspace, size_t workspace_bytes);
   size_t workspace_bytes() const;  // what the current plan needs (0 before plan())
   std::string describe() const;
@@ -64,6 +93,11 @@ class ATTNJIT_API BatchPrefillWithPagedKVCacheWrapper {
   BatchPrefillWithPagedKVCacheWrapper(const Runtime& rt, void* workspace, size_t workspace_bytes,
                                       KVLayout kv_layout = KVLayout::NHD, std::string backend = "auto",
                                       int device = 0);
+  // CUDA-graph mode, as for the ragged wrapper (paged_kv_indices and
+  // paged_kv_last_page_len buffers required).
+  BatchPrefillWithPagedKVCacheWrapper(const Runtime& rt, void* workspace, size_t workspace_bytes,
+                                      const BatchPrefillCudaGraphBuffers& graph, KVLayout kv_layout = KVLayout::NHD,
+                                      std::string backend = "auto", int device = 0);
   ~BatchPrefillWithPagedKVCacheWrapper();
 
   // Host arrays: qo_indptr, paged_kv_indptr [batch + 1]; paged_kv_indices
@@ -77,6 +111,10 @@ class ATTNJIT_API BatchPrefillWithPagedKVCacheWrapper {
   // [pages, 2, ...] is the pair of views cache[:, 0], cache[:, 1]).
   void run(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache, const TensorView& o,
            const TensorView* lse, Stream stream) const;
+  // With fp8 calibration scales (default 1): k_scale multiplies the logits'
+  // scale, v_scale the output.
+  void run(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache, const TensorView& o,
+           const TensorView* lse, std::optional<float> k_scale, std::optional<float> v_scale, Stream stream) const;
   void reset_workspace_buffer(void* workspace, size_t workspace_bytes);
   size_t workspace_bytes() const;
   std::string describe() const;

@@ -77,7 +77,13 @@ def _declare(lib):
         "attnjit_batch_prefill_plan": (
             c_int, [c_void_p, i32p, i32p, c_size_t, i32p, c_size_t, i32p, c_int, c_int, c_int, c_int, popts, c_char_p,
                     c_char_p, ctypes.POINTER(ctypes.c_uint8), c_size_t, c_void_p]),
+        "attnjit_batch_prefill_create_v2": (
+            c_int, [c_void_p, c_int, c_void_p, c_size_t, c_int, c_char_p, c_int, c_int, c_void_p, c_void_p, c_void_p,
+                    c_void_p, c_void_p, c_void_p, pp]),
         "attnjit_batch_prefill_run": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
+        "attnjit_batch_prefill_run_v2": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, ctypes.c_float,
+                    c_void_p]),
         "attnjit_batch_prefill_workspace_bytes": (c_int, [c_void_p, ctypes.POINTER(c_size_t)]),
         "attnjit_batch_prefill_destroy": (c_int, [c_void_p]),
         "attnjit_dltensor_view_as": (c_int, [c_void_p, c_char_p, c_void_p]),

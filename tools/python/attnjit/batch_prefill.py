@@ -5,7 +5,10 @@ plan() copies the index arrays to the host (as FlashInfer's plan does), plans
 and uploads them into the workspace on torch's current stream; run() only
 launches, so it can be captured in a CUDA graph after plan(). The workspace is
 ``float_workspace_buffer`` (uint8, on the device); the plan's partial states
-and index arrays both live in it. numpy and torch are imported inside the calls.
+and index arrays both live in it. With ``use_cuda_graph=True`` the index
+arrays go into the caller's ``*_buf`` tensors instead and the launch is fixed,
+so a graph captured once replays whatever the latest plan() planned (batch
+size up to the buffers' size). numpy and torch are imported inside the calls.
 """
 
 import ctypes
@@ -18,16 +21,28 @@ from .errors import AttnjitError, Status, invalid_argument
 from .prefill import _options
 
 _DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "half": "float16"}
+# fp8 K/V (widened in the kernel; run()'s k_scale / v_scale calibrate them).
+_KV_DTYPES = {**_DTYPES, "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
 
 
-def _dtype_name(d):
+def _dtype_name(d, names=_DTYPES):
     import torch
 
     if isinstance(d, torch.dtype):
         d = str(d).replace("torch.", "")
-    if d not in _DTYPES:
-        raise invalid_argument(f"data type {d!r} is not supported; allowed: float16, bfloat16")
-    return _DTYPES[d]
+    if d not in names:
+        raise invalid_argument(f"data type {d!r} is not supported; allowed: {', '.join(sorted(set(names.values())))}")
+    return names[d]
+
+
+def _scale(value, name):
+    """run()'s fp8 calibration scale: None (1) or a positive float; the C API reads 0 as none."""
+    if value is None:
+        return 0.0
+    value = float(value)
+    if not value > 0.0:
+        raise invalid_argument(f"{name}={value} is not allowed; allowed: a finite value > 0 (or None: 1)")
+    return value
 
 
 def _host_int32(t, name):
@@ -44,27 +59,42 @@ def _ptr(a):
     return a.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)) if a is not None and a.size else None
 
 
+# The CUDA-graph buffers in the C API's order (the paged wrapper's kv
+# indptr buffer is called paged_kv_indptr_buf).
+_GRAPH_BUFFERS = ("qo_indptr_buf", "kv_indptr_buf", "paged_kv_indices_buf", "paged_kv_last_page_len_buf",
+                  "custom_mask_buf", "qk_indptr_buf")
+
+
 class _BatchPrefill:
-    def __init__(self, paged, float_workspace_buffer, kv_layout, use_cuda_graph, backend):
-        if use_cuda_graph:
-            raise AttnjitError(Status.UNSUPPORTED, "use_cuda_graph=True (a fixed grid over re-plans) is not "
-                                                   "implemented yet; run() after plan() can be captured as it is")
+    def __init__(self, paged, float_workspace_buffer, kv_layout, use_cuda_graph, backend, graph_buffers):
         if kv_layout not in _KV_LAYOUTS:
             raise invalid_argument(f"kv_layout={kv_layout!r} is not a KV layout; allowed: NHD, HND")
         self._paged = paged
         self._kv_layout = kv_layout
         self._backend = backend
         self._workspace = float_workspace_buffer
+        # With use_cuda_graph, plan() writes the index arrays into these
+        # (held here so they outlive the handle); without it FlashInfer
+        # ignores them, and so do we.
+        self._use_cuda_graph = bool(use_cuda_graph)
+        self._graph_buffers = graph_buffers if self._use_cuda_graph else {}
         self._handle = None
         self._make()
         self._num_qo_heads = self._head_dim = None
 
+    @property
+    def is_cuda_graph_enabled(self):
+        return self._use_cuda_graph
+
     def _make(self):
         ws = self._workspace
         h = ctypes.c_void_p()
-        check(lib().attnjit_batch_prefill_create(
-            _runtime.handle(), int(self._paged), ctypes.c_void_p(ws.data_ptr()), ws.numel() * ws.element_size(),
-            _KV_LAYOUTS[self._kv_layout], self._backend.encode(), ws.device.index or 0, ctypes.byref(h)))
+        with Borrowed() as borrowed:
+            bufs = [borrowed.optional(self._graph_buffers.get(name), name) for name in _GRAPH_BUFFERS]
+            check(lib().attnjit_batch_prefill_create_v2(
+                _runtime.handle(), int(self._paged), ctypes.c_void_p(ws.data_ptr()), ws.numel() * ws.element_size(),
+                _KV_LAYOUTS[self._kv_layout], self._backend.encode(), ws.device.index or 0,
+                int(self._use_cuda_graph), *bufs, ctypes.byref(h)))
         if self._handle is not None:
             lib().attnjit_batch_prefill_destroy(self._handle)
         self._handle = h
@@ -103,7 +133,7 @@ class _BatchPrefill:
         elif custom_mask is not None:
             mask = np.ascontiguousarray(custom_mask.detach().reshape(-1).to("cpu", torch.bool).numpy(), dtype=np.uint8)
         q_name = _dtype_name(q_data_type)
-        kv_name = _dtype_name(kv_data_type) if kv_data_type is not None else q_name
+        kv_name = _dtype_name(kv_data_type, _KV_DTYPES) if kv_data_type is not None else q_name
         with torch.cuda.device(self._workspace.device):
             stream = torch.cuda.current_stream(self._workspace.device).cuda_stream
             check(lib().attnjit_batch_prefill_plan(
@@ -114,7 +144,7 @@ class _BatchPrefill:
                 0 if mask is None else mask.size, stream))
         self._num_qo_heads, self._head_dim = num_qo_heads, head_dim
 
-    def _run(self, q, k, v, return_lse):
+    def _run(self, q, k, v, return_lse, k_scale=None, v_scale=None):
         import torch
 
         if self._num_qo_heads is None:
@@ -123,16 +153,19 @@ class _BatchPrefill:
         lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if return_lse else None
         with Borrowed() as borrowed, torch.cuda.device(q.device):
             stream = torch.cuda.current_stream(q.device).cuda_stream
-            check(lib().attnjit_batch_prefill_run(
+            check(lib().attnjit_batch_prefill_run_v2(
                 self._handle, borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
-                borrowed.tensor(o, "o"), borrowed.optional(lse, "lse"), stream))
+                borrowed.tensor(o, "o"), borrowed.optional(lse, "lse"), _scale(k_scale, "k_scale"),
+                _scale(v_scale, "v_scale"), stream))
         return (o, lse) if return_lse else o
 
 
 class BatchPrefillWithRaggedKVCacheWrapper(_BatchPrefill):
     def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, qo_indptr_buf=None,
                  kv_indptr_buf=None, custom_mask_buf=None, qk_indptr_buf=None, backend="auto"):
-        super().__init__(False, float_workspace_buffer, kv_layout, use_cuda_graph, backend)
+        super().__init__(False, float_workspace_buffer, kv_layout, use_cuda_graph, backend,
+                         {"qo_indptr_buf": qo_indptr_buf, "kv_indptr_buf": kv_indptr_buf,
+                          "custom_mask_buf": custom_mask_buf, "qk_indptr_buf": qk_indptr_buf})
 
     def plan(self, qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim, custom_mask=None,
              packed_custom_mask=None, causal=False, pos_encoding_mode="NONE", allow_fp16_qk_reduction=False,
@@ -156,7 +189,11 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
     def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, qo_indptr_buf=None,
                  paged_kv_indptr_buf=None, paged_kv_indices_buf=None, paged_kv_last_page_len_buf=None,
                  custom_mask_buf=None, qk_indptr_buf=None, backend="auto"):
-        super().__init__(True, float_workspace_buffer, kv_layout, use_cuda_graph, backend)
+        super().__init__(True, float_workspace_buffer, kv_layout, use_cuda_graph, backend,
+                         {"qo_indptr_buf": qo_indptr_buf, "kv_indptr_buf": paged_kv_indptr_buf,
+                          "paged_kv_indices_buf": paged_kv_indices_buf,
+                          "paged_kv_last_page_len_buf": paged_kv_last_page_len_buf,
+                          "custom_mask_buf": custom_mask_buf, "qk_indptr_buf": qk_indptr_buf})
 
     def plan(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
              head_dim, page_size, custom_mask=None, packed_custom_mask=None, causal=False, pos_encoding_mode="NONE",
@@ -174,8 +211,6 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
                    logits_soft_cap, rope_scale, rope_theta, q_data_type, kv_data_type, kv_lens)
 
     def run(self, q, paged_kv_cache, k_scale=None, v_scale=None, return_lse=False):
-        if k_scale is not None or v_scale is not None:
-            raise AttnjitError(Status.UNSUPPORTED, "k_scale / v_scale (fp8 KV) are not supported by prefill yet")
         if isinstance(paged_kv_cache, (tuple, list)):
             k, v = paged_kv_cache
         else:
@@ -183,7 +218,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
                 raise invalid_argument(f"paged_kv_cache: {paged_kv_cache.dim()} dimensions is not allowed; allowed: "
                                        "5 ([pages, 2, ...]) or a (k_cache, v_cache) pair")
             k, v = paged_kv_cache[:, 0], paged_kv_cache[:, 1]
-        return self._run(q, k, v, return_lse)
+        return self._run(q, k, v, return_lse, k_scale, v_scale)
 
     def run_return_lse(self, q, paged_kv_cache, k_scale=None, v_scale=None):
         return self.run(q, paged_kv_cache, k_scale, v_scale, return_lse=True)

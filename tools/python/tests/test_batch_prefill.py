@@ -85,3 +85,81 @@ def test_ragged_example_shape():
         s, e = qo_indptr[b].item(), qo_indptr[b + 1].item()
         ref = reference(q[s:e], k[s:e], v[s:e], True)
         assert ((o[s:e].double() - ref).norm() / ref.norm()).item() <= 2e-3
+
+
+def _paged_lengths(qo_lens, kv_lens, page_size, pages_in_pool, gen):
+    """Index arrays for requests over a pool of pages, drawn at random."""
+    ids = torch.randperm(pages_in_pool, generator=gen)
+    qo_indptr, kv_indptr, last, used = [0], [0], [], 0
+    for qo, kv in zip(qo_lens, kv_lens):
+        pages = -(-kv // page_size)
+        qo_indptr.append(qo_indptr[-1] + qo)
+        kv_indptr.append(kv_indptr[-1] + pages)
+        last.append(kv - (pages - 1) * page_size if pages else 0)
+        used += pages
+    as_i32 = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+    return as_i32(qo_indptr), as_i32(kv_indptr), ids[:used].int(), as_i32(last)
+
+
+def _check_paged(out, q, cache, qo_indptr, kv_indptr, ids, last, page_size, k_scale=1.0, v_scale=1.0, tol=1e-2):
+    for b in range(len(last)):
+        pages = cache[ids[kv_indptr[b]:kv_indptr[b + 1]].long().cuda()]
+        kv = (int(kv_indptr[b + 1] - kv_indptr[b]) - 1) * page_size + int(last[b])
+        k = pages[:, 0].reshape(-1, *pages.shape[-2:])[:kv].double() * k_scale
+        v = pages[:, 1].reshape(-1, *pages.shape[-2:])[:kv].double() * v_scale
+        ref = reference(q[qo_indptr[b]:qo_indptr[b + 1]], k, v, True)
+        got = out[qo_indptr[b]:qo_indptr[b + 1]].double()
+        assert ((got - ref).norm() / ref.norm()).item() <= tol, f"request {b}"
+
+
+def test_paged_cuda_graph_replays_after_a_new_plan():
+    """use_cuda_graph=True with FlashInfer's buffers: one captured run serves later plans (a smaller batch too)."""
+    hq, hk, d, page_size, pool_pages, max_batch, max_rows = 12, 4, 128, 16, 256, 3, 300
+    gen = torch.Generator().manual_seed(0)
+    ws = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
+    bufs = dict(qo_indptr_buf=torch.empty(max_batch + 1, dtype=torch.int32, device="cuda"),
+                paged_kv_indptr_buf=torch.empty(max_batch + 1, dtype=torch.int32, device="cuda"),
+                paged_kv_indices_buf=torch.empty(pool_pages, dtype=torch.int32, device="cuda"),
+                paged_kv_last_page_len_buf=torch.empty(max_batch, dtype=torch.int32, device="cuda"))
+    w = attnjit.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", use_cuda_graph=True, **bufs)
+    assert w.is_cuda_graph_enabled
+    q = torch.randn(max_rows, hq, d, dtype=torch.bfloat16, device="cuda")
+    cache = torch.randn(pool_pages, 2, page_size, hk, d, dtype=torch.bfloat16, device="cuda")
+    plans = [([5, 100, 1], [3000, 100, 17]), ([37, 2], [40, 1000]), ([64, 64, 64], [64, 1000, 2000])]
+
+    def plan(qo_lens, kv_lens):
+        arrays = _paged_lengths(qo_lens, kv_lens, page_size, pool_pages, gen)
+        w.plan(*arrays, hq, hk, d, page_size, causal=True, q_data_type=torch.bfloat16)
+        return arrays
+
+    arrays = plan(*plans[0])
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        w.run(q, cache)  # warm-up outside the capture (torch's allocator)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = w.run(q, cache)
+    for i, lens in enumerate(plans):
+        if i:
+            arrays = plan(*lens)
+        graph.replay()
+        torch.cuda.synchronize()
+        _check_paged(out, q, cache, *arrays, page_size)
+
+
+def test_paged_fp8_kv_with_scales():
+    """run(k_scale, v_scale) calibrates an fp8 e4m3 cache."""
+    hq, hk, d, page_size, pool_pages = 8, 2, 128, 16, 64
+    gen = torch.Generator().manual_seed(1)
+    ws = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
+    w = attnjit.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
+    arrays = _paged_lengths([7, 33], [300, 33], page_size, pool_pages, gen)
+    w.plan(*arrays, hq, hk, d, page_size, causal=True, q_data_type=torch.bfloat16, kv_data_type=torch.float8_e4m3fn)
+    q = torch.randn(int(arrays[0][-1]), hq, d, dtype=torch.bfloat16, device="cuda")
+    cache = torch.randn(pool_pages, 2, page_size, hk, d, device="cuda").to(torch.float8_e4m3fn)
+    out = w.run(q, cache, k_scale=0.5, v_scale=2.0)
+    _check_paged(out, q, cache.float(), *arrays, page_size, k_scale=0.5, v_scale=2.0)
+    with pytest.raises(attnjit.AttnjitError, match="k_scale=-1"):
+        w.run(q, cache, k_scale=-1.0)

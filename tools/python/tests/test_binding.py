@@ -114,3 +114,24 @@ def test_soft_cap_zero_means_no_capping():
     o = decode._options("HND", "ALIBI", True, None, None, None, 64, 0.0, None, None, 5e5)
     assert (o.kv_layout, o.pos_encoding_mode, o.use_tensor_cores, o.window_left) == (1, 2, 1, 64)
     assert o.logits_soft_cap == 0.0 and o.rope_theta == 5e5
+
+
+def test_batch_prefill_cuda_graph_needs_its_fixed_buffers():
+    """use_cuda_graph=1 without qo_indptr_buf, and a float buffer, fail naming the buffer (no device touched)."""
+    from attnjit import _runtime
+
+    kv, _a = _dltensor([3], code=0, bits=32)  # int32 [max_batch_size + 1]
+    f32, _b = _dltensor([3], code=2, bits=32)
+    handle = ctypes.c_void_p()
+
+    def create(qo_buf, kv_buf):
+        return lib().attnjit_batch_prefill_create_v2(_runtime.handle(), 0, ctypes.c_void_p(0x7F0000000000), 1 << 20,
+                                                     0, b"auto", 0, 1, qo_buf, kv_buf, None, None, None, None,
+                                                     ctypes.byref(handle))
+
+    assert create(None, ctypes.byref(kv)) == Status.INVALID_ARGUMENT
+    assert "qo_indptr_buf: is NULL; use_cuda_graph=1 needs it" in lib().attnjit_last_error().decode()
+    assert create(ctypes.byref(f32), ctypes.byref(kv)) == Status.INVALID_ARGUMENT
+    assert "qo_indptr_buf: dtype (code 2, bits 32" in lib().attnjit_last_error().decode()
+    assert create(ctypes.byref(kv), ctypes.byref(kv)) == Status.OK
+    assert lib().attnjit_batch_prefill_destroy(handle) == Status.OK

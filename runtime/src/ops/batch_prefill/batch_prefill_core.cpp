@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <string_view>
+
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "launcher.hpp"
@@ -43,18 +48,53 @@ std::vector<uint8_t> pack_segments(const std::vector<bool>& mask, const std::vec
 }  // namespace
 
 BatchPrefillCore::BatchPrefillCore(const Runtime& r, void* ws, size_t ws_bytes, KVLayout layout_, std::string backend_,
-                                   int dev)
-    : rt(&r), workspace(ws), workspace_bytes(ws_bytes), kv_layout(layout_), backend(std::move(backend_)), device(dev) {
+                                   int dev, std::optional<BatchPrefillCudaGraphBuffers> graph_)
+    : rt(&r), workspace(ws), workspace_bytes(ws_bytes), kv_layout(layout_), backend(std::move(backend_)), device(dev),
+      graph(std::move(graph_)) {
   PrefillOptions o;
   o.backend = backend;
   validate_prefill_options(o);  // "fa3" and unknown backends fail at construction, as in FlashInfer
+  if (graph) {
+    const auto& g = *graph;
+    if (g.max_batch_size < 1)
+      invalid(fmt::format("max_batch_size={} is not allowed with use_cuda_graph=true; allowed: >= 1 (qo_indptr_buf "
+                          "holds max_batch_size + 1 entries)",
+                          g.max_batch_size));
+    if (!g.qo_indptr || !g.kv_indptr)
+      invalid(fmt::format("{}: is null; use_cuda_graph=true needs the fixed qo_indptr_buf and kv_indptr_buf "
+                          "(paged_kv_indptr_buf) device buffers of max_batch_size + 1 int32",
+                          g.qo_indptr ? "kv_indptr_buf" : "qo_indptr_buf"));
+    if (bool(g.custom_mask) != bool(g.qk_indptr))
+      invalid(fmt::format("{}: is null while {} is given; allowed: both (plans with a custom mask) or neither",
+                          g.custom_mask ? "qk_indptr_buf" : "custom_mask_buf",
+                          g.custom_mask ? "custom_mask_buf" : "qk_indptr_buf"));
+  }
 }
+
+template <class T>
+T* BatchPrefillCore::array(const char* name) const {
+  if (graph) {
+    const std::string_view n = name;
+    void* p = n == "qo_indptr"                ? static_cast<void*>(graph->qo_indptr)
+              : n == "kv_indptr"              ? graph->kv_indptr
+              : n == "paged_kv_indices"       ? graph->paged_kv_indices
+              : n == "paged_kv_last_page_len" ? graph->paged_kv_last_page_len
+              : n == "mask"                   ? static_cast<void*>(graph->custom_mask)
+              : n == "mask_indptr"            ? graph->qk_indptr
+                                              : nullptr;
+    if (p) return static_cast<T*>(p);
+  }
+  return region_ptr<T>(workspace, layout.workspace.region(name));
+}
+template int32_t* BatchPrefillCore::array<int32_t>(const char*) const;
+template const int32_t* BatchPrefillCore::array<const int32_t>(const char*) const;
+template const uint8_t* BatchPrefillCore::array<const uint8_t>(const char*) const;
 
 void BatchPrefillCore::require_planned(const char* what) const {
   if (!planned) throw Error(Status::NotPlanned, fmt::format("{}: call plan() first", what));
 }
 
-void BatchPrefillCore::plan(BatchPrefillShape s, const std::vector<int32_t>& kv_indptr,
+void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vector<int32_t>& kv_indptr,
                             const std::vector<int32_t>& page_indices, const std::vector<int32_t>& last_page_len,
                             const std::vector<bool>& custom_mask, Stream stream) {
   planned = false;
@@ -65,6 +105,10 @@ void BatchPrefillCore::plan(BatchPrefillShape s, const std::vector<int32_t>& kv_
   if (s.options.custom_mask) {
     packed = pack_segments(custom_mask, s.qo_indptr, s.kv_lens, mask_offsets);
     s.mask_bytes = packed.size();
+  }
+  if (graph) {
+    s.graph_max_batch = graph->max_batch_size;
+    check_graph_plan(s, extent);
   }
   validate_batch_prefill(s);
   auto& engine = rt->engine();
@@ -83,12 +127,14 @@ void BatchPrefillCore::plan(BatchPrefillShape s, const std::vector<int32_t>& kv_
 
   cuda::ScopedDevice scope(device);
   const auto& cu = cuda::driver();
-  auto upload = [&](const char* region, const void* src, size_t bytes) {
+  layout = std::move(L);  // array() finds the regions in it
+  auto upload = [&](const char* name, const void* src, size_t bytes) {
     if (bytes == 0) return;
-    ATTNJIT_CU(cu.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(region_ptr<char>(workspace, L.workspace.region(region))),
-                                  src, bytes, stream));
+    ATTNJIT_CU(cu.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(array<char>(name)), src, bytes, stream));
   };
-  upload("work", L.work.data(), L.work.size() * sizeof(int32_t));
+  const auto& Lp = layout;
+  if (graph) upload("tile_indptr", Lp.tile_indptr.data(), Lp.tile_indptr.size() * sizeof(int32_t));
+  else upload("work", Lp.work.data(), Lp.work.size() * sizeof(int32_t));
   upload("qo_indptr", s.qo_indptr.data(), s.qo_indptr.size() * sizeof(int32_t));
   upload("kv_indptr", kv_indptr.data(), kv_indptr.size() * sizeof(int32_t));
   if (s.source == KVSource::Paged) {
@@ -101,23 +147,70 @@ void BatchPrefillCore::plan(BatchPrefillShape s, const std::vector<int32_t>& kv_
   }
   // Pageable host memory: the driver has staged the bytes when each call returns.
   shape = std::move(s);
-  layout = std::move(L);
+  kv_extent = extent;
   planned = true;
 }
 
-kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const TensorView& o, const TensorView* lse) const {
+void BatchPrefillCore::check_graph_plan(const BatchPrefillShape& s, int64_t extent) const {
+  const auto& g = *graph;
+  if (s.source == KVSource::Paged && s.num_page_indices > size_t(g.max_num_pages))
+    invalid(fmt::format("paged_kv_indices: {} entries is not allowed with use_cuda_graph=true; allowed: at most {} "
+                        "(paged_kv_indices_buf's size)",
+                        s.num_page_indices, g.max_num_pages));
+  if (s.options.custom_mask) {
+    if (!g.custom_mask)
+      invalid("custom_mask: is given but the wrapper has no custom_mask_buf; allowed: no custom mask, or a wrapper "
+              "made with custom_mask_buf and qk_indptr_buf");
+    if (s.mask_bytes > size_t(g.custom_mask_bytes))
+      invalid(fmt::format("custom_mask: {} packed bytes is not allowed with use_cuda_graph=true; allowed: at most {} "
+                          "(custom_mask_buf's size)",
+                          s.mask_bytes, g.custom_mask_bytes));
+  }
+  // A captured run keeps the tensors it was given: a plan past them would
+  // make its replay read and write outside them.
+  const int64_t nnz = s.qo_indptr.empty() ? 0 : s.qo_indptr.back();
+  if (graph_q_rows >= 0 && nnz > graph_q_rows)
+    invalid(fmt::format("qo_indptr[-1]={} is not allowed with use_cuda_graph=true: a run() of this wrapper (which a "
+                        "CUDA graph may have captured) was given q with {} rows; allowed: <= {}",
+                        nnz, graph_q_rows, graph_q_rows));
+  if (graph_kv_extent >= 0 && extent > graph_kv_extent) {
+    const bool paged = s.source == KVSource::Paged;
+    invalid(fmt::format("{}={} is not allowed with use_cuda_graph=true: a run() of this wrapper (which a CUDA graph "
+                        "may have captured) was given {} {}; allowed: <= {}",
+                        paged ? "paged_kv_indices: the largest page id + 1" : "kv_indptr[-1]", extent,
+                        paged ? "k_cache with" : "k with", graph_kv_extent, paged ? "pages" : "rows"));
+  }
+}
+
+void BatchPrefillCore::check_kv_extent(int64_t given, const char* arg) const {
+  const bool paged = shape.source == KVSource::Paged;
+  if (paged ? given < kv_extent : graph ? given < kv_extent : given != kv_extent)
+    invalid(fmt::format("{}: {} {} is not allowed; the plan reads {} {}{}", arg, given, paged ? "pages" : "rows",
+                        paged ? "pages up to id" : "rows:", paged ? kv_extent - 1 : kv_extent,
+                        paged ? "" : graph ? " (at least that many with use_cuda_graph=true)" : " (kv_indptr[-1])"));
+  if (graph) graph_kv_extent = graph_kv_extent < 0 ? given : std::min(graph_kv_extent, given);
+}
+
+kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const TensorView& o, const TensorView* lse,
+                                                std::optional<float> k_scale, std::optional<float> v_scale) const {
   require_planned("run");
+  for (auto [value, name] : {std::pair{k_scale, "k_scale"}, std::pair{v_scale, "v_scale"}})
+    if (value && !(std::isfinite(*value) && *value > 0.f))
+      invalid(fmt::format("{}={} is not allowed; allowed: a finite value > 0 (or none: 1)", name, *value));
   const int64_t nnz = shape.qo_indptr.back(), H = shape.num_qo_heads, D = shape.head_dim;
-  check_tensor(q, "q", shape.q_dtype, device, {nnz, H, D}, 16);
-  check_tensor(o, "o", shape.q_dtype, device, {nnz, H, D}, 16);
-  if (nnz > 1 && o.strides[0] != H * o.strides[1])
+  // CUDA-graph mode: q may have more rows than this plan uses (a later plan may use them).
+  const int64_t rows = graph && q.ndim == 3 && q.shape[0] >= nnz ? q.shape[0] : nnz;
+  check_tensor(q, "q", shape.q_dtype, device, {rows, H, D}, 16);
+  check_tensor(o, "o", shape.q_dtype, device, {rows, H, D}, 16);
+  if (rows > 1 && o.strides[0] != H * o.strides[1])
     invalid(fmt::format("o: stride(0)={} is not allowed; rows must be contiguous, stride(0) = num_qo_heads * "
                         "stride(1) = {}",
                         o.strides[0], H * o.strides[1]));
   if (lse) {
-    check_tensor(*lse, "lse", DType::F32, device, {nnz, H}, 4);
-    if (nnz > 1 && lse->strides[0] != H) invalid("lse: must be contiguous [nnz_qo, num_qo_heads]");
+    check_tensor(*lse, "lse", DType::F32, device, {rows, H}, 4);
+    if (rows > 1 && lse->strides[0] != H) invalid("lse: must be contiguous [nnz_qo, num_qo_heads]");
   }
+  if (graph) graph_q_rows = graph_q_rows < 0 ? rows : std::min(graph_q_rows, rows);
   kernels::PrefillParams p{};
   p.q = q.data;
   p.o = o.data;
@@ -130,25 +223,33 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   p.o_stride_n = o.strides[0];
   p.o_stride_h = o.strides[1];
   p.var = layout.var;
+  p.var.sm_scale *= k_scale.value_or(1.f);
+  p.var.v_scale *= v_scale.value_or(1.f);
   if (shape.options.custom_mask) {
-    p.var.custom_mask = region_ptr<const uint8_t>(workspace, layout.workspace.region("mask"));
-    p.var.custom_mask_indptr = region_ptr<const int32_t>(workspace, layout.workspace.region("mask_indptr"));
+    p.var.custom_mask = array<const uint8_t>("mask");
+    p.var.custom_mask_indptr = array<const int32_t>("mask_indptr");
   }
-  p.qo_indptr = region_ptr<const int32_t>(workspace, layout.workspace.region("qo_indptr"));
-  p.work = region_ptr<const int32_t>(workspace, layout.workspace.region("work"));
+  p.qo_indptr = array<const int32_t>("qo_indptr");
+  if (graph) {
+    p.tile_indptr = array<const int32_t>("tile_indptr");
+    p.batch_size = graph->max_batch_size;
+  } else {
+    p.work = array<const int32_t>("work");
+  }
   p.num_work = layout.num_work;
   p.num_qo_heads = static_cast<int32_t>(H);
   p.group_size = shape.num_qo_heads / shape.num_kv_heads;
   p.chunk_size = layout.chunk_size;
   p.num_chunks = layout.num_chunks;
   p.num_rows = static_cast<int32_t>(nnz * H);
-  p.kv.indptr = region_ptr<const int32_t>(workspace, layout.workspace.region("kv_indptr"));
+  p.kv.indptr = array<const int32_t>("kv_indptr");
   return p;
 }
 
 void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView& o, Stream stream) const {
   cuda::ScopedDevice scope(device);
-  if (layout.num_work == 0) return;  // no query rows at all
+  // No query rows at all; a graph-mode launch runs anyway, as a later plan's replay needs it.
+  if (layout.num_work == 0 && !graph) return;
   detail::launch(*prefill, layout.prefill.shape, &p, stream);
   if (layout.merge) {
     kernels::MergeParams mp{};
@@ -166,8 +267,9 @@ void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView&
 std::string BatchPrefillCore::describe() const {
   if (!planned) return "not planned";
   const auto& k = layout.prefill;
-  return fmt::format("{} work={} grid={} chunks={} chunk={} workspace={} B{}", k.spec.name(), layout.num_work,
-                     k.shape.grid[0], layout.num_chunks, layout.chunk_size, layout.workspace.total_bytes(),
+  return fmt::format("{}{} work={} grid={} chunks={} chunk={} workspace={} B{}", k.spec.name(),
+                     graph ? " cuda-graph" : "", layout.num_work, k.shape.grid[0], layout.num_chunks,
+                     layout.chunk_size, layout.workspace.total_bytes(),
                      layout.merge ? "; " + layout.merge->spec.name() : "");
 }
 

@@ -4,6 +4,7 @@
 // and merge kernels from a filled params struct.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,23 +22,43 @@ struct BatchPrefillCore {
   std::string backend = "auto";
   int device = 0;
 
+  std::optional<BatchPrefillCudaGraphBuffers> graph;  // CUDA-graph mode
+
   bool planned = false;
   BatchPrefillShape shape;
   BatchPrefillLayout layout;
   std::shared_ptr<detail::Kernel> prefill, merge;
-  int64_t nnz_kv = 0;          // ragged: kv_indptr[-1]
-  int32_t max_page_index = -1;  // paged: the largest page id the batch reads
+  // How far the plan reaches into K/V: ragged, the KV rows (kv_indptr[-1]);
+  // paged, the pages (the largest page id + 1).
+  int64_t kv_extent = 0;
   int page_size = 0;
+  // CUDA-graph mode: the fewest q rows and K/V rows (ragged) or pages (paged)
+  // any run() was given. A graph may have captured that run, so a later plan
+  // must stay inside them. -1: no run yet.
+  mutable int64_t graph_q_rows = -1, graph_kv_extent = -1;
 
-  BatchPrefillCore(const Runtime& r, void* ws, size_t ws_bytes, KVLayout layout_, std::string backend_, int dev);
+  BatchPrefillCore(const Runtime& r, void* ws, size_t ws_bytes, KVLayout layout_, std::string backend_, int dev,
+                   std::optional<BatchPrefillCudaGraphBuffers> graph_ = {});
 
   // Plans `s` (its options' backend is the wrapper's), then uploads: the work
-  // list, qo_indptr, kv_indptr, and (when non-empty) the paged arrays and the
-  // packed mask with its per-request byte offsets.
-  void plan(BatchPrefillShape s, const std::vector<int32_t>& kv_indptr, const std::vector<int32_t>& page_indices,
-            const std::vector<int32_t>& last_page_len, const std::vector<bool>& custom_mask, Stream stream);
+  // list (CUDA-graph mode: the tile counts), qo_indptr, kv_indptr, and (when
+  // non-empty) the paged arrays and the packed mask with its per-request byte
+  // offsets, into the workspace or, in CUDA-graph mode, the caller's buffers.
+  void plan(BatchPrefillShape s, int64_t kv_extent, const std::vector<int32_t>& kv_indptr,
+            const std::vector<int32_t>& page_indices, const std::vector<int32_t>& last_page_len,
+            const std::vector<bool>& custom_mask, Stream stream);
+  // CUDA-graph mode: the plan fits the fixed buffers and every run() so far.
+  void check_graph_plan(const BatchPrefillShape& s, int64_t extent) const;
   // q, o, lse checked against the plan; params for the kernels (KV left to the caller).
-  kernels::PrefillParams params(const TensorView& q, const TensorView& o, const TensorView* lse) const;
+  // k_scale, v_scale: fp8 calibration (> 0, finite), folded into the logit scale and the output.
+  kernels::PrefillParams params(const TensorView& q, const TensorView& o, const TensorView* lse,
+                                std::optional<float> k_scale, std::optional<float> v_scale) const;
+  // The K/V extent run() was given, checked against the plan: exactly the
+  // plan's rows (ragged) or enough pages; in CUDA-graph mode at least the plan's.
+  void check_kv_extent(int64_t given, const char* arg) const;
+  // Where an uploaded index array lives: a workspace region or a graph buffer.
+  template <class T>
+  T* array(const char* name) const;
   void launch(const kernels::PrefillParams& p, const TensorView& o, Stream stream) const;
   void require_planned(const char* what) const;
   std::string describe() const;

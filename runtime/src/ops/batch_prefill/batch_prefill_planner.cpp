@@ -52,11 +52,44 @@ void validate_batch_prefill(const BatchPrefillShape& s) {
                           "queries to the end of the KV, so it needs qo_len <= kv_len",
                           b, qo, kv));
   }
+  if (s.graph_max_batch > 0 && batch > size_t(s.graph_max_batch))
+    invalid(fmt::format("qo_indptr: batch_size={} is not allowed with use_cuda_graph=true; allowed: 1 to "
+                        "max_batch_size={} (the fixed buffers' size)",
+                        batch, s.graph_max_batch));
   const int64_t nnz_qo = s.qo_indptr.back();
   if (nnz_qo * s.num_qo_heads > INT32_MAX / 2)
     invalid(fmt::format("qo_indptr[-1] * num_qo_heads={} is not allowed; it must be <= {}", nnz_qo * s.num_qo_heads,
                         INT32_MAX / 2));
 }
+
+namespace {
+
+// CUDA-graph mode: what a captured launch bakes in (kernel, grid, workspace
+// addresses) depends on the head shape, the options and graph_max_batch
+// only; the lengths reach the kernel through the uploaded tile counts. One
+// wave of persistent CTAs per KV head walks the tiles, 64 query rows each
+// (the tile for the short queries graphs are used for: verify and append
+// steps), longest last tile first.
+void plan_graph_mode(const BatchPrefillShape& s, PrefillKernel& k, const DeviceFigures& device, BatchPrefillLayout& L) {
+  const size_t batch = s.qo_indptr.size() - 1;
+  const int group = s.num_qo_heads / s.num_kv_heads;
+  k.frags_m = 1;
+  k.stages = prefill_stages(s.head_dim, k.frags_m);
+  const int tq = k.tile_q();
+  L.tile_indptr.assign(size_t(s.graph_max_batch) + 1, 0);
+  for (size_t b = 0; b < size_t(s.graph_max_batch); ++b) {
+    const int64_t qo = b < batch ? s.qo_indptr[b + 1] - s.qo_indptr[b] : 0;
+    L.tile_indptr[b + 1] = L.tile_indptr[b] + static_cast<int32_t>((qo * group + tq - 1) / tq);
+  }
+  L.num_work = L.tile_indptr.back();
+  L.num_chunks = 1;
+  L.chunk_size = kWholeKVChunk;
+  const int slots = std::max(1, device.sm_count * prefill_ctas_per_sm(k) / s.num_kv_heads);
+  L.prefill.shape.grid[0] = static_cast<uint32_t>(int64_t(slots) * s.num_kv_heads);
+  L.workspace.add_int("tile_indptr", L.tile_indptr.size() * sizeof(int32_t));
+}
+
+}  // namespace
 
 BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFigures& device) {
   validate_batch_prefill(s);
@@ -72,6 +105,17 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
   BatchPrefillLayout L;
   PrefillKernel k = prefill_variant(s.options, s.head_dim, s.q_dtype, s.kv_dtype);
   k.kv_source = s.source;
+  L.var = prefill_variant_params(s.options, s.head_dim);
+  L.prefill.role = "prefill";
+  L.prefill.shape.grid[1] = 1;
+  L.prefill.shape.grid[2] = 1;
+  if (s.graph_max_batch > 0) {
+    plan_graph_mode(s, k, device, L);
+    L.prefill.spec = k;
+    L.prefill.shape.threads = k.threads();
+    L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
+    return L;
+  }
   k.frags_m = prefill_frags_m(s.head_dim, max_packed);
   k.stages = prefill_stages(s.head_dim, k.frags_m);
   const int tq = k.tile_q();
@@ -114,12 +158,9 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
     L.work[2 * items.size() + i] = items[i].chunk;
   }
 
-  L.prefill.role = "prefill";
   L.prefill.spec = k;
   // KV heads vary fastest along x, so CTAs start in the list's order, longest first.
   L.prefill.shape.grid[0] = static_cast<uint32_t>(int64_t(std::max(1, L.num_work)) * s.num_kv_heads);
-  L.prefill.shape.grid[1] = 1;
-  L.prefill.shape.grid[2] = 1;
   L.prefill.shape.threads = k.threads();
   L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 
@@ -146,7 +187,6 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
     L.workspace.add_int("mask", std::max<size_t>(s.mask_bytes, 1));
     L.workspace.add_int("mask_indptr", batch * sizeof(int32_t));
   }
-  L.var = prefill_variant_params(s.options, s.head_dim);
   return L;
 }
 
@@ -154,6 +194,7 @@ nlohmann::json BatchPrefillLayout::to_json() const {
   nlohmann::json kernels = nlohmann::json::array({launch_json(prefill)});
   if (merge) kernels.push_back(launch_json(*merge));
   return {{"kernels", kernels},
+          {"cuda_graph", !tile_indptr.empty()},
           {"num_work", num_work},
           {"num_chunks", num_chunks},
           {"chunk_size", chunk_size},

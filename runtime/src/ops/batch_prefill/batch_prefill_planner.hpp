@@ -24,6 +24,10 @@ struct BatchPrefillShape {
   // Sizes of what plan() uploads besides the work list.
   size_t num_page_indices = 0;  // paged: paged_kv_indices entries
   size_t mask_bytes = 0;        // custom mask: packed bytes, every request's block from a byte boundary
+  // > 0: CUDA-graph mode for plans of up to this many requests: a fixed
+  // grid and kernel whatever the lengths, the work as running tile counts
+  // (tile_indptr), no KV split, the index arrays in the caller's buffers.
+  int graph_max_batch = 0;
 };
 
 struct BatchPrefillLayout {
@@ -33,6 +37,7 @@ struct BatchPrefillLayout {
                                       // paged_kv_indices, paged_kv_last_page_len, mask, mask_indptr (as needed)
   std::vector<int32_t> work;          // requests, then query tiles, then chunks (3 * num_work)
   int num_work = 0;
+  std::vector<int32_t> tile_indptr;   // CUDA-graph mode: [graph_max_batch + 1] running query-tile counts
   int num_chunks = 1;
   int chunk_size = 0;
   kernels::VariantParams var{};
@@ -46,6 +51,10 @@ struct BatchPrefillLayout {
 BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFigures& device);
 // The checks alone (plan() runs them before it asks the device anything).
 void validate_batch_prefill(const BatchPrefillShape& s);
+
+// KV rows per chunk when the KV is not split in CUDA-graph mode: a multiple
+// of every KV tile that no int32 length reaches.
+constexpr int32_t kWholeKVChunk = (INT32_MAX / 64) * 64;
 
 // Checks an indptr array: batch + 1 entries, starting at 0, non-decreasing.
 void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch);

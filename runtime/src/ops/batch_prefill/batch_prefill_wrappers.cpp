@@ -51,6 +51,13 @@ BatchPrefillWithRaggedKVCacheWrapper::BatchPrefillWithRaggedKVCacheWrapper(const
                                                                            size_t workspace_bytes, KVLayout kv_layout,
                                                                            std::string backend, int device)
     : impl_(new Impl{ops::BatchPrefillCore(rt, workspace, workspace_bytes, kv_layout, std::move(backend), device)}) {}
+BatchPrefillWithRaggedKVCacheWrapper::BatchPrefillWithRaggedKVCacheWrapper(const Runtime& rt, void* workspace,
+                                                                           size_t workspace_bytes,
+                                                                           const BatchPrefillCudaGraphBuffers& graph,
+                                                                           KVLayout kv_layout, std::string backend,
+                                                                           int device)
+    : impl_(new Impl{
+          ops::BatchPrefillCore(rt, workspace, workspace_bytes, kv_layout, std::move(backend), device, graph)}) {}
 BatchPrefillWithRaggedKVCacheWrapper::~BatchPrefillWithRaggedKVCacheWrapper() = default;
 
 void BatchPrefillWithRaggedKVCacheWrapper::plan(const std::vector<int32_t>& qo_indptr,
@@ -63,16 +70,24 @@ void BatchPrefillWithRaggedKVCacheWrapper::plan(const std::vector<int32_t>& qo_i
     invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", qo_indptr.size()));
   ops::check_indptr(kv_indptr, "kv_indptr", qo_indptr.size() - 1);
   for (size_t b = 0; b + 1 < kv_indptr.size(); ++b) s.kv_lens.push_back(kv_indptr[b + 1] - kv_indptr[b]);
-  impl_->core.plan(std::move(s), kv_indptr, {}, {}, options.custom_mask, stream);
-  impl_->core.nnz_kv = kv_indptr.back();
+  impl_->core.plan(std::move(s), kv_indptr.back(), kv_indptr, {}, {}, options.custom_mask, stream);
 }
 
 void BatchPrefillWithRaggedKVCacheWrapper::run(const TensorView& q, const TensorView& k, const TensorView& v,
                                                const TensorView& o, const TensorView* lse, Stream stream) const {
+  run(q, k, v, o, lse, std::nullopt, std::nullopt, stream);
+}
+
+void BatchPrefillWithRaggedKVCacheWrapper::run(const TensorView& q, const TensorView& k, const TensorView& v,
+                                               const TensorView& o, const TensorView* lse,
+                                               std::optional<float> k_scale, std::optional<float> v_scale,
+                                               Stream stream) const {
   const auto& c = impl_->core;
-  kernels::PrefillParams p = c.params(q, o, lse);
-  const int64_t N = c.nnz_kv, Hk = c.shape.num_kv_heads, D = c.shape.head_dim;
+  kernels::PrefillParams p = c.params(q, o, lse, k_scale, v_scale);
+  const int64_t Hk = c.shape.num_kv_heads, D = c.shape.head_dim;
   const bool nhd = c.kv_layout == KVLayout::NHD;
+  c.check_kv_extent(k.ndim == 3 ? k.shape[nhd ? 0 : 1] : c.kv_extent, "k");
+  const int64_t N = k.ndim == 3 ? k.shape[nhd ? 0 : 1] : c.kv_extent;
   // A vector, not an initializer_list: one kept in a variable outlives its array.
   const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{N, Hk, D} : std::vector<int64_t>{Hk, N, D};
   ops::check_tensor(k, "k", c.shape.kv_dtype, c.device, kv_shape, 16);
@@ -106,6 +121,20 @@ BatchPrefillWithPagedKVCacheWrapper::BatchPrefillWithPagedKVCacheWrapper(const R
                                                                          size_t workspace_bytes, KVLayout kv_layout,
                                                                          std::string backend, int device)
     : impl_(new Impl{ops::BatchPrefillCore(rt, workspace, workspace_bytes, kv_layout, std::move(backend), device)}) {}
+BatchPrefillWithPagedKVCacheWrapper::BatchPrefillWithPagedKVCacheWrapper(const Runtime& rt, void* workspace,
+                                                                         size_t workspace_bytes,
+                                                                         const BatchPrefillCudaGraphBuffers& graph,
+                                                                         KVLayout kv_layout, std::string backend,
+                                                                         int device)
+    : impl_(new Impl{
+          ops::BatchPrefillCore(rt, workspace, workspace_bytes, kv_layout, std::move(backend), device, graph)}) {
+  if (!graph.paged_kv_indices || !graph.paged_kv_last_page_len || graph.max_num_pages < 1)
+    invalid(fmt::format("{} is not allowed with use_cuda_graph=true; the paged wrapper needs paged_kv_indices_buf "
+                        "(max_num_pages >= 1 int32) and paged_kv_last_page_len_buf (max_batch_size int32)",
+                        !graph.paged_kv_indices         ? "paged_kv_indices_buf=null"
+                        : !graph.paged_kv_last_page_len ? "paged_kv_last_page_len_buf=null"
+                                                        : fmt::format("max_num_pages={}", graph.max_num_pages)));
+}
 BatchPrefillWithPagedKVCacheWrapper::~BatchPrefillWithPagedKVCacheWrapper() = default;
 
 void BatchPrefillWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& qo_indptr,
@@ -141,17 +170,23 @@ void BatchPrefillWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& qo_in
       max_page = std::max(max_page, paged_kv_indices[i]);
     }
   }
-  impl_->core.plan(std::move(s), paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, options.custom_mask,
-                   stream);
-  impl_->core.max_page_index = max_page;
+  impl_->core.plan(std::move(s), int64_t(max_page) + 1, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+                   options.custom_mask, stream);
   impl_->core.page_size = page_size;
 }
 
 void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorView& k_cache,
                                               const TensorView& v_cache, const TensorView& o, const TensorView* lse,
                                               Stream stream) const {
+  run(q, k_cache, v_cache, o, lse, std::nullopt, std::nullopt, stream);
+}
+
+void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorView& k_cache,
+                                              const TensorView& v_cache, const TensorView& o, const TensorView* lse,
+                                              std::optional<float> k_scale, std::optional<float> v_scale,
+                                              Stream stream) const {
   const auto& c = impl_->core;
-  kernels::PrefillParams p = c.params(q, o, lse);
+  kernels::PrefillParams p = c.params(q, o, lse, k_scale, v_scale);
   const int64_t P = k_cache.ndim == 4 ? k_cache.shape[0] : 0, S = c.page_size, Hk = c.shape.num_kv_heads,
                 D = c.shape.head_dim;
   const bool nhd = c.kv_layout == KVLayout::NHD;
@@ -159,9 +194,7 @@ void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorV
   const std::vector<int64_t> shape = nhd ? std::vector<int64_t>{P, S, Hk, D} : std::vector<int64_t>{P, Hk, S, D};
   ops::check_tensor(k_cache, "k_cache", c.shape.kv_dtype, c.device, shape, 16);
   ops::check_tensor(v_cache, "v_cache", c.shape.kv_dtype, c.device, shape, 16);
-  if (c.max_page_index >= P)
-    invalid(fmt::format("k_cache: {} pages is not allowed; paged_kv_indices reaches page {}", P, c.max_page_index));
-  const auto& ws = c.layout.workspace;
+  c.check_kv_extent(P, "k_cache");
   p.kv.k = k_cache.data;
   p.kv.v = v_cache.data;
   p.kv.k_stride_page = k_cache.strides[0];
@@ -171,8 +204,8 @@ void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorV
   p.kv.v_stride_row = nhd ? v_cache.strides[1] : v_cache.strides[2];
   p.kv.v_stride_head = nhd ? v_cache.strides[2] : v_cache.strides[1];
   p.kv.page_size = c.page_size;
-  p.kv.indices = ops::region_ptr<const int32_t>(c.workspace, ws.region("paged_kv_indices"));
-  p.kv.last_page_len = ops::region_ptr<const int32_t>(c.workspace, ws.region("paged_kv_last_page_len"));
+  p.kv.indices = c.array<const int32_t>("paged_kv_indices");
+  p.kv.last_page_len = c.array<const int32_t>("paged_kv_last_page_len");
   c.launch(p, o, stream);
 }
 
