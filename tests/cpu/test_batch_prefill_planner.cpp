@@ -80,12 +80,14 @@ TEST_CASE("batch prefill plan: a few new tokens against long caches split the KV
 TEST_CASE("batch prefill plan, CUDA-graph mode: one launch for every batch up to the maximum", "[prefill][planner][batch][graph]") {
   // What a captured launch bakes in must not depend on the lengths: the
   // kernel, the grid and the workspace's regions; the lengths travel as the
-  // running tile counts, padded to max_batch_size + 1.
+  // running tile counts, padded to max_batch_size + 1. The first plan picks
+  // the query tile from its lengths; the wrapper hands it to the later ones.
   std::vector<ops::BatchPrefillLayout> plans;
   std::vector<std::vector<int32_t>> qo_lens = {{1, 7, 128, 1000}, {4}, {3000, 1}, {16, 16, 16, 16}};
   for (const auto& q : qo_lens) {
     auto s = shape(q, std::vector<int32_t>(q.size(), 4096));
     s.graph_max_batch = 4;
+    if (!plans.empty()) s.graph_frags_m = plans[0].prefill.spec.as<PrefillKernel>()->frags_m;
     plans.push_back(ops::plan_batch_prefill(s, {132}));
     const auto& L = plans.back();
     const auto* k = L.prefill.spec.as<PrefillKernel>();
@@ -110,6 +112,10 @@ TEST_CASE("batch prefill plan, CUDA-graph mode: one launch for every batch up to
     CHECK(L.prefill.shape.grid[0] >= 132u);   // at least one CTA per SM
     CHECK(L.workspace.to_json() == plans[0].workspace.to_json());
   }
+  CHECK(plans[0].prefill.spec.as<PrefillKernel>()->frags_m == 2);  // 1000 tokens x group 4
+  auto first_short = shape({4}, {4096});
+  first_short.graph_max_batch = 4;
+  CHECK(ops::plan_batch_prefill(first_short, {132}).prefill.spec.as<PrefillKernel>()->frags_m == 1);
   auto s = shape({1, 1, 1, 1, 1}, {8, 8, 8, 8, 8});
   s.graph_max_batch = 4;
   CHECK_THAT(error_of([&] { ops::plan_batch_prefill(s, {132}); }, Status::InvalidArgument),

@@ -147,91 +147,96 @@ TEST_CASE("batch prefill in CUDA-graph mode replays correctly after new plans", 
   Runtime rt;
   const auto& cu = cuda::driver();
   cuda::ScopedDevice scope(0);
-  // Plans for one captured graph: lengths that are not multiples of the
-  // tiles or pages, a length-1 query, an empty request, a smaller batch, and
-  // (where the wrapper has the buffers) custom masks that change per plan.
-  const std::vector<GraphPlan> plans = {
-      {{5, 100, 1}, {3000, 100, 17}, false},
-      {{37, 2}, {40, 5000}, false},
-      {{1, 0, 250}, {1, 9, 251}, true},
-      {{64, 64, 64}, {64, 1000, 2000}, true},
+  // Each session: one wrapper, one graph captured after its first plan, then
+  // replayed after every plan: lengths that are not multiples of the tiles
+  // or pages, a length-1 query, an empty request, a smaller batch. The
+  // causal session starts with short queries (16-row warps), the custom-mask
+  // one with a long one (32-row warps, kept for the short plans after it).
+  const std::vector<std::vector<GraphPlan>> sessions = {
+      {{{5, 100, 1}, {3000, 100, 17}, false}, {{37, 2}, {40, 5000}, false}, {{64, 64, 64}, {64, 1000, 2000}, false}},
+      {{{250, 1, 0}, {251, 1, 9}, true}, {{64, 64, 64}, {64, 1000, 2000}, true}, {{3}, {4000}, true}},
   };
-  for (bool paged : {false, true}) {
-    INFO((paged ? "paged" : "ragged"));
-    Pool pool = make_pool(DType::BF16, paged ? 11 : 12);
-    std::mt19937 rng(paged ? 21 : 22);
-    DeviceBuffer qo_buf(4 * 4), kv_buf(4 * 4), ids_buf(kPoolPages * 4), last_buf(3 * 4), mask_buf(1 << 20),
-        qk_buf(4 * 4), ws(16 << 20), out(kMaxRows * kHq * kD * 2), lse(kMaxRows * kHq * 4);
-    BatchPrefillCudaGraphBuffers g;
-    g.max_batch_size = 3;
-    g.qo_indptr = static_cast<int32_t*>(qo_buf.get());
-    g.kv_indptr = static_cast<int32_t*>(kv_buf.get());
-    g.custom_mask = static_cast<uint8_t*>(mask_buf.get());
-    g.custom_mask_bytes = int64_t(mask_buf.bytes());
-    g.qk_indptr = static_cast<int32_t*>(qk_buf.get());
-    if (paged) {
-      g.paged_kv_indices = static_cast<int32_t*>(ids_buf.get());
-      g.max_num_pages = kPoolPages;
-      g.paged_kv_last_page_len = static_cast<int32_t*>(last_buf.get());
-    }
-    std::optional<BatchPrefillWithRaggedKVCacheWrapper> ragged_w;
-    std::optional<BatchPrefillWithPagedKVCacheWrapper> paged_w;
-    if (paged) paged_w.emplace(rt, ws.get(), ws.bytes(), g, KVLayout::NHD);
-    else ragged_w.emplace(rt, ws.get(), ws.bytes(), g, KVLayout::NHD);
-    CUstream stream;
-    ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    const auto tq = make_tensor(pool.dq.get(), DType::BF16, {kMaxRows, kHq, kD});
-    const auto to = make_tensor(out.get(), DType::BF16, {kMaxRows, kHq, kD});
-    const auto tl = make_tensor(lse.get(), DType::F32, {kMaxRows, kHq});
-    auto plan = [&](const GraphPlan& p, const PlanArrays& a) {
-      BatchPrefillPlanOptions o;
-      o.causal = !p.custom;
-      o.q_data_type = DType::BF16;
-      for (const auto& m : a.masks) o.custom_mask.insert(o.custom_mask.end(), m.begin(), m.end());
-      if (paged) paged_w->plan(a.qo_indptr, a.kv_indptr, a.page_ids, a.last_page_len, kHq, kHk, kD, kPage, o, stream);
-      else ragged_w->plan(a.qo_indptr, a.kv_indptr, kHq, kHk, kD, o, stream);
-    };
-    auto run = [&] {
+  for (bool paged : {false, true})
+    for (size_t si = 0; si < sessions.size(); ++si) {
+      const auto& plans = sessions[si];
+      INFO((paged ? "paged" : "ragged") << " session " << si);
+      Pool pool = make_pool(DType::BF16, uint32_t(11 + si + 2 * paged));
+      std::mt19937 rng(uint32_t(21 + si + 2 * paged));
+      DeviceBuffer qo_buf(4 * 4), kv_buf(4 * 4), ids_buf(kPoolPages * 4), last_buf(3 * 4), mask_buf(1 << 20),
+          qk_buf(4 * 4), ws(16 << 20), out(kMaxRows * kHq * kD * 2), lse(kMaxRows * kHq * 4);
+      BatchPrefillCudaGraphBuffers g;
+      g.max_batch_size = 3;
+      g.qo_indptr = static_cast<int32_t*>(qo_buf.get());
+      g.kv_indptr = static_cast<int32_t*>(kv_buf.get());
+      g.custom_mask = static_cast<uint8_t*>(mask_buf.get());
+      g.custom_mask_bytes = int64_t(mask_buf.bytes());
+      g.qk_indptr = static_cast<int32_t*>(qk_buf.get());
       if (paged) {
-        TensorView kc = make_tensor(pool.dk.get(), DType::BF16, {kPoolPages, kPage, kHk, kD});
-        TensorView vc = make_tensor(pool.dv.get(), DType::BF16, {kPoolPages, kPage, kHk, kD});
-        paged_w->run(tq, kc, vc, to, &tl, stream);
-      } else {
-        ragged_w->run(tq, make_tensor(pool.dk.get(), DType::BF16, {kPoolRows, kHk, kD}),
-                      make_tensor(pool.dv.get(), DType::BF16, {kPoolRows, kHk, kD}), to, &tl, stream);
+        g.paged_kv_indices = static_cast<int32_t*>(ids_buf.get());
+        g.max_num_pages = kPoolPages;
+        g.paged_kv_last_page_len = static_cast<int32_t*>(last_buf.get());
       }
-    };
-    // Capture once, after the first plan.
-    PlanArrays first = arrays(plans[0], paged, rng);
-    plan(plans[0], first);
-    ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    run();
-    CUgraph graph;
-    ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
-    CUgraphExec exec;
-    ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
-    for (size_t i = 0; i < plans.size(); ++i) {
-      INFO("plan " << i);
-      const PlanArrays a = i == 0 ? first : arrays(plans[i], paged, rng);
-      if (i > 0) plan(plans[i], a);
-      out.poison();
-      lse.poison();
-      ATTNJIT_CU(cu.GraphLaunch(exec, stream));
-      ATTNJIT_CU(cu.StreamSynchronize(stream));
-      const auto e = compare(pool, plans[i], a, decode(DType::BF16, out.download()), decode(DType::F32, lse.download()));
-      CHECK(e.o_rel <= 1e-2);
-      CHECK(e.lse_abs <= 2e-2);
-      WARN((paged ? "paged" : "ragged") << " plan " << i << ": rel L2 err(o) " << e.o_rel << ", abs err(lse) "
-                                        << e.lse_abs);
+      std::optional<BatchPrefillWithRaggedKVCacheWrapper> ragged_w;
+      std::optional<BatchPrefillWithPagedKVCacheWrapper> paged_w;
+      if (paged) paged_w.emplace(rt, ws.get(), ws.bytes(), g, KVLayout::NHD);
+      else ragged_w.emplace(rt, ws.get(), ws.bytes(), g, KVLayout::NHD);
+      CUstream stream;
+      ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+      const auto tq = make_tensor(pool.dq.get(), DType::BF16, {kMaxRows, kHq, kD});
+      const auto to = make_tensor(out.get(), DType::BF16, {kMaxRows, kHq, kD});
+      const auto tl = make_tensor(lse.get(), DType::F32, {kMaxRows, kHq});
+      auto plan = [&](const GraphPlan& p, const PlanArrays& a) {
+        BatchPrefillPlanOptions o;
+        o.causal = !p.custom;
+        o.q_data_type = DType::BF16;
+        for (const auto& m : a.masks) o.custom_mask.insert(o.custom_mask.end(), m.begin(), m.end());
+        if (paged) paged_w->plan(a.qo_indptr, a.kv_indptr, a.page_ids, a.last_page_len, kHq, kHk, kD, kPage, o, stream);
+        else ragged_w->plan(a.qo_indptr, a.kv_indptr, kHq, kHk, kD, o, stream);
+      };
+      auto run = [&] {
+        if (paged) {
+          TensorView kc = make_tensor(pool.dk.get(), DType::BF16, {kPoolPages, kPage, kHk, kD});
+          TensorView vc = make_tensor(pool.dv.get(), DType::BF16, {kPoolPages, kPage, kHk, kD});
+          paged_w->run(tq, kc, vc, to, &tl, stream);
+        } else {
+          ragged_w->run(tq, make_tensor(pool.dk.get(), DType::BF16, {kPoolRows, kHk, kD}),
+                        make_tensor(pool.dv.get(), DType::BF16, {kPoolRows, kHk, kD}), to, &tl, stream);
+        }
+      };
+      // Capture once, after the first plan.
+      PlanArrays first = arrays(plans[0], paged, rng);
+      plan(plans[0], first);
+      ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+      run();
+      CUgraph graph;
+      ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
+      CUgraphExec exec;
+      ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
+      for (size_t i = 0; i < plans.size(); ++i) {
+        INFO("plan " << i);
+        const PlanArrays a = i == 0 ? first : arrays(plans[i], paged, rng);
+        if (i > 0) plan(plans[i], a);
+        out.poison();
+        lse.poison();
+        ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+        ATTNJIT_CU(cu.StreamSynchronize(stream));
+        const auto e =
+            compare(pool, plans[i], a, decode(DType::BF16, out.download()), decode(DType::F32, lse.download()));
+        CHECK(e.o_rel <= 1e-2);
+        CHECK(e.lse_abs <= 2e-2);
+        WARN((paged ? "paged" : "ragged") << " session " << si << " plan " << i << ": rel L2 err(o) " << e.o_rel
+                                          << ", abs err(lse) " << e.lse_abs);
+      }
+      // Plans the captured launch cannot serve are refused: more q rows than
+      // the run was given, or another kernel (causal <-> custom mask).
+      GraphPlan too_long{{kMaxRows + 1}, {kMaxRows + 1}, false};
+      CHECK_THROWS_WITH(plan(too_long, arrays(too_long, paged, rng)), Catch::Contains("was given q with 400 rows"));
+      GraphPlan other{{4}, {40}, !plans[0].custom};
+      CHECK_THROWS_WITH(plan(other, arrays(other, paged, rng)), Catch::Contains("the kernel would change"));
+      cu.GraphExecDestroy(exec);
+      cu.GraphDestroy(graph);
+      cu.StreamDestroy(stream);
     }
-    // A plan that would reach past what the captured run was given is refused.
-    GraphPlan too_long{{kMaxRows + 1}, {kMaxRows + 1}, false};
-    const PlanArrays big = arrays(too_long, paged, rng);
-    CHECK_THROWS_WITH(plan(too_long, big), Catch::Contains("was given q with 400 rows"));
-    cu.GraphExecDestroy(exec);
-    cu.GraphDestroy(graph);
-    cu.StreamDestroy(stream);
-  }
 }
 
 TEST_CASE("paged batch prefill: fp8 KV with k_scale and v_scale", "[gpu][prefill][batch][fp8]") {

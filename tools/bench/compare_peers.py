@@ -264,10 +264,83 @@ def bench_prefill_grid(d, seqlen, causal, with_flashinfer, dtype=torch.bfloat16,
             "results": res}
 
 
+# ------------------------------------------- paged prefill: append, and paged vs ragged
+def paged_arrays(qo_lens, kv_lens, page, gen):
+    """qo_indptr, page indptr, shuffled page ids and last-page lengths (host int32) for the requests."""
+    pages = [-(-kv // page) for kv in kv_lens]
+    ids = torch.randperm(sum(pages), generator=gen).int()
+    qo_indptr = torch.tensor([0] + list(torch.tensor(qo_lens).cumsum(0)), dtype=torch.int32)
+    kv_indptr = torch.tensor([0] + list(torch.tensor(pages).cumsum(0)), dtype=torch.int32)
+    last = torch.tensor([kv - (p - 1) * page for kv, p in zip(kv_lens, pages)], dtype=torch.int32)
+    return qo_indptr, kv_indptr, ids, last
+
+
+def bench_paged_prefill(label, qo_lens, kv_lens, h, hk, causal, with_flashinfer, d=128, page=16,
+                        dtype=torch.bfloat16):
+    """TFLOP/s (visible (query, key) pairs, causal aligned to the KV's end) of paged prefill at page_size 16
+    with shuffled pages: attnjit (and its CUDA-graph mode), FlashInfer fa2 paged, and attnjit's ragged
+    wrapper on the same K/V stored contiguously (the paged-vs-ragged target)."""
+    # Query i of qo sits at kv - qo + i and sees kv - qo + i + 1 keys when causal.
+    pairs = sum(q * kv - (q * (q - 1) // 2 if causal else 0) for q, kv in zip(qo_lens, kv_lens))
+    flops = 4.0 * pairs * h * d
+    gen = torch.Generator().manual_seed(0)
+    qo_indptr, kv_indptr, ids, last = paged_arrays(qo_lens, kv_lens, page, gen)
+    q = torch.randn(int(qo_indptr[-1]), h, d, dtype=dtype, device="cuda")
+    cache = torch.randn(int(kv_indptr[-1]), 2, page, hk, d, dtype=dtype, device="cuda")
+    plan_args = (qo_indptr, kv_indptr, ids, last, h, hk, d, page)
+    res = {}
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    try:
+        w = attnjit.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
+        w.plan(*plan_args, causal=causal, q_data_type=dtype)
+        add_tflops(res, "attnjit paged", lambda: w.run(q, cache), flops)
+    except Exception as e:
+        res["attnjit paged"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    try:
+        batch = len(qo_lens)
+        bufs = dict(qo_indptr_buf=torch.empty(batch + 1, dtype=torch.int32, device="cuda"),
+                    paged_kv_indptr_buf=torch.empty(batch + 1, dtype=torch.int32, device="cuda"),
+                    paged_kv_indices_buf=torch.empty(len(ids), dtype=torch.int32, device="cuda"),
+                    paged_kv_last_page_len_buf=torch.empty(batch, dtype=torch.int32, device="cuda"))
+        gw = attnjit.BatchPrefillWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"),
+                                                         "NHD", use_cuda_graph=True, **bufs)
+        gw.plan(*plan_args, causal=causal, q_data_type=dtype)
+        add_tflops(res, "attnjit paged cuda-graph mode", lambda: gw.run(q, cache), flops)
+    except Exception as e:
+        res["attnjit paged cuda-graph mode"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    if flashinfer is not None and with_flashinfer:
+        try:
+            fw = flashinfer.BatchPrefillWithPagedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8,
+                                                                            device="cuda"), "NHD", backend="fa2")
+            fw.plan(*(x.cuda() if isinstance(x, torch.Tensor) else x for x in plan_args), causal=causal,
+                    q_data_type=dtype)
+            add_tflops(res, "flashinfer fa2 paged", lambda: fw.run(q, cache), flops)
+        except Exception as e:
+            res["flashinfer fa2 paged"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    # Ragged on the same rows, gathered into contiguous K/V.
+    rows = []
+    for b in range(len(kv_lens)):
+        pages = cache[ids[kv_indptr[b]:kv_indptr[b + 1]].long().cuda()]
+        rows.append(pages.transpose(1, 2).reshape(-1, 2, hk, d)[:kv_lens[b]])  # [tokens, 2, hk, d]
+    kv = torch.cat(rows)
+    k, v = kv[:, 0].contiguous(), kv[:, 1].contiguous()
+    del kv, rows
+    kv_rows = torch.tensor([0] + list(torch.tensor(kv_lens).cumsum(0)), dtype=torch.int32)
+    try:
+        rw = attnjit.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"),
+                                                          "NHD")
+        rw.plan(qo_indptr, kv_rows, h, hk, d, causal=causal, q_data_type=dtype)
+        add_tflops(res, "attnjit ragged", lambda: rw.run(q, k, v), flops)
+    except Exception as e:
+        res["attnjit ragged"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    return {"op": "paged_prefill", "case": label, "heads": h, "kv_heads": hk, "head_dim": d, "page_size": page,
+            "causal": causal, "results": res}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
-    ap.add_argument("--only", choices=["single", "batch", "prefill", "prefill_grid"], default=None)
+    ap.add_argument("--only", choices=["single", "batch", "prefill", "prefill_grid", "paged"], default=None)
     ap.add_argument("--grid-head-dims", default="64,128,256", help="head dims of the prefill grid")
     ap.add_argument("--flashinfer-head-dims", default="64,128,256",
                     help="head dims at which FlashInfer runs in the prefill grid (each one is an nvcc JIT compile)")
@@ -278,7 +351,7 @@ def main():
           f"flashinfer: {flashinfer.__version__ if flashinfer else 'unavailable: ' + FLASHINFER_ERROR}")
     rows = []
     gemm = None
-    if args.only in (None, "prefill", "prefill_grid"):
+    if args.only in (None, "prefill", "prefill_grid", "paged"):
         gemm = gemm_rate()
         print(f"bf16 GEMM (torch.matmul 8192^3): {gemm / 1e12:.0f} TFLOP/s")
     if args.only in (None, "single"):
@@ -302,8 +375,22 @@ def main():
                 for causal in (False, True):
                     rows.append(bench_prefill_grid(d, n, causal, d in fi_dims))
                     print(json.dumps(rows[-1]), flush=True)
+    if args.only in (None, "paged"):
+        # Append (issue 7's target): 32 requests x 128 new tokens on 8k cached each, 32 / 8 heads, causal.
+        rows.append(bench_paged_prefill("append 32 x 128 on 8192", [128] * 32, [8192 + 128] * 32, 32, 8, True, True))
+        print(json.dumps(rows[-1]), flush=True)
+        # Paged vs ragged on prefill grid points (16 heads, d 128).
+        for n, b in ((4096, 4), (1024, 16)):
+            for causal in (False, True):
+                rows.append(bench_paged_prefill(f"prefill {b} x {n}", [n] * b, [n] * b, 16, 16, causal, True))
+                print(json.dumps(rows[-1]), flush=True)
     print()
     for r in rows:
+        if r["op"] == "paged_prefill":
+            cells = [f"{name}: " + (f"{x['tflops']:.0f}" if "us" in x else x["error"][:60])
+                     for name, x in r["results"].items()]
+            print(f"paged {r['case']} {'causal' if r['causal'] else 'full':<6} TFLOP/s " + " | ".join(cells))
+            continue
         if r["op"] == "batch_prefill":
             cells = [f"{name}: " + (f"{x['tflops']:.0f}" if "us" in x else x["error"][:60])
                      for name, x in r["results"].items()]

@@ -106,8 +106,12 @@ void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vect
     packed = pack_segments(custom_mask, s.qo_indptr, s.kv_lens, mask_offsets);
     s.mask_bytes = packed.size();
   }
+  // A run() may have been captured: later plans keep its kernel.
+  const std::optional<KernelSpec> captured =
+      graph && graph_q_rows >= 0 && planned_once ? std::optional<KernelSpec>(layout.prefill.spec) : std::nullopt;
   if (graph) {
     s.graph_max_batch = graph->max_batch_size;
+    if (captured) s.graph_frags_m = captured->as<PrefillKernel>()->frags_m;
     check_graph_plan(s, extent);
   }
   validate_batch_prefill(s);
@@ -115,6 +119,12 @@ void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vect
   DeviceFigures figures;
   figures.sm_count = engine.sm_count(device);
   BatchPrefillLayout L = plan_batch_prefill(s, figures);
+  if (captured && L.prefill.spec.name() != captured->name())
+    invalid(fmt::format("plan(): the kernel would change from {} to {} (mask, positional encoding, soft cap, window or "
+                        "dtypes differ) after a run() of this wrapper with use_cuda_graph=true, which a CUDA graph "
+                        "may have captured and would replay with the old kernel; allowed: the same options, or a "
+                        "new wrapper for the new ones",
+                        captured->name(), L.prefill.spec.name()));
   const size_t need = L.workspace.total_bytes();
   if (!workspace || workspace_bytes < need)
     throw Error(Status::WorkspaceTooSmall,
@@ -148,7 +158,7 @@ void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vect
   // Pageable host memory: the driver has staged the bytes when each call returns.
   shape = std::move(s);
   kv_extent = extent;
-  planned = true;
+  planned = planned_once = true;
 }
 
 void BatchPrefillCore::check_graph_plan(const BatchPrefillShape& s, int64_t extent) const {
@@ -262,6 +272,13 @@ void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView&
     mp.num_splits = layout.num_chunks;
     detail::launch(*merge, layout.merge->shape, &mp, stream);
   }
+}
+
+void BatchPrefillCore::reset_workspace(void* ws, size_t bytes) {
+  workspace = ws;
+  workspace_bytes = bytes;
+  planned = planned_once = false;
+  graph_q_rows = graph_kv_extent = -1;
 }
 
 std::string BatchPrefillCore::describe() const {

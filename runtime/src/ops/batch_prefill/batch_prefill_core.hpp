@@ -25,6 +25,7 @@ struct BatchPrefillCore {
   std::optional<BatchPrefillCudaGraphBuffers> graph;  // CUDA-graph mode
 
   bool planned = false;
+  bool planned_once = false;  // layout holds a plan (kept through a failed re-plan, for the graph-mode checks)
   BatchPrefillShape shape;
   BatchPrefillLayout layout;
   std::shared_ptr<detail::Kernel> prefill, merge;
@@ -60,6 +61,10 @@ struct BatchPrefillCore {
   template <class T>
   T* array(const char* name) const;
   void launch(const kernels::PrefillParams& p, const TensorView& o, Stream stream) const;
+  // A new workspace: the uploaded arrays lived in the old one, so plan()
+  // again; a graph captured before would replay the old one, so the
+  // graph-mode constraints start afresh with the next capture.
+  void reset_workspace(void* ws, size_t bytes);
   void require_planned(const char* what) const;
   std::string describe() const;
 };

@@ -65,15 +65,18 @@ void validate_batch_prefill(const BatchPrefillShape& s) {
 namespace {
 
 // CUDA-graph mode: what a captured launch bakes in (kernel, grid, workspace
-// addresses) depends on the head shape, the options and graph_max_batch
-// only; the lengths reach the kernel through the uploaded tile counts. One
-// wave of persistent CTAs per KV head walks the tiles, 64 query rows each
-// (the tile for the short queries graphs are used for: verify and append
-// steps), longest last tile first.
+// addresses) depends on the head shape, the options, graph_max_batch and
+// the query tile; the lengths reach the kernel through the uploaded tile
+// counts. The query tile is chosen from the lengths of the plan before the
+// capture (graph_frags_m 0) and kept for later plans (the wrapper passes it
+// on). One wave of persistent CTAs per KV head walks the tiles, last first.
 void plan_graph_mode(const BatchPrefillShape& s, PrefillKernel& k, const DeviceFigures& device, BatchPrefillLayout& L) {
   const size_t batch = s.qo_indptr.size() - 1;
   const int group = s.num_qo_heads / s.num_kv_heads;
-  k.frags_m = 1;
+  int64_t max_packed = 0;
+  for (size_t b = 0; b < batch; ++b)
+    max_packed = std::max<int64_t>(max_packed, int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group);
+  k.frags_m = s.graph_frags_m > 0 ? s.graph_frags_m : prefill_frags_m(s.head_dim, max_packed);
   k.stages = prefill_stages(s.head_dim, k.frags_m);
   const int tq = k.tile_q();
   L.tile_indptr.assign(size_t(s.graph_max_batch) + 1, 0);

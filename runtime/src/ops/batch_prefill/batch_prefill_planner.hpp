@@ -28,6 +28,9 @@ struct BatchPrefillShape {
   // grid and kernel whatever the lengths, the work as running tile counts
   // (tile_indptr), no KV split, the index arrays in the caller's buffers.
   int graph_max_batch = 0;
+  // CUDA-graph mode: the query tile's fragments per warp (1 or 2) a
+  // captured launch already uses; 0: chosen from this plan's lengths.
+  int graph_frags_m = 0;
 };
 
 struct BatchPrefillLayout {

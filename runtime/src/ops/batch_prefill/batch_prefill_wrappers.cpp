@@ -102,9 +102,7 @@ void BatchPrefillWithRaggedKVCacheWrapper::run(const TensorView& q, const Tensor
 }
 
 void BatchPrefillWithRaggedKVCacheWrapper::reset_workspace_buffer(void* workspace, size_t workspace_bytes) {
-  impl_->core.workspace = workspace;
-  impl_->core.workspace_bytes = workspace_bytes;
-  impl_->core.planned = false;  // the uploaded arrays lived in the old buffer
+  impl_->core.reset_workspace(workspace, workspace_bytes);
 }
 size_t BatchPrefillWithRaggedKVCacheWrapper::workspace_bytes() const {
   return impl_->core.planned ? impl_->core.layout.workspace.total_bytes() : 0;
@@ -210,9 +208,7 @@ void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorV
 }
 
 void BatchPrefillWithPagedKVCacheWrapper::reset_workspace_buffer(void* workspace, size_t workspace_bytes) {
-  impl_->core.workspace = workspace;
-  impl_->core.workspace_bytes = workspace_bytes;
-  impl_->core.planned = false;
+  impl_->core.reset_workspace(workspace, workspace_bytes);
 }
 size_t BatchPrefillWithPagedKVCacheWrapper::workspace_bytes() const {
   return impl_->core.planned ? impl_->core.layout.workspace.total_bytes() : 0;

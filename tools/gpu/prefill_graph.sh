@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Device step for batch prefill's CUDA-graph mode and fp8 scales (issue 7):
+# the prefill and merge GPU tests, compute-sanitizer memcheck and racecheck
+# over the new graph-mode and fp8 cases, the Python batch prefill tests, and
+# the paged-prefill benchmark (append, paged vs ragged, graph mode) against
+# FlashInfer fa2 in the same process. Binaries come packed (tools/gpu/pack.sh);
+# FlashInfer's wheels in .peers/.
+#   bash tools/gpu/prefill_graph.sh          (logs under $OUT)
+set -uo pipefail
+OUT=${OUT:-/tmp/attnjit-out}
+mkdir -p "$OUT"
+python3 -m tarfile -e .gpupack/gpu.tar.xz .
+export LD_LIBRARY_PATH=$PWD/.gpu/lib ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
+status=0
+nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
+
+echo "== prefill and merge GPU tests"
+timeout 240 .gpu/attnjit_tests "[gpu][prefill],[gpu][merge]" --durations yes >"$OUT/prefill_tests.log" 2>&1 || status=1
+grep -E "err\(o\)|passed|failed|FAILED|test cases" "$OUT/prefill_tests.log" | tail -n 30
+
+echo "== compute-sanitizer over graph mode and fp8 scales"
+for tool in memcheck racecheck; do
+  timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests \
+    "[graph][prefill],[fp8][batch]" >"$OUT/$tool.log" 2>&1 || status=1
+  echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1) $(grep -E 'test cases' "$OUT/$tool.log" | tail -n 1)"
+done
+
+echo "== Python batch prefill tests"
+PYTHONPATH=tools/python ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so timeout 120 python3 -m pytest -q \
+  tools/python/tests/test_batch_prefill.py tools/python/tests/test_binding.py >"$OUT/pytest.log" 2>&1 || status=1
+tail -n 5 "$OUT/pytest.log"
+
+echo "== paged prefill benchmark"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/*.whl >/dev/null 2>&1
+PYTHONPATH=/tmp/site:$PWD/tools/python FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=16 FLASHINFER_WORKSPACE_BASE=/tmp/fi \
+  ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so timeout 300 python3 tools/bench/compare_peers.py --only paged \
+  --json "$OUT/paged_prefill.json" >"$OUT/bench.log" 2>&1 || status=1
+grep -E "^device|GEMM|^paged" "$OUT/bench.log"
+exit $status
