@@ -5,7 +5,7 @@
 // caps or encodings beyond calling those hooks.
 //
 // A CTA takes one (request, query tile, KV chunk) and one KV head (prefill_work),
-// or in CUDA-graph mode walks the batch's tiles for its KV head. The query
+// or in CUDA-graph mode takes items from a counter until none is left. The query
 // tile packs the KV head's group: packed row r is token r / group_size, head
 // r % group_size of that group, so a GQA group shares every K/V tile it loads.
 // Four warps each own 16 * FragsM rows. Per KV tile of kTileKV rows:
@@ -86,18 +86,20 @@ ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p) {
   return {p.work[w], p.work[p.num_work + w], p.work[2 * p.num_work + w], kv_head};
 }
 
-// CUDA-graph mode: the batch's i-th query tile, found in the running tile
+// CUDA-graph mode: item j is query tile j / num_kv_heads of the batch for
+// KV head j % num_kv_heads; the tile's request is found in the running tile
 // counts (requests without tiles are skipped: the search lands on the last
-// request whose count does not exceed i, which holds tile i).
-ATTNJIT_DEVICE PrefillWork prefill_graph_work(const kernels::PrefillParams& p, int i) {
+// request whose count does not exceed the tile, which holds it).
+ATTNJIT_DEVICE PrefillWork prefill_graph_work(const kernels::PrefillParams& p, int j) {
   const int num_kv_heads = p.num_qo_heads / p.group_size;
-  int lo = 0, hi = p.batch_size;  // tile_indptr[lo] <= i < tile_indptr[hi]
+  const int tile = j / num_kv_heads;
+  int lo = 0, hi = p.batch_size;  // tile_indptr[lo] <= tile < tile_indptr[hi]
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (p.tile_indptr[mid] <= i) lo = mid;
+    if (p.tile_indptr[mid] <= tile) lo = mid;
     else hi = mid;
   }
-  return {lo, i - p.tile_indptr[lo], 0, int(blockIdx.x) % num_kv_heads};
+  return {lo, tile - p.tile_indptr[lo], 0, j % num_kv_heads};
 }
 
 // One (request, query tile, KV chunk) for one KV head.
@@ -370,18 +372,33 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
 }
 
 // The CTA's items: its own one (from the work list or the grid), or in
-// CUDA-graph mode every (grid / kv_heads)-th tile of the batch, last tile
-// first. One call site, so the tile's code is inlined once.
+// CUDA-graph mode the next free item of the batch, grabbed from a counter
+// until none is left: the last tiles (the most keys, with causal masks) go
+// first and CTAs that drew cheap ones take more, so the wave ends together.
+// One call site, so the tile's code is inlined once.
 template <class Tr>
 ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
-  const int num_kv_heads = p.num_qo_heads / p.group_size;
-  const int slot = blockIdx.x / num_kv_heads;
   const bool persistent = p.tile_indptr != nullptr;
-  const int total = persistent ? p.tile_indptr[p.batch_size] : slot + 1;
-  const int stride = persistent ? int(gridDim.x) / num_kv_heads : 1;
-  for (int i = slot; i < total; i += stride) {
+  const int total = persistent ? p.tile_indptr[p.batch_size] * (p.num_qo_heads / p.group_size) : 1;
+  __shared__ int grabbed;
+  for (int n = 0;; ++n) {
+    if (persistent) {
+      if (threadIdx.x == 0) grabbed = atomicAdd(p.work_counter, 1);
+      __syncthreads();  // the previous item's closing barrier orders this write after every read of it
+    }
+    const int i = persistent ? grabbed : n;
+    if (i >= total) break;
     prefill_tile<Tr>(p, persistent ? prefill_graph_work(p, total - 1 - i) : prefill_work(p));
     __syncthreads();  // the next tile's Q lands in the smem this one staged its output in
+  }
+  // The last CTA out zeroes the counters for the next launch (stream-ordered
+  // after this one): every other CTA has stopped grabbing by then.
+  if (persistent && threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(p.work_counter + 1, 1) == int(gridDim.x) - 1) {
+      atomicExch(p.work_counter, 0);
+      atomicExch(p.work_counter + 1, 0);
+    }
   }
 }
 

@@ -32,12 +32,15 @@ struct PrefillParams {
   const int32_t* work;
   int32_t num_work;
   // CUDA-graph mode (work null, tile_indptr set): a fixed grid of persistent
-  // CTAs walks the query tiles of every request, read from the device so a
-  // replayed graph follows the latest plan. tile_indptr [batch_size + 1] is
-  // the running count of query tiles per request (requests past the plan's
-  // batch have none); CTA x takes tiles x / num_kv_heads, then every
-  // gridDim.x / num_kv_heads-th, each over the request's whole KV (no split).
+  // CTAs takes the batch's (query tile, KV head) items, read from the device
+  // so a replayed graph follows the latest plan. tile_indptr [batch_size + 1]
+  // is the running count of query tiles per request (requests past the
+  // plan's batch have none); items are numbered KV head fastest, the last
+  // tiles first, and each CTA grabs the next one from work_counter[0]
+  // (work_counter[1] counts the CTAs done; the last one zeroes both for the
+  // next launch). Each item covers the request's whole KV (no split).
   const int32_t* tile_indptr;
+  int32_t* work_counter;
   int32_t batch_size;
   int32_t qo_len;       // single request only
   int32_t num_qo_heads;

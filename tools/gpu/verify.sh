@@ -1,36 +1,41 @@
 #!/usr/bin/env bash
 # One device-machine step after a merge: every [gpu] Catch2 test (quick
-# single-decode grid), the Python GPU tests, compute-sanitizer memcheck and
-# racecheck over the newest kernel paths, then the notebook from a pip install.
-# Binaries come packed (the device tool carries at most 64 MB):
-#   .gpupack/gpu.tar.xz  attnjit, attnjit_tests, libattnjit.so and the libraries the GPU image lacks
-#   .nbwheels/           the portable attnjit wheel and the notebook extras' wheels
+# single-decode grid), the Python GPU tests (with FlashInfer on the path, so
+# the agreement tests run too), compute-sanitizer memcheck and racecheck over
+# the newest kernel paths, and plan()'s host cost from `attnjit bench`.
+# Binaries come packed (tools/gpu/pack.sh; the device tool carries at most
+# 64 MB); FlashInfer's wheels in .peers/.
 #   bash tools/gpu/verify.sh          (logs under $OUT)
+# SANITIZE: the Catch2 test specs compute-sanitizer runs over.
 set -uo pipefail
 OUT=${OUT:-/tmp/attnjit-out}
+SANITIZE=${SANITIZE:-"[graph][prefill],[fp8][batch],[speculative][split]"}
 mkdir -p "$OUT"
-python3 -m tarfile -e .gpupack/gpu.tar.xz .
+python3 -m tarfile -e .gpupack/gpu.tar.xz . 2>/dev/null
 export LD_LIBRARY_PATH=$PWD/.gpu/lib ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
 status=0
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
 
 echo "== [gpu] tests"
-ATTNJIT_TEST_QUICK=1 timeout 240 .gpu/attnjit_tests "[gpu]" --durations yes >"$OUT/gpu_tests.log" 2>&1 || status=1
-grep -E "grid|worst|passed|failed|FAILED|test cases" "$OUT/gpu_tests.log" | tail -n 25
+ATTNJIT_TEST_QUICK=1 timeout 300 .gpu/attnjit_tests "[gpu]" --durations yes >"$OUT/gpu_tests.log" 2>&1 || status=1
+grep -E "FAILED|test cases|assertions" "$OUT/gpu_tests.log" | tail -n 25
 
-echo "== Python GPU tests"
-PYTHONPATH=tools/python ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so timeout 150 python3 -m pytest -q -x \
-  tools/python/tests >"$OUT/pytest.log" 2>&1 || status=1
-tail -n 5 "$OUT/pytest.log"
+echo "== Python GPU tests (FlashInfer present: the agreement tests run)"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/*.whl >/dev/null 2>&1
+PYTHONPATH=/tmp/site:$PWD/tools/python FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=16 FLASHINFER_WORKSPACE_BASE=/tmp/fi \
+  ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so timeout 240 python3 -m pytest -q -rs tools/python/tests \
+  >"$OUT/pytest.log" 2>&1 || status=1
+grep -E "passed|failed|Error|SKIPPED" "$OUT/pytest.log" | tail -n 12
 
-echo "== compute-sanitizer over speculative decode and the merge"
+echo "== compute-sanitizer over $SANITIZE"
 for tool in memcheck racecheck; do
-  timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests \
-    "[speculative][split],[speculative][sinks]" >"$OUT/$tool.log" 2>&1 || status=1
+  timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests "$SANITIZE" \
+    >"$OUT/$tool.log" 2>&1 || status=1
   echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1) $(grep -E 'test cases' "$OUT/$tool.log" | tail -n 1)"
 done
 
-echo "== notebook"
-WHEELS=$PWD/.nbwheels timeout 240 bash tools/gpu/notebook.sh >"$OUT/notebook.log" 2>&1 || status=1
-tail -n 8 "$OUT/notebook.log"
+echo "== plan() host cost (attnjit bench --op batch_decode)"
+timeout 120 .gpu/attnjit bench --skip-jit --op batch_decode --json "$OUT/bench_batch_decode.json" \
+  >"$OUT/bench_batch_decode.txt" 2>&1 || status=1
+grep -iE "plan|256" "$OUT/bench_batch_decode.txt" | head -n 12
 exit $status

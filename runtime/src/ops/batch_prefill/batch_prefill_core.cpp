@@ -143,8 +143,13 @@ void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vect
     ATTNJIT_CU(cu.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(array<char>(name)), src, bytes, stream));
   };
   const auto& Lp = layout;
-  if (graph) upload("tile_indptr", Lp.tile_indptr.data(), Lp.tile_indptr.size() * sizeof(int32_t));
-  else upload("work", Lp.work.data(), Lp.work.size() * sizeof(int32_t));
+  const int32_t zeros[2] = {0, 0};
+  if (graph) {
+    upload("tile_indptr", Lp.tile_indptr.data(), Lp.tile_indptr.size() * sizeof(int32_t));
+    upload("work_counter", zeros, sizeof zeros);  // the kernel's last CTA keeps them zero after
+  } else {
+    upload("work", Lp.work.data(), Lp.work.size() * sizeof(int32_t));
+  }
   upload("qo_indptr", s.qo_indptr.data(), s.qo_indptr.size() * sizeof(int32_t));
   upload("kv_indptr", kv_indptr.data(), kv_indptr.size() * sizeof(int32_t));
   if (s.source == KVSource::Paged) {
@@ -242,6 +247,7 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   p.qo_indptr = array<const int32_t>("qo_indptr");
   if (graph) {
     p.tile_indptr = array<const int32_t>("tile_indptr");
+    p.work_counter = array<int32_t>("work_counter");
     p.batch_size = graph->max_batch_size;
   } else {
     p.work = array<const int32_t>("work");

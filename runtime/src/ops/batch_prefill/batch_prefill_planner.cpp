@@ -69,7 +69,8 @@ namespace {
 // the query tile; the lengths reach the kernel through the uploaded tile
 // counts. The query tile is chosen from the lengths of the plan before the
 // capture (graph_frags_m 0) and kept for later plans (the wrapper passes it
-// on). One wave of persistent CTAs per KV head walks the tiles, last first.
+// on). One wave of persistent CTAs takes (tile, KV head) items from a
+// counter, last tiles first.
 void plan_graph_mode(const BatchPrefillShape& s, PrefillKernel& k, const DeviceFigures& device, BatchPrefillLayout& L) {
   const size_t batch = s.qo_indptr.size() - 1;
   const int group = s.num_qo_heads / s.num_kv_heads;
@@ -87,9 +88,9 @@ void plan_graph_mode(const BatchPrefillShape& s, PrefillKernel& k, const DeviceF
   L.num_work = L.tile_indptr.back();
   L.num_chunks = 1;
   L.chunk_size = kWholeKVChunk;
-  const int slots = std::max(1, device.sm_count * prefill_ctas_per_sm(k) / s.num_kv_heads);
-  L.prefill.shape.grid[0] = static_cast<uint32_t>(int64_t(slots) * s.num_kv_heads);
+  L.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, device.sm_count * prefill_ctas_per_sm(k)));
   L.workspace.add_int("tile_indptr", L.tile_indptr.size() * sizeof(int32_t));
+  L.workspace.add_int("work_counter", 2 * sizeof(int32_t));  // next item, CTAs done (zero between launches)
 }
 
 }  // namespace
