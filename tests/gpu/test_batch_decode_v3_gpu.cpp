@@ -143,6 +143,12 @@ struct V3Inputs {
   }
 };
 
+// After the call, so the message is the call's.
+void require_ok(attnjit_status_t status) {
+  INFO(attnjit_last_error());
+  REQUIRE(status == ATTNJIT_OK);
+}
+
 void check_errors(const TokenErrors& e) {
   CHECK(e.o_rel <= kOTol);
   CHECK(e.lse_abs <= kLseTol);
@@ -177,8 +183,7 @@ TEST_CASE("trtllm _v3 takes q_len_per_req and cum_seq_lens_q through the C API",
     V3Inputs in(c, seed++);
     in.dout.poison();
     in.dlse.poison();
-    INFO(attnjit_last_error());
-    REQUIRE(in.call(h.rt, false) == ATTNJIT_OK);
+    require_ok(in.call(h.rt, false));
     ATTNJIT_CU(cuda::driver().CtxSynchronize());
     check_errors(in.errors(c.bmm1, c.bmm2));
   }
@@ -202,16 +207,15 @@ TEST_CASE("trtllm _v3: device-tensor scales give the float scales' bits on CUDA 
         c.hkv = 4;
         INFO(c.label());
         V3Inputs in(c, seed++);
-        INFO(attnjit_last_error());
         in.dout.poison();
         in.dlse.poison();
-        REQUIRE(in.call(h.rt, false) == ATTNJIT_OK);
+        require_ok(in.call(h.rt, false));
         ATTNJIT_CU(cuda::driver().CtxSynchronize());
         const auto out_float = in.dout.download(), lse_float = in.dlse.download();
         check_errors(in.errors(c.bmm1, c.bmm2));
         in.dout.poison();
         in.dlse.poison();
-        REQUIRE(in.call(h.rt, true) == ATTNJIT_OK);
+        require_ok(in.call(h.rt, true));
         ATTNJIT_CU(cuda::driver().CtxSynchronize());
         check_errors(in.errors(c.bmm1, c.bmm2));
         CHECK(in.dout.download() == out_float);
@@ -233,14 +237,13 @@ TEST_CASE("trtllm _v3 in a CUDA graph replays with the scale tensors' values at 
     V3Inputs in(c, 800 + q_len);
     CUstream stream;
     ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    INFO(attnjit_last_error());
-    REQUIRE(in.call(h.rt, true, stream) == ATTNJIT_OK);  // outside capture: the kernels load, the plan is memoized
+    require_ok(in.call(h.rt, true, stream));  // outside capture: the kernels load, the plan is memoized
     ATTNJIT_CU(cu.StreamSynchronize(stream));
     ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
     const attnjit_status_t captured = in.call(h.rt, true, stream);
     CUgraph graph;
     ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
-    REQUIRE(captured == ATTNJIT_OK);
+    require_ok(captured);
     CUgraphExec exec;
     ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
     for (auto [s1, s2] : {std::pair{c.bmm1, c.bmm2}, std::pair{0.3f / std::sqrt(128.f), 0.25f},
