@@ -19,6 +19,7 @@
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
 #include "decode_queries.cuh"
+#include "decode_scales.cuh"
 #include "decode_work.cuh"
 #include "kv_source.cuh"
 #include "numeric.cuh"
@@ -74,13 +75,14 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   const int q_pos = kv_len - 1;
   const DecodeWork work = resolve_work(item, p.var.window_left, kv_len);
   const char* q_base = static_cast<const char*>(p.q) + queries.q_row(0) * p.q_stride_b * kQBytes;
+  const kernels::VariantParams var = decode_variant_params(p);  // the scale factor read once, here
 
   // The query heads, transformed (RoPE) and pre-scaled once.
   typename Tr::Variant variant[Tr::kHeads] = {};
   frag8 q[Tr::kHeads];
 #pragma unroll
   for (int h = 0; h < Tr::kHeads; ++h) {
-    variant[h] = typename Tr::Variant(p.var, work.request, head0 + h, p.num_qo_heads, kv_len);
+    variant[h] = typename Tr::Variant(var, work.request, head0 + h, p.num_qo_heads, kv_len);
     q[h] = load8<typename Tr::q_t>(q_base + ((head0 + h) * p.q_stride_h + dim0) * kQBytes);
     variant[h].template transform_query<Tr::kHeadDim>(q[h], q_pos, dim0, kRopePartner);
 #pragma unroll

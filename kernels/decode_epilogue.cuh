@@ -5,6 +5,7 @@
 #pragma once
 #include "decode_params.h"
 #include "decode_queries.cuh"
+#include "decode_scales.cuh"
 #include "decode_work.cuh"
 #include "numeric.cuh"
 #include "softmax_state.cuh"
@@ -18,6 +19,7 @@ template <class OT, int HeadDim, class Rows, int Warps, int WarpStride>
 ATTNJIT_DEVICE void merge_warps_and_store(const float* states, const DecodeWork& work, const Rows& rows,
                                           const kernels::DecodeParams& p) {
   constexpr int kSlices = HeadDim / 8;
+  const float v_scale = decode_v_scale(p);  // once, outside the loop: the factor is one load
   for (int item = threadIdx.x; item < Rows::kRows * kSlices; item += Warps * 32) {
     const int r = item / kSlices;
     if (!rows.stored(r)) continue;  // a token past the request's last: padding of the tile
@@ -35,7 +37,7 @@ ATTNJIT_DEVICE void merge_warps_and_store(const float* states, const DecodeWork&
     if (work.slot < 0) apply_sink(acc, p.var.sinks, head);  // a split's partial state goes without it
     frag8 out = acc.normalized();
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out.x[i] *= p.var.v_scale;
+    for (int i = 0; i < 8; ++i) out.x[i] *= v_scale;
     if (work.slot < 0) {
       const int64_t row = rows.q_row(r);
       store8<OT>(static_cast<char*>(p.o) + (row * p.o_stride_b + head * p.o_stride_h + d0) * storage_bytes<OT>::value,

@@ -29,6 +29,7 @@
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
 #include "decode_queries.cuh"
+#include "decode_scales.cuh"
 #include "decode_work.cuh"
 #include "fragment_softmax.cuh"
 #include "kv_source.cuh"
@@ -117,9 +118,10 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   // past kRows are padding and borrow the last row's variant (never stored).
   const int row_lo = min(g, Tr::kRows - 1), row_hi = min(g + 8, Tr::kRows - 1);
   const int q_pos_lo = queries.q_pos(row_lo, kv_len), q_pos_hi = queries.q_pos(row_hi, kv_len);
-  const typename Tr::Variant var_lo(p.var, work.request, queries.head(row_lo), p.num_qo_heads, kv_len, queries.q_len,
+  const kernels::VariantParams var = decode_variant_params(p);  // the scale factor read once, here
+  const typename Tr::Variant var_lo(var, work.request, queries.head(row_lo), p.num_qo_heads, kv_len, queries.q_len,
                                     queries.token(row_lo));
-  const typename Tr::Variant var_hi(p.var, work.request, queries.head(row_hi), p.num_qo_heads, kv_len, queries.q_len,
+  const typename Tr::Variant var_hi(var, work.request, queries.head(row_hi), p.num_qo_heads, kv_len, queries.q_len,
                                     queries.token(row_hi));
 
   // Q tile: rows are the CTA's (token, head) pairs (zero past kRows and past

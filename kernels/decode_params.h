@@ -53,6 +53,14 @@ struct DecodeParams {
   // hold q_len tokens per slot either way. 0 (a zero-filled struct) means 1.
   int32_t q_len;
   const int32_t* q_indptr;
+  // TensorRT-LLM's bmm1_scale / bmm2_scale given as device float32 tensors:
+  // null, or one float each that multiplies var.sm_scale / var.v_scale (the
+  // host then leaves only the factors it folds in itself there, 1 for
+  // TensorRT-LLM). Read by the kernel when it runs, once per CTA, so a CUDA
+  // graph replays with whatever value the tensor holds by then
+  // (decode_scales.cuh). A zero-filled struct (single decode): the floats alone.
+  const float* sm_scale_factor;
+  const float* v_scale_factor;
 };
 
 // Dynamic shared memory of the decode kernel: one (m, d, o[head_dim]) state

@@ -5,7 +5,7 @@
 // through the C functions -- each refused with a message naming the
 // argument, its value and what is allowed. Nothing here reaches a kernel:
 // every call fails in validation before a plan would need a device.
-#include "cpu/dltensor_maker.hpp"  // first: includes dlpack through the compat shim
+#include "cpu/trtllm_c_inputs.hpp"  // first: includes dlpack through the compat shim
 
 #include <catch2/catch.hpp>
 
@@ -21,26 +21,19 @@
 #include "attnjit/attnjit_batch_decode.h"
 
 using attnjit::test::DLTensorMaker;
+using attnjit::test::kI32;
+using attnjit::test::TrtllmInputs;
+using RuntimeHandle = attnjit::test::CRuntime;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 namespace t = attnjit::test;
 
 namespace {
 
-constexpr DLDataType kI32{kDLInt, 32, 1};
 constexpr DLDataType kU32{kDLUInt, 32, 1};
 constexpr DLDataType kI64{kDLInt, 64, 1};
 
 std::string last_error() { return attnjit_last_error(); }
-
-struct RuntimeHandle {
-  attnjit_runtime_t* rt = nullptr;
-  RuntimeHandle() {
-    INFO(attnjit_last_error());
-    REQUIRE(attnjit_runtime_create(&rt) == ATTNJIT_OK);
-  }
-  ~RuntimeHandle() { attnjit_runtime_destroy(rt); }
-};
 
 // A non-graph wrapper over a made-up workspace address: creating one touches no device.
 struct WrapperHandle {
@@ -60,26 +53,6 @@ struct HostInts {
   explicit HostInts(std::vector<int32_t> v)
       : values(std::move(v)), t({static_cast<int64_t>(values.size())}, kI32, {kDLCPU, 0}) {
     t.data(values.data());
-  }
-};
-
-// trtllm inputs: batch 2, 8 qo / 2 kv heads, d 128, HND pages of 16, 4 pages per request.
-struct TrtllmInputs {
-  DLTensorMaker query{{2, 8, 128}}, k{{10, 2, 16, 128}}, v{{10, 2, 16, 128}}, out{{2, 8, 128}};
-  DLTensorMaker tables{{2, 4}, kI32}, lens{{2}, kI32};
-  int64_t max_seq_len = 64;
-  attnjit_trtllm_decode_options_t options{};
-  TrtllmInputs() { attnjit_trtllm_decode_options_init(&options); }
-  attnjit_status_t call(attnjit_runtime_t* rt, DLTensor* v_cache) {
-    return attnjit_trtllm_batch_decode_with_kv_cache(rt, query.get(), k.get(), v_cache, t::fake_device_pointer(),
-                                                     128 << 20, tables.get(), lens.get(), max_seq_len, &options,
-                                                     out.get(), nullptr, nullptr);
-  }
-  attnjit_status_t call(attnjit_runtime_t* rt) { return call(rt, v.get()); }
-  attnjit_status_t call_v2(attnjit_runtime_t* rt, const DLTensor* sinks, int enable_pdl) {
-    return attnjit_trtllm_batch_decode_with_kv_cache_v2(rt, query.get(), k.get(), v.get(), t::fake_device_pointer(),
-                                                        128 << 20, tables.get(), lens.get(), max_seq_len, &options,
-                                                        sinks, enable_pdl, out.get(), nullptr, nullptr);
   }
 };
 
@@ -415,7 +388,7 @@ TEST_CASE("trtllm checks its options, block tables and lengths", "[capi]") {
   SECTION("query rank") {
     in.query = DLTensorMaker({8, 128});
     CHECK(in.call(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-    CHECK_THAT(last_error(), Contains("query: ndim=2 is not allowed; allowed: 3, [batch_size, num_qo_heads, head_dim]"));
+    CHECK_THAT(last_error(), Contains("query: ndim=2 is not allowed; allowed: 3, [num_tokens, num_qo_heads, head_dim]"));
   }
   SECTION("block tables") {
     in.tables = DLTensorMaker({3, 4}, kI32);

@@ -24,8 +24,8 @@
 #include "device_buffer.hpp"
 #include "gpu_support.hpp"
 #include "paged_kv_batch.hpp"
-#include "reference/decode_reference.hpp"
 #include "reference/host_dtypes.hpp"
+#include "token_reference.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -56,45 +56,23 @@ double sink_logit(int h) { return -2.0 + 1.5 * (h % 5); }
 double o_tol(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
 double lse_tol(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
 
-struct Errors {
-  double o_rel = 0, lse_abs = 0;
-};
+using Errors = TokenErrors;
 
-// Max over (request, token) of the rel. L2 error of o over its heads, and of
-// the abs. error of lse.
 Errors compare(const SpecCase& c, const PagedBatch& b, const std::vector<double>& out, const std::vector<double>& lse) {
-  Errors e;
-  const int H = c.hq, D = c.d;
-  std::vector<double> sinks(H);
-  for (int h = 0; h < H; ++h) sinks[h] = sink_logit(h);
-  int64_t row = 0;
-  for (size_t r = 0; r < c.kv_lens.size(); ++r) {
-    const int L = c.kv_lens[r], Q = c.q_lens[r];
-    SingleDecodeProblem sp;
-    sp.num_qo_heads = H;
-    sp.num_kv_heads = c.hkv;
-    sp.head_dim = D;
-    sp.kv_len = L;
-    sp.q_dtype = c.q;
-    sp.kv_dtype = c.kv;
-    sp.options.window_left = c.window_left;
-    if (c.soft_cap > 0) sp.options.logits_soft_cap = c.soft_cap;
-    for (int t = 0; t < Q; ++t, ++row) {
-      const std::vector<double> q(b.q.begin() + row * H * D, b.q.begin() + (row + 1) * H * D);
-      const auto ref = reference_single_decode(sp, q, b.k_dense[r], b.v_dense[r], c.sinks ? &sinks : nullptr,
-                                               int64_t(L - Q + t));
-      double num = 0, den = 0;
-      for (int i = 0; i < H * D; ++i) {
-        const double x = out[row * H * D + i];
-        if (!std::isfinite(x)) return {INFINITY, INFINITY};
-        num += (x - ref.o[i]) * (x - ref.o[i]);
-        den += ref.o[i] * ref.o[i];
-      }
-      e.o_rel = std::max(e.o_rel, std::sqrt(num / std::max(den, 1e-30)));
-      for (int h = 0; h < H; ++h) e.lse_abs = std::max(e.lse_abs, std::fabs(lse[row * H + h] - ref.lse[h]));
-    }
-  }
-  return e;
+  std::vector<double> sinks(c.hq);
+  for (int h = 0; h < c.hq; ++h) sinks[h] = sink_logit(h);
+  TokenReference ref;
+  ref.kv_lens = c.kv_lens;
+  ref.q_lens = c.q_lens;
+  ref.hq = c.hq;
+  ref.hkv = c.hkv;
+  ref.d = c.d;
+  ref.q = c.q;
+  ref.kv = c.kv;
+  ref.window_left = c.window_left;
+  ref.soft_cap = c.soft_cap;
+  ref.sinks = c.sinks ? &sinks : nullptr;
+  return compare_tokens(ref, b, out, lse);
 }
 
 // Runs one case; `split` is set to whether the plan cut some request's KV

@@ -5,7 +5,8 @@
  *    (attnjit_batch_decode_wrapper_create), planned per step with the
  *    indptr / indices / last_page_len page table on the host, run per layer;
  *  - attnjit_trtllm_batch_decode_with_kv_cache (block tables + seq_lens;
- *    _v2 adds attention sinks and programmatic dependent launch);
+ *    _v2 adds attention sinks and programmatic dependent launch, _v3
+ *    speculative decoding's query lengths and device-tensor scales);
  *  - attnjit_cudnn_batch_decode_with_kv_cache (block tables + actual_seq_lens_kv).
  *
  * The KV cache is a pair of 4-D tensors k_cache, v_cache ([pages, page_size,
@@ -54,8 +55,9 @@ typedef struct attnjit_trtllm_decode_options {
   int32_t window_left;              /* -1: whole sequence */
   int32_t uses_shared_paged_kv_idx; /* 1: block_tables [batch, max_pages]; 0: [batch, 2, max_pages] (K, V) */
   int32_t use_tensor_cores;         /* 0 or 1; default 0 */
-  float bmm1_scale;                 /* the whole softmax scale; default 1.0, must be > 0 */
-  float bmm2_scale;                 /* multiplies the output; default 1.0, must be > 0 */
+  float bmm1_scale;                 /* the whole softmax scale; default 1.0, must be > 0 (_v3: unused when
+                                       its bmm1_scale tensor is given) */
+  float bmm2_scale;                 /* multiplies the output; default 1.0, must be > 0 (likewise) */
 } attnjit_trtllm_decode_options_t;
 
 ATTNJIT_API void attnjit_batch_decode_wrapper_options_init(attnjit_batch_decode_wrapper_options_t* options);
@@ -127,6 +129,40 @@ ATTNJIT_API attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v2(
     size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
     const attnjit_trtllm_decode_options_t* options, const DLTensor* sinks, int enable_pdl, DLTensor* out,
     DLTensor* lse, void* stream);
+
+/* attnjit_trtllm_batch_decode_with_kv_cache_v2 with speculative decoding
+ * and device-tensor scales (_v2 is this with q_len_per_req 1, max_q_len 0
+ * and NULL tensors). New parameters, not options fields, for the reason _v2
+ * gives.
+ *  - q_len_per_req >= 1: query tokens per request (draft tokens to verify).
+ *    query, out and lse then have one row per token, [num_tokens,
+ *    num_qo_heads, head_dim] with num_tokens = batch * q_len_per_req, request
+ *    b's token t at row b * q_len_per_req + t; the batch is num_tokens /
+ *    q_len_per_req (num_tokens must be a multiple of it). Token t of a
+ *    request of KV length L sits at position L - q_len + t and sees keys
+ *    [0, L - q_len + t] (and its window): causal among the request's tokens.
+ *  - max_q_len, cum_seq_lens_q: per-request query lengths, given together
+ *    (max_q_len 0 and cum_seq_lens_q NULL: none). cum_seq_lens_q int32
+ *    [batch + 1] on the query's device, request b's tokens at rows
+ *    cum_seq_lens_q[b] .. cum_seq_lens_q[b+1], at most max_q_len (1 to 64) of
+ *    them; the batch is then seq_lens' length, and num_tokens at most
+ *    batch * max_q_len. q_len_per_req is 1 or max_q_len. The values are not
+ *    read by the host: a request longer than max_q_len is undefined
+ *    behaviour, as a bad seq_lens.
+ *  - bmm1_scale, bmm2_scale: NULL (options->bmm1_scale / bmm2_scale), or one
+ *    float32 (shape [] or [1]) on the query's device that replaces the float:
+ *    the whole softmax scale, and the output's factor. The kernels read it
+ *    when they run, so a CUDA graph captured once replays with whatever
+ *    value the tensor holds at replay; the host never reads it (its value is
+ *    not checked: it must be finite and > 0, like the float's).
+ * At most 64 tokens per request; more than one per request runs on tensor
+ * cores (head_dim 64 or 128, whatever options->use_tensor_cores says). */
+ATTNJIT_API attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v3(
+    attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache, const DLTensor* v_cache, void* workspace,
+    size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
+    const attnjit_trtllm_decode_options_t* options, const DLTensor* sinks, int enable_pdl, int q_len_per_req,
+    int max_q_len, const DLTensor* cum_seq_lens_q, const DLTensor* bmm1_scale, const DLTensor* bmm2_scale,
+    DLTensor* out, DLTensor* lse, void* stream);
 
 /* cuDNN's batch decode: q [batch, num_qo_heads, head_dim]; k_cache, v_cache
  * [pages, num_kv_heads, page_size, head_dim] (HND); scale > 0;

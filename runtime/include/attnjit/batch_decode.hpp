@@ -123,6 +123,13 @@ struct BatchDecodeLaunchExtras {
   // max_q_len of them. Not read by the host: a longer request is undefined
   // behaviour, as a bad seq_lens.
   const int32_t* cum_seq_lens_q = nullptr;
+  // One float32 each on the device, or null: factors of the planned sm_scale
+  // (TensorRT-LLM's bmm1_scale tensor; plan with sm_scale 1 for it to be the
+  // whole scale) and of the output (bmm2_scale; v_scale 1). The kernels read
+  // them when they run, once per CTA, so a captured CUDA graph uses the value
+  // they hold at replay. Not read by the host.
+  const float* bmm1_scale = nullptr;
+  const float* bmm2_scale = nullptr;
 };
 
 class ATTNJIT_API BatchDecodePlan {
@@ -213,7 +220,11 @@ struct TrtllmDecodeArgs {
   int64_t max_seq_len = 0;
   float bmm1_scale = 1.f;                 // the whole softmax scale (q, k scales and 1/sqrt(d) folded in)
   float bmm2_scale = 1.f;                 // multiplies the output (v scale)
-  const float* bmm1_scale_tensor = nullptr;  // device scales: not supported (error naming it)
+  // The same scales as one float32 on the query's device (TensorRT-LLM's
+  // `float | Tensor`), read by the kernels when they run (a CUDA graph
+  // replays with the value the tensor holds then); the float beside a given
+  // tensor is not used. Null: the float.
+  const float* bmm1_scale_tensor = nullptr;
   const float* bmm2_scale_tensor = nullptr;
   int window_left = -1;
   KVLayout kv_layout = KVLayout::HND;

@@ -21,6 +21,7 @@
 #include "api/c_api_handles.hpp"
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
+#include "ops/batch_decode/batch_decode_trtllm_batch.hpp"
 
 namespace {
 
@@ -56,38 +57,45 @@ int64_t fixed_buffer(const DLTensor* t, const char* arg, int device, int32_t** d
   return a.shape[0];
 }
 
-// A block table [batch, max_pages] (or [batch, 2, max_pages] with split K/V
-// tables) on the query's device; returns max_pages.
-int64_t block_table(const attnjit::capi::DeviceInt32& t, const char* arg, int64_t batch, int device, bool shared) {
-  const bool ok = shared ? t.shape.size() == 2 && t.shape[0] == batch
-                         : t.shape.size() == 3 && t.shape[0] == batch && t.shape[1] == 2;
-  if (!ok)
-    invalid(fmt::format("{}: shape {} is not allowed; allowed: {} (batch_size={} from the query)", arg, t.shape,
-                        shared ? "[batch_size, max_pages]" : "[batch_size, 2, max_pages] (uses_shared_paged_kv_idx=0)",
-                        batch));
-  if (t.shape.back() < 1) invalid(fmt::format("{}: shape {} has no pages; allowed: max_pages >= 1", arg, t.shape));
+void same_device(const attnjit::capi::DeviceInt32& t, const char* arg, int device) {
   if (t.device != device)
     invalid(fmt::format("{}: device cuda:{} differs from the query's device cuda:{}; they must be equal", arg, t.device,
                         device));
+}
+
+// A block table [batch, max_pages] (or [batch, 2, max_pages] with split K/V
+// tables) on the query's device; returns max_pages. batch_from: where the
+// batch came from, for the message.
+int64_t block_table(const attnjit::capi::DeviceInt32& t, const char* arg, int64_t batch, int device, bool shared,
+                    const char* batch_from = "the query") {
+  const bool ok = shared ? t.shape.size() == 2 && t.shape[0] == batch
+                         : t.shape.size() == 3 && t.shape[0] == batch && t.shape[1] == 2;
+  if (!ok)
+    invalid(fmt::format("{}: shape {} is not allowed; allowed: {} (batch_size={} from {})", arg, t.shape,
+                        shared ? "[batch_size, max_pages]" : "[batch_size, 2, max_pages] (uses_shared_paged_kv_idx=0)",
+                        batch, batch_from));
+  if (t.shape.back() < 1) invalid(fmt::format("{}: shape {} has no pages; allowed: max_pages >= 1", arg, t.shape));
+  same_device(t, arg, device);
   return t.shape.back();
 }
 
 // Lengths [batch] (any trailing dimensions of size 1, as cuDNN's [batch, 1, 1, 1]).
-void lengths(const attnjit::capi::DeviceInt32& t, const char* arg, int64_t batch, int device) {
+void lengths(const attnjit::capi::DeviceInt32& t, const char* arg, int64_t batch, int device,
+             const char* batch_from = "the query") {
   bool ok = !t.shape.empty() && t.shape[0] == batch;
   for (size_t i = 1; i < t.shape.size(); ++i) ok = ok && t.shape[i] == 1;
   if (!ok)
-    invalid(fmt::format("{}: shape {} is not allowed; allowed: [batch_size] with batch_size={} from the query", arg,
-                        t.shape, batch));
-  if (t.device != device)
-    invalid(fmt::format("{}: device cuda:{} differs from the query's device cuda:{}; they must be equal", arg, t.device,
-                        device));
+    invalid(fmt::format("{}: shape {} is not allowed; allowed: [batch_size] with batch_size={} from {}", arg, t.shape,
+                        batch, batch_from));
+  same_device(t, arg, device);
 }
 
-int64_t batch_of(const attnjit::TensorView& q, const char* arg) {
+// q's first dimension; `rows` names it in the message (TensorRT-LLM's query
+// has a row per token, cuDNN's q one per request).
+int64_t rows_of(const attnjit::TensorView& q, const char* arg, const char* rows) {
   if (q.ndim != 3)
-    invalid(fmt::format("{}: ndim={} is not allowed; allowed: 3, [batch_size, num_qo_heads, head_dim] (got {})", arg,
-                        q.ndim, q.describe()));
+    invalid(fmt::format("{}: ndim={} is not allowed; allowed: 3, [{}, num_qo_heads, head_dim] (got {})", arg, q.ndim,
+                        rows, q.describe()));
   return q.shape[0];
 }
 
@@ -103,34 +111,64 @@ std::optional<bool> pdl_choice(int enable_pdl) {
                       enable_pdl));
 }
 
-// Both TensorRT-LLM entry points; the first one passes no sinks and enable_pdl -1.
+// What _v2 and _v3 add to the first TensorRT-LLM entry point; the defaults are what it passes.
+struct TrtllmExtras {
+  const DLTensor* sinks = nullptr;
+  int enable_pdl = -1;
+  int q_len_per_req = 1;
+  int max_q_len = 0;
+  const DLTensor* cum_seq_lens_q = nullptr;
+  const DLTensor* bmm1_scale = nullptr;
+  const DLTensor* bmm2_scale = nullptr;
+};
+
+// The three TensorRT-LLM entry points, one path.
 void trtllm_decode(const char* fn, attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache,
                    const DLTensor* v_cache, void* workspace, size_t workspace_bytes, const DLTensor* block_tables,
                    const DLTensor* seq_lens, int64_t max_seq_len, const attnjit_trtllm_decode_options_t* options,
-                   const DLTensor* sinks, int enable_pdl, DLTensor* out, DLTensor* lse, void* stream) {
+                   const TrtllmExtras& x, DLTensor* out, DLTensor* lse, void* stream) {
   require_non_null(rt, fn, "rt", attnjit::capi::kRuntimeHandle);
   attnjit::TrtllmDecodeArgs a = attnjit::capi::to_trtllm_args(options);
-  a.enable_pdl = pdl_choice(enable_pdl);
+  a.enable_pdl = pdl_choice(x.enable_pdl);
   const auto qv = attnjit::from_dlpack(query, "query");
-  const int64_t batch = batch_of(qv, "query");
+  rows_of(qv, "query", "num_tokens");
   const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
-  const auto table = attnjit::capi::device_int32_array(block_tables, "block_tables");
-  a.max_pages_per_seq = block_table(table, "block_tables", batch, qv.device, a.uses_shared_paged_kv_idx);
-  a.block_tables = table.data;
+  // seq_lens before the batch: with per-request query lengths its length is the batch.
   const auto lens = attnjit::capi::device_int32_array(seq_lens, "seq_lens", true);
-  lengths(lens, "seq_lens", batch, qv.device);
+  same_device(lens, "seq_lens", qv.device);
+  a.q_len_per_req = x.q_len_per_req;
+  a.max_q_len = x.max_q_len;
+  if (x.cum_seq_lens_q) {
+    const attnjit::capi::DeviceVectorRule rule{{DLDataType{kDLInt, 32, 1}}, "int32 (kDLInt, 32)", "batch_size + 1",
+                                               lens.shape[0] + 1, "seq_lens", lens.device};
+    a.cum_seq_lens_q =
+        static_cast<const int32_t*>(attnjit::capi::device_vector(x.cum_seq_lens_q, "cum_seq_lens_q", rule));
+    a.batch_size = static_cast<int>(lens.shape[0]);
+  }
+  const int64_t batch = attnjit::ops::trtllm_batch_size(a, qv);  // checks the query-length arguments
+  const char* batch_from = x.cum_seq_lens_q ? "seq_lens' length, with cum_seq_lens_q" : "the query";
+  const auto table = attnjit::capi::device_int32_array(block_tables, "block_tables");
+  a.max_pages_per_seq =
+      block_table(table, "block_tables", batch, qv.device, a.uses_shared_paged_kv_idx, batch_from);
+  a.block_tables = table.data;
+  lengths(lens, "seq_lens", batch, qv.device, batch_from);
   a.seq_lens = lens.data;
   if (max_seq_len < 1) invalid(fmt::format("max_seq_len={} is not allowed; allowed: >= 1", max_seq_len));
   a.max_seq_len = max_seq_len;
   const auto ov = attnjit::from_dlpack(out, "out");
   a.out_dtype = ov.dtype;
   const auto lv = optional_view(lse, "lse");
-  if (sinks) {
+  if (x.sinks) {
     // One entry per query head, read by the decode epilogue or the merge kernel.
     const attnjit::capi::DeviceVectorRule rule{
         {DLDataType{kDLFloat, 32, 1}}, "float32 (kDLFloat, 32)", "num_qo_heads", qv.shape[1], "the query", qv.device};
-    a.sinks = static_cast<const float*>(attnjit::capi::device_vector(sinks, "sinks", rule));
+    a.sinks = static_cast<const float*>(attnjit::capi::device_vector(x.sinks, "sinks", rule));
   }
+  // Read by the kernels when they run, in place of the options' floats.
+  if (x.bmm1_scale)
+    a.bmm1_scale_tensor = attnjit::capi::device_float32_scalar(x.bmm1_scale, "bmm1_scale", "the query", qv.device);
+  if (x.bmm2_scale)
+    a.bmm2_scale_tensor = attnjit::capi::device_float32_scalar(x.bmm2_scale, "bmm2_scale", "the query", qv.device);
   attnjit::trtllm_batch_decode_with_kv_cache(rt->runtime, qv, kc, vc, workspace, workspace_bytes, a, ov,
                                              lv ? &*lv : nullptr, as_stream(stream));
 }
@@ -251,7 +289,7 @@ attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache(attnjit_runtime_t* rt
                                                            DLTensor* out, DLTensor* lse, void* stream) {
   return guard([&] {
     trtllm_decode("attnjit_trtllm_batch_decode_with_kv_cache", rt, query, k_cache, v_cache, workspace,
-                  workspace_bytes, block_tables, seq_lens, max_seq_len, options, nullptr, -1, out, lse, stream);
+                  workspace_bytes, block_tables, seq_lens, max_seq_len, options, TrtllmExtras{}, out, lse, stream);
   });
 }
 
@@ -261,8 +299,24 @@ attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v2(
     const attnjit_trtllm_decode_options_t* options, const DLTensor* sinks, int enable_pdl, DLTensor* out,
     DLTensor* lse, void* stream) {
   return guard([&] {
+    TrtllmExtras x;
+    x.sinks = sinks;
+    x.enable_pdl = enable_pdl;
     trtllm_decode("attnjit_trtllm_batch_decode_with_kv_cache_v2", rt, query, k_cache, v_cache, workspace,
-                  workspace_bytes, block_tables, seq_lens, max_seq_len, options, sinks, enable_pdl, out, lse, stream);
+                  workspace_bytes, block_tables, seq_lens, max_seq_len, options, x, out, lse, stream);
+  });
+}
+
+attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v3(
+    attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache, const DLTensor* v_cache, void* workspace,
+    size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
+    const attnjit_trtllm_decode_options_t* options, const DLTensor* sinks, int enable_pdl, int q_len_per_req,
+    int max_q_len, const DLTensor* cum_seq_lens_q, const DLTensor* bmm1_scale, const DLTensor* bmm2_scale,
+    DLTensor* out, DLTensor* lse, void* stream) {
+  return guard([&] {
+    const TrtllmExtras x{sinks, enable_pdl, q_len_per_req, max_q_len, cum_seq_lens_q, bmm1_scale, bmm2_scale};
+    trtllm_decode("attnjit_trtllm_batch_decode_with_kv_cache_v3", rt, query, k_cache, v_cache, workspace,
+                  workspace_bytes, block_tables, seq_lens, max_seq_len, options, x, out, lse, stream);
   });
 }
 
@@ -281,7 +335,7 @@ attnjit_status_t attnjit_cudnn_batch_decode_with_kv_cache(attnjit_runtime_t* rt,
       invalid(fmt::format("scale={} is not allowed; allowed: a finite value > 0 (typically 1/sqrt(head_dim))", scale));
     a.scale = scale;
     const auto qv = attnjit::from_dlpack(q, "q");
-    const int64_t batch = batch_of(qv, "q");
+    const int64_t batch = rows_of(qv, "q", "batch_size");
     const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
     const auto lens = attnjit::capi::device_int32_array(actual_seq_lens_kv, "actual_seq_lens_kv", true);
     lengths(lens, "actual_seq_lens_kv", batch, qv.device);

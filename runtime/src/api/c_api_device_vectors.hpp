@@ -1,10 +1,12 @@
 // One-dimensional device arrays that ride beside the attention tensors and
 // that the kernels index densely by a known length: TensorRT-LLM's attention
-// sinks ([num_qo_heads] float32) and merge_state_in_place's row mask
-// ([seq_len] bytes). TensorView has neither a bool dtype nor a place for
-// "one entry per head", so these are checked here, from the DLTensor, and
-// handed on as raw device pointers. Every failure names the argument, its
-// value and what is allowed.
+// sinks ([num_qo_heads] float32), its cum_seq_lens_q ([batch + 1] int32) and
+// merge_state_in_place's row mask ([seq_len] bytes); and single device values
+// the kernels read at run time (TensorRT-LLM's bmm1_scale / bmm2_scale
+// tensors). TensorView has neither a bool dtype nor a place for "one entry
+// per head", so these are checked here, from the DLTensor, and handed on as
+// raw device pointers. Every failure names the argument, its value and what
+// is allowed.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,5 +32,10 @@ struct DeviceVectorRule {
 // is 1-D of rule.length elements, has unit stride, and its address is
 // aligned to its element size.
 const void* device_vector(const DLTensor* t, const char* arg, const DeviceVectorRule& rule);
+
+// One float32 on the device, shape [] or [1] (a torch scalar tensor or a
+// one-element one), on `device` -- the device of `owner`, which the messages
+// name ("the query"). Returns its address after the checks device_vector makes.
+const float* device_float32_scalar(const DLTensor* t, const char* arg, const char* owner, int device);
 
 }  // namespace attnjit::capi

@@ -75,6 +75,32 @@ def scale(torch, name, value, default):
     return value
 
 
+def scale_or_tensor(torch, name, value, default):
+    """TensorRT-LLM's ``float | Tensor`` scale: (the float, None), or (default, the tensor) for a float32
+    tensor of one value (shape [] or [1]), which the kernels read on the device each time they run -- a
+    CUDA graph replays with whatever it holds then. Not converted: a copy would be a new tensor per call.
+    Its device is checked by the library, against the query's."""
+    if not isinstance(value, torch.Tensor):
+        return scale(torch, name, value, default), None
+    if value.dtype != torch.float32:
+        raise invalid_argument(f"{name}: dtype {value.dtype} is not allowed; allowed: torch.float32 (a tensor the "
+                               "kernels read), or a Python float")
+    if value.dim() > 1 or value.numel() != 1:
+        raise invalid_argument(f"{name}: shape {list(value.shape)} is not allowed; allowed: [] or [1] (one value), "
+                               "or a Python float")
+    return default, value
+
+
+def together(first, first_value, second, second_value):
+    """Arguments that must be given together (both None, or neither)."""
+    if (first_value is None) == (second_value is None):
+        return
+    given, value, missing = ((first, first_value, second) if first_value is not None
+                             else (second, second_value, first))
+    raise invalid_argument(f"{given}={_short(value)} is not allowed without {missing}; they go together "
+                           f"(allowed: both {first} and {second}, or neither)")
+
+
 def tensor(torch, name, value):
     if not isinstance(value, torch.Tensor):
         raise invalid_argument(f"{name}: expected a torch.Tensor, got {type(value).__name__}")

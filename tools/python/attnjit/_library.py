@@ -111,6 +111,10 @@ def _declare(lib):
         "attnjit_trtllm_batch_decode_with_kv_cache_v2": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, ctypes.c_int64,
                     ctypes.POINTER(T.TrtllmDecodeOptions), c_void_p, c_int, c_void_p, c_void_p, c_void_p]),
+        "attnjit_trtllm_batch_decode_with_kv_cache_v3": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, ctypes.c_int64,
+                    ctypes.POINTER(T.TrtllmDecodeOptions), c_void_p, c_int, c_int, c_int, c_void_p, c_void_p,
+                    c_void_p, c_void_p, c_void_p, c_void_p]),
         "attnjit_cudnn_batch_decode_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, c_void_p, c_size_t, ctypes.c_int64,
                     c_void_p, c_void_p, c_void_p, c_void_p]),

@@ -1,7 +1,8 @@
 """TensorRT-LLM's and cuDNN's batch decode (block tables + device lengths)
 with FlashInfer's signatures, over the C API (attnjit_batch_decode.h;
-TensorRT-LLM's through attnjit_trtllm_batch_decode_with_kv_cache_v2, which
-takes sinks and enable_pdl).
+TensorRT-LLM's through attnjit_trtllm_batch_decode_with_kv_cache_v3, which
+takes sinks, enable_pdl, speculative decoding's query lengths and
+device-tensor scales).
 
 Both are one call: the library memoizes the plan per problem and splits
 every request the same way (the lengths stay on the device), so a call is
@@ -65,21 +66,29 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
                                       max_q_len=None, cum_seq_lens_q=None, kv_block_scales=None,
                                       skip_softmax_threshold_scale_factor=None, kv_cache_sf=None,
                                       uses_shared_paged_kv_idx=True, *, lse=None):
-    """flashinfer.decode.trtllm_batch_decode_with_kv_cache: query [batch, num_qo_heads, head_dim]; kv_cache
+    """flashinfer.decode.trtllm_batch_decode_with_kv_cache: query [num_tokens, num_qo_heads, head_dim]; kv_cache
     one 5-D tensor [pages, 2, ...] or (k_cache, v_cache) in kv_layout; block_tables [batch, max_pages] (or
-    [batch, 2, max_pages] with uses_shared_paged_kv_idx=False); seq_lens [batch]. Returns out.
+    [batch, 2, max_pages] with uses_shared_paged_kv_idx=False); seq_lens [batch]. Returns out, shaped like
+    query.
+
+    Speculative decoding: q_len_per_req query tokens per request (num_tokens = batch * q_len_per_req,
+    request b's token t at row b * q_len_per_req + t), or per-request lengths with max_q_len and
+    cum_seq_lens_q (int32 [batch + 1], request b's tokens at rows cum_seq_lens_q[b] ..; batch is then
+    seq_lens' length), which go together. Token t of a request of KV length L sees keys up to position
+    L - q_len + t. At most 64 tokens per request.
+    bmm1_scale (the whole softmax scale) and bmm2_scale (the output's factor): a float, or a float32 CUDA
+    tensor of one value that the kernels read when they run (a CUDA graph replays with its value then).
 
     sinks: a float32 tensor [num_qo_heads], one logit per query head (in the units of the scaled scores)
     added to that head's softmax denominator; another float dtype or device is converted with a copy.
     enable_pdl: programmatic dependent launch; None lets the library decide (on for sm_90 and newer),
     True below sm_90 is UNSUPPORTED. The output is the same either way.
-    lse (an attnjit extension): a float32 [batch, num_qo_heads] CUDA tensor to fill with the base-2 lse
+    lse (an attnjit extension): a float32 [num_tokens, num_qo_heads] CUDA tensor to fill with the base-2 lse
     (sinks included).
     """
     torch = require_torch()
     # Features of TensorRT-LLM attnjit does not have: refused by name.
-    A.refuse_if_given(o_sf_scale=o_sf_scale, o_sf_vec_size=o_sf_vec_size, mask=mask,
-                      max_q_len=max_q_len, cum_seq_lens_q=cum_seq_lens_q, kv_block_scales=kv_block_scales,
+    A.refuse_if_given(o_sf_scale=o_sf_scale, o_sf_vec_size=o_sf_vec_size, mask=mask, kv_block_scales=kv_block_scales,
                       skip_softmax_threshold_scale_factor=skip_softmax_threshold_scale_factor,
                       kv_cache_sf=kv_cache_sf)
     if isinstance(out_dtype, str) and out_dtype == "nvfp4":
@@ -87,9 +96,10 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
                             "on Blackwell, sm_100, only); allowed: None or a float dtype")
     if backend != "auto":
         raise A.unsupported(f"backend={backend!r} is not available: attnjit runs its own kernels; allowed: 'auto'")
-    if q_len_per_req not in (None, 1):
-        raise A.unsupported(f"q_len_per_req={q_len_per_req!r} is not supported yet; allowed: 1 (one query token "
-                            "per request)")
+    q_len_per_req = 1 if q_len_per_req is None else A.positive_int("q_len_per_req", q_len_per_req)
+    A.together("max_q_len", max_q_len, "cum_seq_lens_q", cum_seq_lens_q)
+    if max_q_len is not None:
+        A.positive_int("max_q_len", max_q_len)
     if o_scale not in (None, 1.0):
         raise A.unsupported(f"o_scale={o_scale!r} is not supported (it scales xqa's fp8 output); allowed: 1.0")
 
@@ -98,8 +108,8 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
     options.kv_layout = A.kv_layout(kv_layout)
     options.window_left = A.window(window_left)
     options.uses_shared_paged_kv_idx = A.flag("uses_shared_paged_kv_idx", uses_shared_paged_kv_idx)
-    options.bmm1_scale = A.scale(torch, "bmm1_scale", bmm1_scale, 1.0)
-    options.bmm2_scale = A.scale(torch, "bmm2_scale", bmm2_scale, 1.0)
+    options.bmm1_scale, bmm1_tensor = A.scale_or_tensor(torch, "bmm1_scale", bmm1_scale, 1.0)
+    options.bmm2_scale, bmm2_tensor = A.scale_or_tensor(torch, "bmm2_scale", bmm2_scale, 1.0)
     pdl = A.tri_state("enable_pdl", enable_pdl)
     A.positive_int("max_seq_len", max_seq_len)
     A.tensor(torch, "query", query)
@@ -116,14 +126,19 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
         A.cuda_tensor(torch, "lse", lse)
     tables = A.device_int32(torch, "block_tables", block_tables, query.device)
     lens = A.device_int32(torch, "seq_lens", seq_lens, query.device, allow_uint32=True)
+    if cum_seq_lens_q is not None:
+        cum_seq_lens_q = A.device_int32(torch, "cum_seq_lens_q", cum_seq_lens_q, query.device)
     if sinks is not None:
         sinks = sinks.to(device=query.device, dtype=torch.float32).contiguous()  # no copy when it is already so
     with Borrowed() as borrowed, current_stream(torch, query.device) as stream:
-        check(lib().attnjit_trtllm_batch_decode_with_kv_cache_v2(
+        check(lib().attnjit_trtllm_batch_decode_with_kv_cache_v3(
             _runtime.handle(), borrowed.tensor(query, "query"), borrowed.tensor(k_cache, "k_cache"),
             borrowed.optional(v_cache, "v_cache"), ws, ws_bytes, borrowed.tensor(tables, "block_tables"),
             borrowed.tensor(lens, "seq_lens"), max_seq_len, ctypes.byref(options), borrowed.optional(sinks, "sinks"),
-            pdl, borrowed.tensor(out, "out"), borrowed.optional(lse, "lse"), stream))
+            pdl, q_len_per_req, 0 if max_q_len is None else max_q_len,
+            borrowed.optional(cum_seq_lens_q, "cum_seq_lens_q"), borrowed.optional(bmm1_tensor, "bmm1_scale"),
+            borrowed.optional(bmm2_tensor, "bmm2_scale"), borrowed.tensor(out, "out"), borrowed.optional(lse, "lse"),
+            stream))
     return out
 
 

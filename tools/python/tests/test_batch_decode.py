@@ -22,99 +22,10 @@ if not torch.cuda.is_available():
 import attnjit  # noqa: E402
 from attnjit import AttnjitError, Status  # noqa: E402
 
-DEVICE = "cuda"
-O_TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
-LSE_TOL = {torch.float16: 4e-3, torch.bfloat16: 2e-2}
+from paged_batch import (  # noqa: E402
+    DEVICE, O_TOL, PagedBatch, check, make_q, poison, reference, sink_logits, workspace)
+
 LENS = [1, 17, 300, 16, 64, 129]
-
-
-class PagedBatch:
-    """A paged cache [pages, 2, ...] in `layout` with each request's pages
-    scattered (a shuffled pool plus unused pages), the FlashInfer page table,
-    the block table, and each request's dense K and V for the reference."""
-
-    def __init__(self, lens, page_size, num_kv_heads, head_dim, dtype, layout, seed):
-        g = torch.Generator(device=DEVICE).manual_seed(seed)
-        self.lens, self.page_size, self.layout = lens, page_size, layout
-        pages_per = [(n + page_size - 1) // page_size for n in lens]
-        num_pages = sum(pages_per) + 3
-        perm = torch.randperm(num_pages, generator=g, device=DEVICE).cpu()
-        self.indptr = torch.tensor([0] + list(_cumsum(pages_per)), dtype=torch.int32)
-        self.indices = perm[: sum(pages_per)].to(torch.int32)
-        self.last_page_len = torch.tensor([n - (p - 1) * page_size for n, p in zip(lens, pages_per)],
-                                          dtype=torch.int32)
-        self.max_pages = max(pages_per)
-        table = torch.zeros(len(lens), self.max_pages, dtype=torch.int32)
-        for r, p in enumerate(pages_per):
-            table[r, :p] = self.indices[self.indptr[r]:self.indptr[r] + p]
-        self.block_tables = table.to(DEVICE)
-        self.seq_lens = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
-        shape = ((num_pages, 2, page_size, num_kv_heads, head_dim) if layout == "NHD"
-                 else (num_pages, 2, num_kv_heads, page_size, head_dim))
-        self.kv = torch.randn(shape, generator=g, device=DEVICE).to(dtype)
-
-    def dense(self, r):
-        """Request r's K and V [len, kv_heads, head_dim] in float64."""
-        pages = self.indices[self.indptr[r]:self.indptr[r + 1]].long().to(DEVICE)
-        kv = self.kv[pages].double()  # [p, 2, ...]
-        if self.layout == "HND":
-            kv = kv.transpose(2, 3)  # to [p, 2, page_size, heads, D]
-        k = kv[:, 0].reshape(-1, *kv.shape[3:])[: self.lens[r]]
-        v = kv[:, 1].reshape(-1, *kv.shape[3:])[: self.lens[r]]
-        return k, v
-
-
-def _cumsum(xs):
-    total = 0
-    for x in xs:
-        total += x
-        yield total
-
-
-def reference(q, batch, sm_scale=None, sinks=None):
-    """o [B, H, D] and lse [B, H] (base 2) in float64. sinks [H]: TensorRT-LLM's attention sinks, one more
-    logit per head in the softmax with no value (its weight goes nowhere), counted in lse."""
-    outs, lses = [], []
-    for r in range(q.shape[0]):
-        k, v = batch.dense(r)
-        group = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[2])
-        s = torch.einsum("hd,lhd->hl", q[r].double(), k) * scale
-        if sinks is not None:
-            s = torch.cat([s, sinks.double().to(DEVICE)[:, None]], dim=1)  # the sink is the last column
-        p = torch.softmax(s, dim=-1)
-        if sinks is not None:
-            p = p[:, :-1]
-        outs.append(torch.einsum("hl,lhd->hd", p, v))
-        lses.append(torch.logsumexp(s, dim=-1) / math.log(2.0))
-    return torch.stack(outs), torch.stack(lses)
-
-
-def poison(shape, dtype):
-    torch.full(shape, float("nan"), dtype=dtype, device=DEVICE)
-    torch.full(shape[:2], float("nan"), dtype=torch.float32, device=DEVICE)
-
-
-def check(o, lse, o_ref, lse_ref, dtype):
-    torch.cuda.synchronize()
-    assert torch.isfinite(o).all(), "o has non-finite values (poisoned memory left unwritten?)"
-    err = ((o.double() - o_ref).norm() / o_ref.norm()).item()
-    assert err <= O_TOL[dtype], f"relative error of o {err:.2e} > {O_TOL[dtype]:.0e}"
-    if lse is not None:
-        assert lse.dtype == torch.float32 and lse.shape == o.shape[:2]
-        assert torch.isfinite(lse).all()
-        lse_err = (lse.double() - lse_ref).abs().max().item()
-        assert lse_err <= LSE_TOL[dtype], f"lse error {lse_err:.2e} > {LSE_TOL[dtype]:.0e}"
-
-
-def make_q(batch_size, num_qo_heads, head_dim, dtype, seed):
-    g = torch.Generator(device=DEVICE).manual_seed(seed)
-    return torch.randn(batch_size, num_qo_heads, head_dim, generator=g, device=DEVICE).to(dtype)
-
-
-def workspace():
-    return torch.empty(128 << 20, dtype=torch.uint8, device=DEVICE)
 
 
 CASES = [(ps, layout, dtype, tc) for ps in (1, 16) for layout in ("NHD", "HND")
@@ -170,11 +81,6 @@ def test_trtllm_separate_k_and_v_page_tables():
                                                   batch.seq_lens, max(LENS), bmm1_scale=1 / 8.0,
                                                   kv_layout=layout, uses_shared_paged_kv_idx=False)
     check(o, None, o_ref, None, dtype)
-
-
-def sink_logits(num_qo_heads):
-    """-2 to 4 per head (as the C++ test): from negligible to dominating a short request's denominator."""
-    return torch.tensor([-2.0 + 1.5 * (h % 5) for h in range(num_qo_heads)], dtype=torch.float32, device=DEVICE)
 
 
 # With a 9000-row request the uniform split cuts requests into chunks, so the merge kernel applies the

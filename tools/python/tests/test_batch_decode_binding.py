@@ -79,9 +79,12 @@ def test_exports_and_flashinfer_signatures():
                           "kv_data_type", "sm_scale", "rope_scale", "rope_theta"]
     run = list(inspect.signature(attnjit.BatchDecodeWithPagedKVCacheWrapper.run).parameters)
     assert run[1:6] == ["q", "paged_kv_cache", "k_scale", "v_scale", "return_lse"]
-    trtllm = list(inspect.signature(attnjit.trtllm_batch_decode_with_kv_cache).parameters)
-    assert trtllm[:9] == ["query", "kv_cache", "workspace_buffer", "block_tables", "seq_lens", "max_seq_len",
-                          "bmm1_scale", "bmm2_scale", "window_left"]
+    trtllm = inspect.signature(attnjit.trtllm_batch_decode_with_kv_cache).parameters
+    assert list(trtllm)[:9] == ["query", "kv_cache", "workspace_buffer", "block_tables", "seq_lens", "max_seq_len",
+                                "bmm1_scale", "bmm2_scale", "window_left"]
+    # Speculative decoding's arguments with FlashInfer's defaults.
+    assert (trtllm["q_len_per_req"].default, trtllm["max_q_len"].default, trtllm["cum_seq_lens_q"].default) == (
+        1, None, None)
     cudnn = inspect.signature(attnjit.cudnn_batch_decode_with_kv_cache).parameters
     assert list(cudnn)[:5] == ["q", "k_cache", "v_cache", "scale", "workspace_buffer"]
     assert cudnn["max_sequence_kv"].kind is inspect.Parameter.KEYWORD_ONLY
@@ -145,6 +148,36 @@ def test_trtllm_v2_refuses_bad_sinks_and_enable_pdl_naming_them():
     assert _error().startswith("enable_pdl=3 is not allowed; allowed: -1 (the library's default")
 
 
+def test_trtllm_v3_refuses_bad_query_lengths_and_scale_tensors_naming_them():
+    q, _a = _dltensor([4, 8, 128])  # 2 requests of q_len_per_req=2
+    k, _b = _dltensor([10, 2, 16, 128])
+    tables, _c = _dltensor([2, 4], code=0, bits=32)
+    lens, _d = _dltensor([2], code=0, bits=32)
+    cum, _e = _dltensor([3], code=0, bits=32)
+    half_scale, _f = _dltensor([1], code=2, bits=16)  # float16: not the float32 the kernel reads
+    two_scales, _g = _dltensor([2], code=2, bits=32)
+
+    def call(q_len_per_req=2, max_q_len=0, cum_ptr=None, bmm1=None, bmm2=None):
+        return lib().attnjit_trtllm_batch_decode_with_kv_cache_v3(
+            _runtime.handle(), ctypes.byref(q), ctypes.byref(k), ctypes.byref(k), 0x7F0000000000, 1 << 20,
+            ctypes.byref(tables), ctypes.byref(lens), 64, None, None, -1, q_len_per_req, max_q_len, cum_ptr, bmm1,
+            bmm2, ctypes.byref(q), None, None)
+
+    assert call(q_len_per_req=3) == Status.INVALID_ARGUMENT
+    assert _error().startswith("query: 4 token rows is not allowed with q_len_per_req=3; allowed: a multiple of it")
+    assert call(q_len_per_req=0) == Status.INVALID_ARGUMENT
+    assert _error() == "q_len_per_req=0 is not allowed; allowed: >= 1 query tokens per request"
+    assert call(max_q_len=2) == Status.INVALID_ARGUMENT
+    assert _error().startswith("max_q_len=2 is not allowed without cum_seq_lens_q; they go together")
+    assert call(q_len_per_req=1, cum_ptr=ctypes.byref(cum)) == Status.INVALID_ARGUMENT
+    assert _error().startswith("max_q_len=0 is not allowed with cum_seq_lens_q; they go together")
+    assert call(bmm1=ctypes.byref(half_scale)) == Status.INVALID_ARGUMENT
+    assert _error() == ("bmm1_scale: dtype (code=2 kDLFloat, bits=16, lanes=1) is not allowed; allowed: float32 "
+                        "(kDLFloat, 32)")
+    assert call(bmm2=ctypes.byref(two_scales)) == Status.INVALID_ARGUMENT
+    assert _error() == "bmm2_scale: shape [2] is not allowed; allowed: [] or [1] (one float32 value)"
+
+
 # --- the Python entry points' own checks: need torch (CPU-only is enough), no GPU ---
 
 @pytest.fixture
@@ -162,7 +195,6 @@ def _trtllm_args(torch):
 
 @pytest.mark.parametrize("extra, needle", [
     (dict(out_dtype="nvfp4"), "out_dtype='nvfp4' is not supported on this architecture"),
-    (dict(q_len_per_req=2), "q_len_per_req=2 is not supported yet"),
     (dict(backend="xqa"), "backend='xqa' is not available"),
     (dict(kv_cache_sf=(1, 2)), "kv_cache_sf=(1, 2) is not supported"),
     (dict(o_scale=0.5), "o_scale=0.5 is not supported"),
@@ -222,10 +254,41 @@ def test_trtllm_accepts_sinks_and_enable_pdl(torch, form):
         attnjit.trtllm_batch_decode_with_kv_cache(**_trtllm_args(torch), **extra)
 
 
-def test_trtllm_device_scale_tensor_is_unsupported(torch):
-    with pytest.raises(AttnjitError) as info:
-        attnjit.trtllm_batch_decode_with_kv_cache(**_trtllm_args(torch), bmm1_scale=torch.ones(1))
-    assert info.value.status == Status.UNSUPPORTED and "bmm1_scale: a tensor scale" in info.value.message
+def test_trtllm_checks_speculative_arguments_and_scale_tensors_by_name(torch):
+    args = _trtllm_args(torch)
+    cum = torch.tensor([0, 1, 2], dtype=torch.int32)
+    cases = [
+        (dict(q_len_per_req=0), "q_len_per_req=0 is not allowed; allowed: an int >= 1"),
+        (dict(q_len_per_req=1.5), "q_len_per_req=1.5 is not allowed"),
+        (dict(max_q_len=4), "max_q_len=4 is not allowed without cum_seq_lens_q; they go together"),
+        (dict(cum_seq_lens_q=cum), "cum_seq_lens_q=<tensor of shape [3]> is not allowed without max_q_len; they "
+                                   "go together"),
+        (dict(max_q_len=0, cum_seq_lens_q=cum), "max_q_len=0 is not allowed; allowed: an int >= 1"),
+        (dict(bmm1_scale=torch.ones(1, dtype=torch.float64)), "bmm1_scale: dtype torch.float64 is not allowed; "
+                                                              "allowed: torch.float32"),
+        (dict(bmm2_scale=torch.ones(2)), "bmm2_scale: shape [2] is not allowed; allowed: [] or [1]"),
+        (dict(bmm2_scale=torch.ones(1, 1)), "bmm2_scale: shape [1, 1] is not allowed"),
+        (dict(bmm1_scale=-1.0), "bmm1_scale=-1.0 is not allowed; allowed: a finite float > 0"),
+    ]
+    for extra, needle in cases:
+        with pytest.raises(AttnjitError) as info:
+            attnjit.trtllm_batch_decode_with_kv_cache(**args, **extra)
+        assert info.value.status == Status.INVALID_ARGUMENT, extra
+        assert needle in info.value.message, (extra, info.value.message)
+
+
+@pytest.mark.parametrize("form", ["q_len_per_req", "cum_seq_lens_q", "scalar-scales", "one-element-scales"])
+def test_trtllm_accepts_speculative_arguments_and_scale_tensors(torch, form):
+    extra = {"q_len_per_req": dict(q_len_per_req=2, query=torch.zeros(4, 8, 128, dtype=torch.float16)),
+             "cum_seq_lens_q": dict(max_q_len=3, cum_seq_lens_q=torch.tensor([0, 3, 4], dtype=torch.int64),
+                                    query=torch.zeros(4, 8, 128, dtype=torch.float16)),
+             "scalar-scales": dict(bmm1_scale=torch.tensor(0.1), bmm2_scale=torch.tensor(0.5)),
+             "one-element-scales": dict(bmm1_scale=torch.ones(1), bmm2_scale=2.0)}[form]
+    args = _trtllm_args(torch)
+    args.update(extra)
+    # Accepted arguments get as far as the query's device check (no GPU here).
+    with pytest.raises(AttnjitError, match="query: device cpu is not allowed; allowed: a CUDA tensor"):
+        attnjit.trtllm_batch_decode_with_kv_cache(**args)
 
 
 def test_cudnn_refuses_by_name(torch):

@@ -10,6 +10,7 @@
 #include "attnjit/error.hpp"
 #include "engine.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
+#include "ops/batch_decode/batch_decode_trtllm_batch.hpp"
 
 namespace attnjit {
 
@@ -61,37 +62,6 @@ BatchDecodeProblem shape_problem(const TensorView& q, const TensorView& k_cache,
   return p;
 }
 
-// The batch: the query's rows per q_len_per_req tokens, or, with per-request
-// query lengths (max_q_len + cum_seq_lens_q), the batch_size given -- the
-// query's row count then says only how many tokens there are in all.
-int trtllm_batch_size(const TrtllmDecodeArgs& a, const TensorView& query) {
-  if ((a.cum_seq_lens_q != nullptr) != (a.max_q_len > 0))
-    invalid(a.cum_seq_lens_q ? "max_q_len=0 is not allowed with cum_seq_lens_q; they go together (max_q_len: the most "
-                               "query tokens any request has, >= 1)"
-                             : fmt::format("max_q_len={} is not allowed without cum_seq_lens_q; they go together "
-                                           "(cum_seq_lens_q: int32 [batch_size + 1] on the device)",
-                                           a.max_q_len));
-  if (a.q_len_per_req < 1)
-    invalid(fmt::format("q_len_per_req={} is not allowed; allowed: >= 1 query tokens per request", a.q_len_per_req));
-  const int64_t tokens = query.shape[0];
-  if (a.cum_seq_lens_q) {
-    if (a.batch_size < 1)
-      invalid(fmt::format("batch_size={} is not allowed with cum_seq_lens_q; allowed: the number of requests "
-                          "(seq_lens' length), >= 1",
-                          a.batch_size));
-    return a.batch_size;
-  }
-  if (tokens % a.q_len_per_req != 0)
-    invalid(fmt::format("query: {} token rows is not allowed with q_len_per_req={}; allowed: a multiple of it "
-                        "(batch_size * q_len_per_req) (got {})",
-                        tokens, a.q_len_per_req, query.describe()));
-  const int64_t batch = tokens / a.q_len_per_req;
-  if (a.batch_size != 0 && a.batch_size != batch)
-    invalid(fmt::format("batch_size={} is not allowed; the query's {} rows hold {} requests of q_len_per_req={}",
-                        a.batch_size, tokens, batch, a.q_len_per_req));
-  return static_cast<int>(batch);
-}
-
 }  // namespace
 
 void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& query, const TensorView& k_cache,
@@ -105,9 +75,6 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   if (a.nvfp4_out)
     unsupported("out_dtype=nvfp4 (o_sf_scale / o_sf_vec_size) is not supported on this architecture; TensorRT-LLM "
                 "writes NVFP4 output on Blackwell (sm_100) only. Allowed: the query's dtype");
-  if (a.bmm1_scale_tensor || a.bmm2_scale_tensor)
-    unsupported(fmt::format("{}: a device-tensor scale is not supported yet; pass the float (bmm1_scale / bmm2_scale)",
-                            a.bmm1_scale_tensor ? "bmm1_scale" : "bmm2_scale"));
   if (!a.block_tables || !a.seq_lens)
     invalid(fmt::format("{} is null; a device int32 array is required", a.block_tables ? "seq_lens" : "block_tables"));
   if (a.max_pages_per_seq < 1)
@@ -117,13 +84,15 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   if (!(a.bmm2_scale > 0.f)) invalid(fmt::format("bmm2_scale={} is not allowed; it must be > 0", a.bmm2_scale));
 
   BatchDecodeProblem p = shape_problem(query, k_cache, v_cache, a.kv_layout, "query");
-  p.batch_size = trtllm_batch_size(a, query);
+  p.batch_size = ops::trtllm_batch_size(a, query);
   p.q_len_per_req = a.q_len_per_req;
   p.max_q_len = a.max_q_len;
   p.max_seq_len = a.max_seq_len;
   p.o_dtype = a.out_dtype.value_or(query.dtype);
-  p.options.sm_scale = a.bmm1_scale;  // the fused scale: q and k scales and 1/sqrt(d) are in it
-  p.options.v_scale = a.bmm2_scale;
+  // The fused scales: q and k scales and 1/sqrt(d) are in bmm1. A device
+  // tensor is a factor the kernel applies to the planned scale, so that is 1.
+  p.options.sm_scale = a.bmm1_scale_tensor ? 1.f : a.bmm1_scale;
+  p.options.v_scale = a.bmm2_scale_tensor ? 1.f : a.bmm2_scale;
   p.options.window_left = a.window_left;
   p.options.use_tensor_cores = a.use_tensor_cores;
   p.options.return_lse = lse != nullptr;
@@ -153,6 +122,8 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   BatchDecodeLaunchExtras extras;
   extras.sinks = a.sinks;
   extras.cum_seq_lens_q = a.cum_seq_lens_q;
+  extras.bmm1_scale = a.bmm1_scale_tensor;
+  extras.bmm2_scale = a.bmm2_scale_tensor;
   extras.enable_pdl = a.enable_pdl.value_or(pdl_capable);
   plan->run(query, kv, out, lse, workspace, workspace_bytes, stream, 1.f, 1.f, extras);
 }

@@ -194,6 +194,8 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.group_size = static_cast<int32_t>(H / Hk);
   dp.q_len = static_cast<int32_t>(q_len);
   dp.q_indptr = extras.cum_seq_lens_q;
+  dp.sm_scale_factor = extras.bmm1_scale;
+  dp.v_scale_factor = extras.bmm2_scale;
 
   ops::LaunchShape decode_shape = L.decode.shape;
   decode_shape.grid[1] = num_work_items();
