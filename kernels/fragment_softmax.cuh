@@ -81,30 +81,34 @@ struct RowState {
     d[0] = d[1] = 0.f;
   }
 
-  // Raises the running max to include a tile's row maxima; returns the
-  // factor 2^(m - m') by which what was accumulated shrinks (d here, O by the
-  // caller through rescale()).
-  ATTNJIT_DEVICE void raise_max(const float (&tile_max)[2], float (&scale)[2]) {
+  // Raises the running max to include a tile's row maxima (in the units of
+  // the scores, which `scale` turns into base-2 logits); returns the factor
+  // 2^(m - m') by which what was accumulated shrinks (d here, O by the caller
+  // through rescale()).
+  ATTNJIT_DEVICE void raise_max(const float (&tile_max)[2], float (&shrink)[2], float scale = 1.f) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float m_new = fmaxf(m[h], tile_max[h]);
-      scale[h] = exp2_rel(m[h], m_new);
+      const float m_new = fmaxf(m[h], tile_max[h] * scale);
+      shrink[h] = exp2_rel(m[h], m_new);
       m[h] = m_new;
-      d[h] *= scale[h];
+      d[h] *= shrink[h];
     }
   }
 
-  // S becomes P = 2^(S - m) in place (masked -inf logits give 0), and its
-  // row sums join d.
+  // S (scores; logits = scale * S, scale > 0) becomes P = 2^(scale S - m) in
+  // place, and its row sums join d: one FFMA and one ex2 per element. Masked
+  // -inf scores give 0; so does a row that has seen nothing but them (m is
+  // still -inf, the exponent -inf - 0).
   template <int N>
-  ATTNJIT_DEVICE void exp2_and_sum(frag_c (&s)[N]) {
+  ATTNJIT_DEVICE void exp2_and_sum(frag_c (&s)[N], float scale = 1.f) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
+      const float neg_m = m[h] == neg_inf() ? 0.f : -m[h];
 #pragma unroll
       for (int n = 0; n < N; ++n) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const float p = exp2_rel(s[n].x[2 * h + c], m[h]);
+          const float p = ptx_exp2(fmaf(s[n].x[2 * h + c], scale, neg_m));
           d[h] += p;
           s[n].x[2 * h + c] = p;
         }

@@ -36,6 +36,12 @@ struct ContiguousKV {
     ATTNJIT_DEVICE KVRowAddress row(int j) const {
       return {k + j * p.k_stride_row * kBytes, v + j * p.v_stride_row * kBytes};
     }
+    // Row j + rows from row j's address: a loop over rows keeps one running
+    // address instead of one offset per row it unrolls (registers, in prefill).
+    static constexpr bool kStrided = true;
+    ATTNJIT_DEVICE KVRowAddress advance(const KVRowAddress& a, int rows) const {
+      return {a.k + rows * p.k_stride_row * kBytes, a.v + rows * p.v_stride_row * kBytes};
+    }
   };
 
   const kernels::KVSourceParams& p;
@@ -80,6 +86,8 @@ struct PagedSlice {
   const int32_t* k_pages;  // the request's page ids
   const int32_t* v_pages;  // kTwoTables only
   FastDivmod page_size;
+  static constexpr bool kStrided = false;  // rows are looked up one by one
+  ATTNJIT_DEVICE KVRowAddress advance(const KVRowAddress& a, int) const { return a; }
 
   ATTNJIT_DEVICE PagedSlice(const kernels::KVSourceParams& params, int kv_head, int dim0, const int32_t* k_table,
                             const int32_t* v_table)

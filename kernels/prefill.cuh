@@ -11,7 +11,8 @@
 // Four warps each own 16 * FragsM rows. Per KV tile of kTileKV rows:
 //
 //   S = Q K^T          mma.m16n8k16, f32 accumulators, operands by ldmatrix
-//   S -> logits        variant.logit, masked entries -inf (only tiles that need it)
+//   S -> scores        variant.score, masked entries -inf (only tiles that need it);
+//                      the softmax scale is applied in the exponent (one FFMA)
 //   online softmax     fragment_softmax.cuh: m, d per row; O rescaled
 //   O += P V           P re-packed from the S accumulators as A fragments
 //
@@ -166,11 +167,13 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   const auto kv_slice = kv.slice(kv_head, dim0);
   auto load_kv = [&](int stage, int base) {
     const Tile kt = k_tile(stage), vt = v_tile(stage);
+    constexpr bool kStrided = decltype(kv_slice)::kStrided;
+    KVRowAddress at = kv_slice.row(base + row_in_pass);  // strided sources: a running address, never read past the end
 #pragma unroll
     for (int s = 0; s < Tr::kKVPasses; ++s) {
       const int r = s * Tr::kRowsPerPass + row_in_pass, j = base + r;
       const bool valid = j < kv_len;  // rows past the sequence read as zeros (masked, and 0 * V stays finite)
-      const KVRowAddress at = kv_slice.row(valid ? j : 0);
+      if (s > 0) at = kStrided ? kv_slice.advance(at, Tr::kRowsPerPass) : kv_slice.row(valid ? j : 0);
       if constexpr (storage_bytes<typename Tr::kv_t>::value == 2) {
         cp_async_16(kt.at(r, dim0), at.k, valid);
         cp_async_16(vt.at(r, dim0), at.v, valid);
@@ -191,17 +194,22 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   };
 
   // This thread's rows (g and g + 8 of each of its warp's fragments): their
-  // query position and their variant (the head's ALiBi slope, the mask row).
-  int q_pos[FM][2];
+  // query token (padding rows borrow a real one) and variant (the head's
+  // ALiBi slope, the mask row). The query positions are recomputed where a
+  // tile needs the mask rather than kept in registers: with 64-key tiles
+  // every register counts (ptxas spilled otherwise).
+  auto row_token = [&](int m, int h, int& pr) {
+    pr = row0 + warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h;
+    return min(pr / group, qo_len - 1);
+  };
   Variant var[FM][2];
 #pragma unroll
   for (int m = 0; m < FM; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int pr = row0 + warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h;
-      const int token = min(pr / group, qo_len - 1);  // padding rows borrow a real position
+      int pr;
+      const int token = row_token(m, h, pr);
       var[m][h] = Variant(p.var, w.request, kv_head * group + pr % group, p.num_qo_heads, kv_len, qo_len, token);
-      q_pos[m][h] = pos_offset + token;
     }
 
   // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q with the first).
@@ -282,25 +290,26 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     if constexpr (Tr::kMaskMode == kernels::kMaskCausal) need_mask = need_mask || base + kTKV - 1 > min_q_pos;
     if constexpr (Tr::kWindow)
       need_mask = need_mask || (p.var.window_left >= 0 && base < max_q_pos - p.var.window_left);
+    const float escale = var[0][0].exponent_scale();  // one sm_scale for every head
 #pragma unroll
     for (int m = 0; m < FM; ++m) {
       if (need_mask) {
+        int pr, q_pos[2];
+        q_pos[0] = pos_offset + row_token(m, 0, pr);
+        q_pos[1] = pos_offset + row_token(m, 1, pr);
         map_tile(s[m], [&](int half, int col, float x) {
           const Variant& v = var[m][half];
           const int j = base + col;
-          return j < kv_end && v.keep(q_pos[m][half], j) ? v.logit(x * v.q_scale, j) : neg_inf();
+          return j < kv_end && v.keep(q_pos[half], j) ? v.score(x, j) : neg_inf();
         });
-      } else {
-        map_tile(s[m], [&](int half, int col, float x) {
-          const Variant& v = var[m][half];
-          return v.logit(x * v.q_scale, base + col);
-        });
+      } else if constexpr (!Variant::kLinearScore) {
+        map_tile(s[m], [&](int half, int col, float x) { return var[m][half].score(x, base + col); });
       }
-      float tile_max[2], scale[2];
+      float tile_max[2], shrink[2];
       row_max(s[m], tile_max);
-      rows[m].raise_max(tile_max, scale);
-      rescale(o[m], scale);
-      rows[m].exp2_and_sum(s[m]);
+      rows[m].raise_max(tile_max, shrink, escale);
+      rescale(o[m], shrink);
+      rows[m].exp2_and_sum(s[m], escale);
     }
 
     // O += P V, 16 keys per k-step.

@@ -52,13 +52,13 @@ struct PrefillParams {
 
 // The CTA's query tile: 16 rows per MMA fragment, frags_m fragments per warp, 4 warps.
 ATTNJIT_HOST_DEVICE constexpr int prefill_tile_q(int frags_m) { return 4 * 16 * frags_m; }
-// KV rows per pipeline stage: 64, or 32 where O is 128 accumulators per thread
-// (256-wide heads; 128-wide with two fragments per warp), so that S and O fit
-// in registers (sm_90a, ptxas: 255 registers and no spill at 32 rows; 112
-// bytes spilled at 64 for 128-wide heads with two fragments).
-ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim, int frags_m) {
-  return head_dim * frags_m >= 256 ? 32 : 64;
-}
+// KV rows per pipeline stage: 64, or 32 for 256-wide heads, whose O is 128
+// accumulators per thread even with one fragment per warp (sm_90a, ptxas:
+// 128-wide heads with two fragments fit S and O of 64 keys in 255
+// registers once the per-row query positions and KV row offsets no longer
+// stay live across the loop; a 64-key tile halves the per-tile barrier,
+// row-max shuffles and Q fragment loads against 32).
+ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim, int /*frags_m*/) { return head_dim <= 128 ? 64 : 32; }
 // Dynamic shared memory: the Q tile and `stages` K and V tiles, 16-bit, rows
 // padded by 8 elements (ldmatrix without bank conflicts).
 ATTNJIT_HOST_DEVICE constexpr int prefill_smem_bytes(int head_dim, int frags_m, int stages) {

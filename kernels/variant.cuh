@@ -67,6 +67,14 @@ struct AttentionVariant {
     if (kRope) rope_llama<HeadDim>(k, dim0, float(pos), partner_lane_xor, rope_rcp_scale, rope_log2_theta);
   }
 
+  // Tensor-core skeletons keep the raw product q.k and let the softmax
+  // apply the scale in its exponent (fragment_softmax.cuh): score(q.k, j)
+  // times exponent_scale() is the base-2 logit. A linear variant's score is
+  // q.k itself, so an unmasked tile needs no pass over its scores at all.
+  static constexpr bool kLinearScore = kFoldScaleIntoQ;
+  ATTNJIT_DEVICE float exponent_scale() const { return kLinearScore ? q_scale : 1.f; }
+  ATTNJIT_DEVICE float score(float qk, int j) const { return kLinearScore ? qk : logit(qk * q_scale, j); }
+
   // qk is the dot product of the pre-scaled q with k at row j.
   ATTNJIT_DEVICE float logit(float qk, int j) const {
     if (kFoldScaleIntoQ) return qk;

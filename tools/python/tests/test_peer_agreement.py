@@ -1,7 +1,8 @@
 """attnjit against FlashInfer itself, same inputs, same process: the outputs
 agree and so does the lse convention (base 2, the positional encoding's
 terms included), for the encodings and entry points whose conventions could
-differ. Skips where FlashInfer is not installed (it is on the GPU machine's
+differ. Under ALiBi the lse differs by a known per-row constant
+(_alibi_lse_shift; docs/ARCHITECTURE.md says why attnjit keeps its own). Skips where FlashInfer is not installed (it is on the GPU machine's
 benchmark path: tools/gpu/*.sh) or no GPU is visible.
 """
 
@@ -15,6 +16,25 @@ if not torch.cuda.is_available():
 flashinfer = pytest.importorskip("flashinfer", reason="FlashInfer is not installed: nothing to agree with")
 
 import attnjit  # noqa: E402
+
+
+def _alibi_slopes(num_heads):
+    """ALiBi's head slopes (the paper's, as both libraries compute them)."""
+    n = 2 ** int(math.floor(math.log2(num_heads)))
+    return [2.0 ** (-8.0 * (h + 1) / n) if h < n else 2.0 ** (-4.0 * (2 * (h - n) + 1) / n) for h in range(num_heads)]
+
+
+def _alibi_lse_shift(num_heads, offsets):
+    """What FlashInfer's lse adds to attnjit's under ALiBi, [len(offsets), heads] (base 2).
+
+    attnjit biases key j of a query at absolute position q_pos (kv_len - qo_len + i) by
+    slope * (j - q_pos), ALiBi's relative distance, so its lse is the log-sum-exp of the
+    logits the model defines and merges across any split of the KV. FlashInfer measures
+    from the query's index among the new tokens (i; decode: 0), which shifts every logit
+    of the row, and so its lse, by slope * (kv_len - qo_len + i - i_fi): the output is the
+    same (softmax does not see a per-row constant); the lse differs by exactly this."""
+    slopes = torch.tensor(_alibi_slopes(num_heads), dtype=torch.float64)
+    return torch.tensor(offsets, dtype=torch.float64)[:, None] * slopes[None, :] * (1.0 / math.log(2.0))
 
 
 def _agree(ours, theirs, lse_ours=None, lse_theirs=None, o_tol=5e-3, lse_tol=1e-2):
@@ -35,6 +55,8 @@ def test_single_prefill_with_lse(pos):
     args = dict(causal=True, pos_encoding_mode=pos, return_lse=True)
     o, lse = attnjit.single_prefill_with_kv_cache(q, k, v, **args)
     fo, flse = flashinfer.single_prefill_with_kv_cache(q, k, v, backend="fa2", **args)
+    if pos == "ALIBI":  # every query: FlashInfer's distance is kv_len - qo_len longer
+        lse = lse.double() + _alibi_lse_shift(8, [300 - 77] * 77).to(lse.device)
     _agree(o, fo, lse, flse)
 
 
@@ -75,5 +97,8 @@ def test_batch_decode_with_lse(pos):
         w = lib.BatchDecodeWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"), "NHD")
         w.plan(indptr, ids, last, hq, hk, d, page, pos_encoding_mode=pos, q_data_type=torch.float16)
         outs.append(w.run(q, cache, return_lse=True))
-    _agree(outs[0][0], outs[1][0], outs[0][1], outs[1][1])
     assert math.isfinite(outs[0][1].sum().item())
+    lse = outs[0][1]
+    if pos == "ALIBI":  # the query sits at kv_len - 1; FlashInfer's decode measures from 0
+        lse = lse.double() + _alibi_lse_shift(hq, [n - 1 for n in kv_lens]).to(lse.device)
+    _agree(outs[0][0], outs[1][0], lse, outs[1][1])

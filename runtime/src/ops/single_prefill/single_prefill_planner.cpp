@@ -38,8 +38,8 @@ nlohmann::json launch_json(const KernelLaunch& k) {
 // 32 rows per warp (a 128-row CTA tile) halve the K/V traffic per query row
 // and reuse every K/V fragment for two MMAs: where the query fills the
 // tiles. 256-wide heads stay at 16 rows per warp (their O alone is 128
-// registers per fragment); 128-wide heads with 32 rows per warp take 32-row
-// KV tiles to stay clear of spills (prefill_params.h).
+// registers per fragment); their KV tiles are 32 rows, the others' 64
+// (prefill_params.h).
 int prefill_frags_m(int head_dim, int64_t max_packed_len) {
   return head_dim <= 128 && max_packed_len >= 512 ? 2 : 1;
 }

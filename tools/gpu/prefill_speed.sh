@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Device step after a prefill kernel change: compute-sanitizer memcheck and
+# racecheck over the prefill paths (single, ragged/paged batch, graph mode,
+# fp8), the agreement tests against FlashInfer, FlashAttention's grid (every
+# head dim; FlashInfer at GRID_FI_DIMS, each one an nvcc JIT build of its
+# module) and the paged-prefill benchmark, all against FlashInfer fa2 and
+# SDPA in the same process. Binaries come packed (tools/gpu/pack.sh);
+# FlashInfer's wheels in .peers/.
+#   bash tools/gpu/prefill_speed.sh          (logs and JSON under $OUT)
+set -uo pipefail
+OUT=${OUT:-/tmp/attnjit-out}
+SANITIZE=${SANITIZE:-"[graph][prefill],[fp8][batch],single prefill matches the float64 reference*"}
+mkdir -p "$OUT"
+python3 -m tarfile -e .gpupack/gpu.tar.xz . 2>/dev/null
+export LD_LIBRARY_PATH=$PWD/.gpu/lib ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
+export PYTHONPATH=/tmp/site:$PWD/tools/python ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so
+export FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=16 FLASHINFER_WORKSPACE_BASE=/tmp/fi
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/*.whl >/dev/null 2>&1
+status=0
+nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
+
+echo "== compute-sanitizer over $SANITIZE"
+for tool in memcheck racecheck; do
+  ATTNJIT_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests \
+    "$SANITIZE" >"$OUT/$tool.log" 2>&1 || status=1
+  echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1) $(grep -E 'test cases' "$OUT/$tool.log" | tail -n 1)"
+done
+
+echo "== agreement with FlashInfer"
+timeout 200 python3 -m pytest -q -rfE --tb=short tools/python/tests/test_peer_agreement.py >"$OUT/pytest.log" 2>&1 || status=1
+grep -E "passed|failed|^FAILED|Error" "$OUT/pytest.log" | tail -n 8
+
+echo "== FlashAttention's grid"
+timeout 300 python3 tools/bench/compare_peers.py --only prefill_grid --grid-head-dims ${GRID_DIMS:-64,128,256} \
+  --flashinfer-head-dims ${GRID_FI_DIMS:-128} --json "$OUT/prefill_grid.json" >"$OUT/grid.log" 2>&1 || status=1
+grep -E "^device|GEMM|^prefill grid" "$OUT/grid.log"
+
+echo "== paged prefill"
+timeout 200 python3 tools/bench/compare_peers.py --only paged --json "$OUT/paged_prefill.json" \
+  >"$OUT/paged.log" 2>&1 || status=1
+grep -E "^device|GEMM|^paged" "$OUT/paged.log"
+exit $status
