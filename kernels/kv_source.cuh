@@ -7,6 +7,7 @@
 //   source(params, request)   .length()                 the request's sequence length
 //                             .slice(kv_head, dim0)     this thread's part of every row
 //   slice                     .row(j)                   where that part of K and V row j starts
+//                             .next(a, j, will_read)    row j + 1's, from row j's address a
 //
 // Strides are read from the params at each use rather than copied: the
 // params live in constant memory, so the row multiply takes its stride as a
@@ -36,11 +37,11 @@ struct ContiguousKV {
     ATTNJIT_DEVICE KVRowAddress row(int j) const {
       return {k + j * p.k_stride_row * kBytes, v + j * p.v_stride_row * kBytes};
     }
-    // Row j + rows from row j's address: a loop over rows keeps one running
-    // address instead of one offset per row it unrolls (registers, in prefill).
-    static constexpr bool kStrided = true;
-    ATTNJIT_DEVICE KVRowAddress advance(const KVRowAddress& a, int rows) const {
-      return {a.k + rows * p.k_stride_row * kBytes, a.v + rows * p.v_stride_row * kBytes};
+    // Row j + 1 from row j's address a: one stride on. A loop over
+    // consecutive rows keeps one running address instead of one offset per
+    // row it unrolls (registers, in prefill).
+    ATTNJIT_DEVICE KVRowAddress next(const KVRowAddress& a, int /*j*/, bool /*will_read*/) const {
+      return {a.k + p.k_stride_row * kBytes, a.v + p.v_stride_row * kBytes};
     }
   };
 
@@ -86,8 +87,6 @@ struct PagedSlice {
   const int32_t* k_pages;  // the request's page ids
   const int32_t* v_pages;  // kTwoTables only
   FastDivmod page_size;
-  static constexpr bool kStrided = false;  // rows are looked up one by one
-  ATTNJIT_DEVICE KVRowAddress advance(const KVRowAddress& a, int) const { return a; }
 
   ATTNJIT_DEVICE PagedSlice(const kernels::KVSourceParams& params, int kv_head, int dim0, const int32_t* k_table,
                             const int32_t* v_table)
@@ -106,6 +105,16 @@ struct PagedSlice {
     const int64_t v_id = kTwoTables ? int64_t(v_pages[page]) : k_id;
     return {k + (k_id * p.k_stride_page + int64_t(slot) * p.k_stride_row) * Bytes,
             v + (v_id * p.v_stride_page + int64_t(slot) * p.v_stride_row) * Bytes};
+  }
+
+  // Row j + 1 from row j's address a: the next slot of the same page (one
+  // stride on), or the next page's first, looked up only where that row will
+  // be read (its page exists in the table only then).
+  ATTNJIT_DEVICE KVRowAddress next(const KVRowAddress& a, int j, bool will_read) const {
+    uint32_t page, slot;
+    page_size.divmod(uint32_t(j + 1), page, slot);
+    if (slot != 0) return {a.k + p.k_stride_row * Bytes, a.v + p.v_stride_row * Bytes};
+    return will_read ? row(j + 1) : a;
   }
 };
 

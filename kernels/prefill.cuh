@@ -165,15 +165,18 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   }
 
   const auto kv_slice = kv.slice(kv_head, dim0);
+  // A thread copies kKVPasses consecutive rows of the tile (its slice of
+  // each; a pass still covers whole rows, so a warp's loads stay coalesced),
+  // walking them from one address: within a page the next row is one stride
+  // on, so a paged source looks a page up once per page, not once per row.
   auto load_kv = [&](int stage, int base) {
     const Tile kt = k_tile(stage), vt = v_tile(stage);
-    constexpr bool kStrided = decltype(kv_slice)::kStrided;
-    KVRowAddress at = kv_slice.row(base + row_in_pass);  // strided sources: a running address, never read past the end
+    KVRowAddress at;
 #pragma unroll
     for (int s = 0; s < Tr::kKVPasses; ++s) {
-      const int r = s * Tr::kRowsPerPass + row_in_pass, j = base + r;
+      const int r = row_in_pass * Tr::kKVPasses + s, j = base + r;
       const bool valid = j < kv_len;  // rows past the sequence read as zeros (masked, and 0 * V stays finite)
-      if (s > 0) at = kStrided ? kv_slice.advance(at, Tr::kRowsPerPass) : kv_slice.row(valid ? j : 0);
+      at = s == 0 ? kv_slice.row(valid ? j : 0) : kv_slice.next(at, j - 1, valid);
       if constexpr (storage_bytes<typename Tr::kv_t>::value == 2) {
         cp_async_16(kt.at(r, dim0), at.k, valid);
         cp_async_16(vt.at(r, dim0), at.v, valid);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A/B of prefill kernel builds in one device session: each library named in
 # LIBS (paths to libattnjit.so builds, e.g. HEAD against a working tree)
-# runs FlashAttention's grid at head_dim 128 through tools/bench/compare_peers.py
+# runs FlashAttention's grid at head_dim 128 (or, with ONLY=paged, the paged
+# prefill benchmark) through tools/bench/compare_peers.py
 # beside FlashInfer fa2 and SDPA, in separate processes one after the other
 # (the same GPU, minutes apart). Then the Catch2 tests in TESTS (if set) and
-# the Python tests (unless PYTEST is empty), verbose on failures.
+# the Python tests (unless PYTEST=0), verbose on failures.
 #   LIBS="ab/v0.so ab/v1.so" bash tools/gpu/prefill_ab.sh      (logs under $OUT)
 set -uo pipefail
 OUT=${OUT:-/tmp/attnjit-out}
@@ -17,16 +18,16 @@ for lib in ${LIBS:-.gpu/libattnjit.so}; do
   name=$(basename "$lib" .so)
   echo "== $lib"
   ATTNJIT_CACHE_DIR=/tmp/cache-$name PYTHONPATH=/tmp/site:$PWD/tools/python ATTNJIT_LIBRARY=$PWD/$lib \
-    timeout 240 python3 tools/bench/compare_peers.py --only prefill_grid --grid-head-dims ${GRID_DIMS:-128} \
+    timeout 240 python3 tools/bench/compare_peers.py --only ${ONLY:-prefill_grid} --grid-head-dims ${GRID_DIMS:-128} \
     --flashinfer-head-dims 128 --json "$OUT/grid_$name.json" >"$OUT/grid_$name.log" 2>&1 || status=1
-  grep -E "^prefill grid|GEMM" "$OUT/grid_$name.log"
+  grep -E "^prefill grid|^paged|GEMM" "$OUT/grid_$name.log"
 done
 if [ -n "${TESTS:-}" ]; then
   echo "== Catch2 $TESTS"
   ATTNJIT_CACHE_DIR=/tmp/cache-tests timeout 240 .gpu/attnjit_tests "$TESTS" >"$OUT/tests.log" 2>&1 || status=1
   grep -E "FAILED|test cases|assertions" "$OUT/tests.log" | tail -n 12
 fi
-if [ -n "${PYTEST:-1}" ]; then
+if [ "${PYTEST:-1}" != 0 ]; then
   echo "== Python tests"
   PYTHONPATH=/tmp/site:$PWD/tools/python ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so ATTNJIT_CACHE_DIR=/tmp/cache-py \
     timeout 300 python3 -m pytest -q -rfE --tb=short --durations=8 tools/python/tests >"$OUT/pytest.log" 2>&1 || status=1
