@@ -8,16 +8,12 @@
 # the Python tests (unless PYTEST=0), verbose on failures.
 #   LIBS="ab/v0.so ab/v1.so" bash tools/gpu/prefill_ab.sh      (logs under $OUT)
 set -uo pipefail
-OUT=${OUT:-/tmp/attnjit-out}
-mkdir -p "$OUT"
-python3 -m tarfile -e .gpupack/gpu.tar.xz . 2>/dev/null
-export LD_LIBRARY_PATH=$PWD/.gpu/lib FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=16 FLASHINFER_WORKSPACE_BASE=/tmp/fi
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/*.whl >/dev/null 2>&1
+source tools/gpu/device_env.sh
 status=0
 for lib in ${LIBS:-.gpu/libattnjit.so}; do
   name=$(basename "$lib" .so)
   echo "== $lib"
-  ATTNJIT_CACHE_DIR=/tmp/cache-$name PYTHONPATH=/tmp/site:$PWD/tools/python ATTNJIT_LIBRARY=$PWD/$lib \
+  ATTNJIT_CACHE_DIR=/tmp/cache-$name ATTNJIT_LIBRARY=$PWD/$lib \
     timeout 240 python3 tools/bench/compare_peers.py --only ${ONLY:-prefill_grid} --grid-head-dims ${GRID_DIMS:-128} \
     --flashinfer-head-dims 128 --json "$OUT/grid_$name.json" >"$OUT/grid_$name.log" 2>&1 || status=1
   grep -E "^prefill grid|^paged|GEMM" "$OUT/grid_$name.log"
@@ -29,8 +25,8 @@ if [ -n "${TESTS:-}" ]; then
 fi
 if [ "${PYTEST:-1}" != 0 ]; then
   echo "== Python tests"
-  PYTHONPATH=/tmp/site:$PWD/tools/python ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so ATTNJIT_CACHE_DIR=/tmp/cache-py \
-    timeout 300 python3 -m pytest -q -rfE --tb=short --durations=8 tools/python/tests >"$OUT/pytest.log" 2>&1 || status=1
+  ATTNJIT_CACHE_DIR=/tmp/cache-py timeout 300 python3 -m pytest -q -rfE --tb=short --durations=8 tools/python/tests \
+    >"$OUT/pytest.log" 2>&1 || status=1
   grep -E "passed|failed|^FAILED|^ERROR|Error" "$OUT/pytest.log" | tail -n 20
 fi
 exit $status

@@ -7,10 +7,7 @@
 # FlashInfer's wheels in .peers/.
 #   bash tools/gpu/prefill_graph.sh          (logs under $OUT)
 set -uo pipefail
-OUT=${OUT:-/tmp/attnjit-out}
-mkdir -p "$OUT"
-python3 -m tarfile -e .gpupack/gpu.tar.xz .
-export LD_LIBRARY_PATH=$PWD/.gpu/lib ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
+source tools/gpu/device_env.sh
 status=0
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
 
@@ -26,14 +23,12 @@ for tool in memcheck racecheck; do
 done
 
 echo "== Python batch prefill tests"
-PYTHONPATH=tools/python ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so timeout 120 python3 -m pytest -q \
+timeout 120 python3 -m pytest -q \
   tools/python/tests/test_batch_prefill.py tools/python/tests/test_binding.py >"$OUT/pytest.log" 2>&1 || status=1
 tail -n 5 "$OUT/pytest.log"
 
 echo "== paged prefill benchmark"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/*.whl >/dev/null 2>&1
-PYTHONPATH=/tmp/site:$PWD/tools/python FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=16 FLASHINFER_WORKSPACE_BASE=/tmp/fi \
-  ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so timeout 300 python3 tools/bench/compare_peers.py --only paged \
+timeout 300 python3 tools/bench/compare_peers.py --only paged \
   --json "$OUT/paged_prefill.json" >"$OUT/bench.log" 2>&1 || status=1
 grep -E "^device|GEMM|^paged" "$OUT/bench.log"
 exit $status

@@ -8,14 +8,8 @@
 # FlashInfer's wheels in .peers/.
 #   bash tools/gpu/prefill_speed.sh          (logs and JSON under $OUT)
 set -uo pipefail
-OUT=${OUT:-/tmp/attnjit-out}
 SANITIZE=${SANITIZE:-"[graph][prefill],[fp8][batch],single prefill matches the float64 reference*"}
-mkdir -p "$OUT"
-python3 -m tarfile -e .gpupack/gpu.tar.xz . 2>/dev/null
-export LD_LIBRARY_PATH=$PWD/.gpu/lib ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
-export PYTHONPATH=/tmp/site:$PWD/tools/python ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so
-export FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=16 FLASHINFER_WORKSPACE_BASE=/tmp/fi
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/*.whl >/dev/null 2>&1
+source tools/gpu/device_env.sh
 status=0
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
 

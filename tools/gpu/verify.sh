@@ -8,11 +8,8 @@
 #   bash tools/gpu/verify.sh          (logs under $OUT)
 # SANITIZE: the Catch2 test specs compute-sanitizer runs over.
 set -uo pipefail
-OUT=${OUT:-/tmp/attnjit-out}
 SANITIZE=${SANITIZE:-"[graph][prefill],[fp8][batch],[speculative][split]"}
-mkdir -p "$OUT"
-python3 -m tarfile -e .gpupack/gpu.tar.xz . 2>/dev/null
-export LD_LIBRARY_PATH=$PWD/.gpu/lib ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
+source tools/gpu/device_env.sh
 status=0
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
 
@@ -21,10 +18,7 @@ ATTNJIT_TEST_QUICK=1 timeout 300 .gpu/attnjit_tests "[gpu]" --durations yes >"$O
 grep -E "FAILED|test cases|assertions" "$OUT/gpu_tests.log" | tail -n 25
 
 echo "== Python GPU tests (FlashInfer present: the agreement tests run)"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/*.whl >/dev/null 2>&1
-PYTHONPATH=/tmp/site:$PWD/tools/python FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=16 FLASHINFER_WORKSPACE_BASE=/tmp/fi \
-  ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so timeout 240 python3 -m pytest -q -rs tools/python/tests \
-  >"$OUT/pytest.log" 2>&1 || status=1
+timeout 240 python3 -m pytest -q -rs tools/python/tests >"$OUT/pytest.log" 2>&1 || status=1
 grep -E "passed|failed|Error|SKIPPED" "$OUT/pytest.log" | tail -n 12
 
 echo "== compute-sanitizer over $SANITIZE"
