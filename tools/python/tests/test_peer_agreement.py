@@ -2,7 +2,8 @@
 agree and so does the lse convention (base 2, the positional encoding's
 terms included), for the encodings and entry points whose conventions could
 differ. Under ALiBi the lse differs by a known per-row constant
-(_alibi_lse_shift; docs/ARCHITECTURE.md says why attnjit keeps its own). Skips where FlashInfer is not installed (it is on the GPU machine's
+(_alibi_lse_shift; docs/ARCHITECTURE.md says why attnjit keeps its own).
+Skips where FlashInfer is not installed (it is on the GPU machine's
 benchmark path: tools/gpu/*.sh) or no GPU is visible.
 """
 
@@ -16,12 +17,7 @@ if not torch.cuda.is_available():
 flashinfer = pytest.importorskip("flashinfer", reason="FlashInfer is not installed: nothing to agree with")
 
 import attnjit  # noqa: E402
-
-
-def _alibi_slopes(num_heads):
-    """ALiBi's head slopes (the paper's, as both libraries compute them)."""
-    n = 2 ** int(math.floor(math.log2(num_heads)))
-    return [2.0 ** (-8.0 * (h + 1) / n) if h < n else 2.0 ** (-4.0 * (2 * (h - n) + 1) / n) for h in range(num_heads)]
+from alibi import alibi_slopes  # noqa: E402
 
 
 def _alibi_lse_shift(num_heads, offsets):
@@ -33,8 +29,8 @@ def _alibi_lse_shift(num_heads, offsets):
     from the query's index among the new tokens (i; decode: 0), which shifts every logit
     of the row, and so its lse, by slope * (kv_len - qo_len + i - i_fi): the output is the
     same (softmax does not see a per-row constant); the lse differs by exactly this."""
-    slopes = torch.tensor(_alibi_slopes(num_heads), dtype=torch.float64)
-    return torch.tensor(offsets, dtype=torch.float64)[:, None] * slopes[None, :] * (1.0 / math.log(2.0))
+    offsets = torch.tensor(offsets, dtype=torch.float64, device="cuda")
+    return offsets[:, None] * alibi_slopes(num_heads)[None, :] * (1.0 / math.log(2.0))
 
 
 def _agree(ours, theirs, lse_ours=None, lse_theirs=None, o_tol=5e-3, lse_tol=1e-2):
@@ -56,7 +52,7 @@ def test_single_prefill_with_lse(pos):
     o, lse = attnjit.single_prefill_with_kv_cache(q, k, v, **args)
     fo, flse = flashinfer.single_prefill_with_kv_cache(q, k, v, backend="fa2", **args)
     if pos == "ALIBI":  # every query: FlashInfer's distance is kv_len - qo_len longer
-        lse = lse.double() + _alibi_lse_shift(8, [300 - 77] * 77).to(lse.device)
+        lse = lse.double() + _alibi_lse_shift(8, [300 - 77] * 77)
     _agree(o, fo, lse, flse)
 
 
@@ -100,5 +96,5 @@ def test_batch_decode_with_lse(pos):
     assert math.isfinite(outs[0][1].sum().item())
     lse = outs[0][1]
     if pos == "ALIBI":  # the query sits at kv_len - 1; FlashInfer's decode measures from 0
-        lse = lse.double() + _alibi_lse_shift(hq, [n - 1 for n in kv_lens]).to(lse.device)
+        lse = lse.double() + _alibi_lse_shift(hq, [n - 1 for n in kv_lens])
     _agree(outs[0][0], outs[1][0], lse, outs[1][1])

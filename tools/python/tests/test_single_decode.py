@@ -33,6 +33,7 @@ if not torch.cuda.is_available():
 
 import attnjit  # noqa: E402  (after the skips, so a CPU-only run never needs the library)
 from attnjit import AttnjitError, Status  # noqa: E402
+from alibi import alibi_slopes  # noqa: E402
 
 TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
 FP8_TOLERANCE = 2e-2
@@ -40,13 +41,6 @@ DEVICE = "cuda"
 
 
 # --- the reference -----------------------------------------------------------
-
-def alibi_slopes(num_heads):
-    n = 2 ** math.floor(math.log2(num_heads))
-    slopes = [2.0 ** (-8.0 / n * (i + 1)) for i in range(n)]
-    slopes += [2.0 ** (-4.0 / n * (2 * i + 1)) for i in range(num_heads - n)]
-    return torch.tensor(slopes, dtype=torch.float64, device=DEVICE)
-
 
 def rope_llama(x, positions, rope_scale, rope_theta):
     """x [..., head_dim] in float64, positions broadcastable to x[..., 0]."""
