@@ -51,7 +51,7 @@ struct PrefillTraits {
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRowsPerWarp = 16 * FragsM;
   static constexpr int kTileQ = kernels::prefill_tile_q(FragsM);
-  static constexpr int kTileKV = kernels::prefill_tile_kv(HeadDim, FragsM);
+  static constexpr int kTileKV = kernels::prefill_tile_kv(HeadDim);
   static constexpr int kStages = Stages;
   // Copies: a thread moves one 16-byte slice of a row, the CTA kRowsPerPass rows at a time.
   static constexpr int kLanesPerRow = HeadDim / 8;
@@ -201,18 +201,15 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   // ALiBi slope, the mask row). The query positions are recomputed where a
   // tile needs the mask rather than kept in registers: with 64-key tiles
   // every register counts (ptxas spilled otherwise).
-  auto row_token = [&](int m, int h, int& pr) {
-    pr = row0 + warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h;
-    return min(pr / group, qo_len - 1);
-  };
+  auto packed_row = [&](int m, int h) { return row0 + warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h; };
+  auto token_of = [&](int pr) { return min(pr / group, qo_len - 1); };
   Variant var[FM][2];
 #pragma unroll
   for (int m = 0; m < FM; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int pr;
-      const int token = row_token(m, h, pr);
-      var[m][h] = Variant(p.var, w.request, kv_head * group + pr % group, p.num_qo_heads, kv_len, qo_len, token);
+      const int pr = packed_row(m, h);
+      var[m][h] = Variant(p.var, w.request, kv_head * group + pr % group, p.num_qo_heads, kv_len, qo_len, token_of(pr));
     }
 
   // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q with the first).
@@ -297,9 +294,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
 #pragma unroll
     for (int m = 0; m < FM; ++m) {
       if (need_mask) {
-        int pr, q_pos[2];
-        q_pos[0] = pos_offset + row_token(m, 0, pr);
-        q_pos[1] = pos_offset + row_token(m, 1, pr);
+        const int q_pos[2] = {pos_offset + token_of(packed_row(m, 0)), pos_offset + token_of(packed_row(m, 1))};
         map_tile(s[m], [&](int half, int col, float x) {
           const Variant& v = var[m][half];
           const int j = base + col;

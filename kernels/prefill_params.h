@@ -58,11 +58,11 @@ ATTNJIT_HOST_DEVICE constexpr int prefill_tile_q(int frags_m) { return 4 * 16 * 
 // registers once the per-row query positions and KV row offsets no longer
 // stay live across the loop; a 64-key tile halves the per-tile barrier,
 // row-max shuffles and Q fragment loads against 32).
-ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim, int /*frags_m*/) { return head_dim <= 128 ? 64 : 32; }
+ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim) { return head_dim <= 128 ? 64 : 32; }
 // Dynamic shared memory: the Q tile and `stages` K and V tiles, 16-bit, rows
 // padded by 8 elements (ldmatrix without bank conflicts).
 ATTNJIT_HOST_DEVICE constexpr int prefill_smem_bytes(int head_dim, int frags_m, int stages) {
-  return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim, frags_m)) * (head_dim + 8) * 2;
+  return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim)) * (head_dim + 8) * 2;
 }
 
 }  // namespace kernels

@@ -44,7 +44,7 @@ std::string PrefillKernel::name() const {
 }
 
 int PrefillKernel::tile_q() const { return kernels::prefill_tile_q(frags_m); }
-int PrefillKernel::tile_kv() const { return kernels::prefill_tile_kv(head_dim, frags_m); }
+int PrefillKernel::tile_kv() const { return kernels::prefill_tile_kv(head_dim); }
 int PrefillKernel::dynamic_smem_bytes() const { return kernels::prefill_smem_bytes(head_dim, frags_m, stages); }
 
 nlohmann::json PrefillKernel::to_json() const {
