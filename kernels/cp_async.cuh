@@ -10,9 +10,10 @@ namespace attnjit {
 
 // 16 bytes from src to dst; when !valid the 16 bytes are zero-filled and src
 // is not read (it must still be a valid address expression, not dereferenced).
-ATTNJIT_DEVICE void cp_async_16(void* dst, const void* src, bool valid) {
+// dst is a shared-window address (mma.cuh: smem_addr).
+ATTNJIT_DEVICE void cp_async_16(uint32_t dst, const void* src, bool valid) {
   const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
 ATTNJIT_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;"); }

@@ -99,8 +99,8 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   const int slice = lane % Tr::kLanesPerRow, row_in_pass = lane / Tr::kLanesPerRow;
   const int chunk0 = slice * Tr::kLoadFrags, dim0 = chunk0 * 8;  // this thread's first K/V element of a row
 
-  unsigned char* smem = attnjit_decode_mma_smem;
-  unsigned char* q_tile = smem;
+  const uint32_t smem = smem_addr(attnjit_decode_mma_smem);  // 32-bit shared-window addresses (mma.cuh)
+  const uint32_t q_tile = smem;
   // Buffers by arithmetic, not a pointer array: a run-time index into an
   // array would put it in local memory.
   auto k_tile = [&](int buf) { return smem + 16 * kRowBytes + buf * kTileBytes; };
@@ -154,8 +154,8 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
 #pragma unroll
     for (int s = 0; s < Tr::kPasses; ++s) {
       const int r = warp * Tr::kWarpRows + s * Tr::kRowsPerPass + row_in_pass;
-      unsigned char* k_row = k_tile(buf) + r * kRowBytes;
-      unsigned char* v_row = v_tile(buf) + r * kRowBytes;
+      const uint32_t k_row = k_tile(buf) + r * kRowBytes;
+      const uint32_t v_row = v_tile(buf) + r * kRowBytes;
 #pragma unroll
       for (int f = 0; f < Tr::kLoadFrags; ++f) {
         if (Tr::Variant::kTransformsKeys) {  // in float, then rounded once to the MMA type
@@ -202,7 +202,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       for (int n = 0; n < 2 * Tr::kSubTiles; ++n) s[n].zero();
 #pragma unroll
       for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
-        const unsigned char* kw = k_tile(buf) + (row0 + sub * 16 + (lane & 7) + ((lane >> 4) << 3)) * kRowBytes;
+        const uint32_t kw = k_tile(buf) + (row0 + sub * 16 + (lane & 7) + ((lane >> 4) << 3)) * kRowBytes;
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
           uint32_t r[4];
@@ -229,7 +229,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
 #pragma unroll
       for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
         const frag_a pa = to_a_fragment<T>(s[2 * sub], s[2 * sub + 1]);
-        const unsigned char* vw = v_tile(buf) + (row0 + sub * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * kRowBytes;
+        const uint32_t vw = v_tile(buf) + (row0 + sub * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * kRowBytes;
 #pragma unroll
         for (int nd = 0; nd < D / 16; ++nd) {
           uint32_t r[4];
@@ -258,7 +258,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   __syncthreads();
   rows.finalize();
   constexpr int kRec = D + 2;
-  float* states = reinterpret_cast<float*>(smem);
+  float* states = reinterpret_cast<float*>(attnjit_decode_mma_smem);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float* rec = states + (warp * 16 + g + 8 * h) * kRec;

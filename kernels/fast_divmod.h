@@ -21,7 +21,9 @@ struct FastDivmod {
 #else
     while ((uint64_t(1) << s) < d) ++s;
 #endif
-    m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << s) - d)) / d + 1);
+    // A power of two (page sizes usually are) needs m = 1: skip the 64-bit
+    // division, a ~100-instruction subroutine on the device.
+    m = (d & (d - 1)) == 0 ? 1u : uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << s) - d)) / d + 1);
   }
 
   ATTNJIT_HOST_DEVICE uint32_t div(uint32_t n) const { return (mulhi(n, m) + n) >> s; }

@@ -18,16 +18,31 @@ struct frag_c {
   ATTNJIT_DEVICE void zero() { x[0] = x[1] = x[2] = x[3] = 0.f; }
 };
 
+// Shared memory is addressed by its 32-bit shared-window address (uint32_t)
+// wherever a kernel computes addresses per tile: arithmetic on generic
+// pointers stays 64-bit until the conversion, and NVRTC (unlike nvcc) does
+// not fold it back (ptxas at d128 prefill: 153 IADD3 per KV tile against 63).
 ATTNJIT_DEVICE uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 // Four 8x8 16-bit matrices; lane i supplies the row address for matrix i / 8.
-ATTNJIT_DEVICE void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+ATTNJIT_DEVICE void ldmatrix_x4(uint32_t (&r)[4], uint32_t row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row)));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row));
 }
-ATTNJIT_DEVICE void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+ATTNJIT_DEVICE void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row)));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row));
+}
+
+// 4 and 16 bytes at a shared-window address.
+ATTNJIT_DEVICE void st_shared_u32(uint32_t addr, uint32_t x) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(x)); }
+ATTNJIT_DEVICE void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d));
+}
+ATTNJIT_DEVICE uint4 ld_shared_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
 }
 
 // c += a * b for 16-bit inputs of type T (f16 or bf16).
@@ -51,18 +66,16 @@ template <> ATTNJIT_DEVICE uint32_t pack2<bf16>(float lo, float hi) { return det
 
 // Eight floats as 16 bytes of T, for staging tiles in shared memory.
 template <class T>
-ATTNJIT_DEVICE void store_smem8(void* p, const frag8& f) {
-  const uint32_t a = pack2<T>(f.x[0], f.x[1]), b = pack2<T>(f.x[2], f.x[3]);
-  const uint32_t c = pack2<T>(f.x[4], f.x[5]), d = pack2<T>(f.x[6], f.x[7]);
-  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(smem_addr(p)), "r"(a), "r"(b), "r"(c), "r"(d));
+ATTNJIT_DEVICE void store_smem8(uint32_t addr, const frag8& f) {
+  st_shared_v4(addr, pack2<T>(f.x[0], f.x[1]), pack2<T>(f.x[2], f.x[3]), pack2<T>(f.x[4], f.x[5]),
+               pack2<T>(f.x[6], f.x[7]));
 }
 
 // Eight elements already in a 16-bit type (widen8), 16 bytes to shared memory.
 template <class T>
-ATTNJIT_DEVICE void store_smem8(void* p, const raw8<T>& x) {
+ATTNJIT_DEVICE void store_smem8(uint32_t addr, const raw8<T>& x) {
   static_assert(storage_bytes<T>::value == 2, "shared-memory tiles hold the MMA's 16-bit type");
-  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(smem_addr(p)), "r"(x.r[0]), "r"(x.r[1]), "r"(x.r[2]),
-               "r"(x.r[3]));
+  st_shared_v4(addr, x.r[0], x.r[1], x.r[2], x.r[3]);
 }
 
 }  // namespace attnjit

@@ -7,7 +7,8 @@
 // A CTA takes one (request, query tile, KV chunk) and one KV head (prefill_work),
 // or in CUDA-graph mode takes items from a counter until none is left. The query
 // tile packs the KV head's group: packed row r is token r / group_size, head
-// r % group_size of that group, so a GQA group shares every K/V tile it loads.
+// r % group_size of that group (a host-built FastDivmod splits it), so a GQA
+// group shares every K/V tile it loads.
 // Four warps each own 16 * FragsM rows. Per KV tile of kTileKV rows:
 //
 //   S = Q K^T          mma.m16n8k16, f32 accumulators, operands by ldmatrix
@@ -81,7 +82,7 @@ struct PrefillWork {
   int request, q_tile, chunk, kv_head;
 };
 ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p) {
-  const int num_kv_heads = p.num_qo_heads / p.group_size;
+  const int num_kv_heads = p.num_qo_heads / p.group.d;
   const int w = blockIdx.x / num_kv_heads, kv_head = blockIdx.x % num_kv_heads;
   if (!p.work) return {0, p.num_work - 1 - w, int(blockIdx.y), kv_head};
   return {p.work[w], p.work[p.num_work + w], p.work[2 * p.num_work + w], kv_head};
@@ -92,7 +93,7 @@ ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p) {
 // counts (requests without tiles are skipped: the search lands on the last
 // request whose count does not exceed the tile, which holds it).
 ATTNJIT_DEVICE PrefillWork prefill_graph_work(const kernels::PrefillParams& p, int j) {
-  const int num_kv_heads = p.num_qo_heads / p.group_size;
+  const int num_kv_heads = p.num_qo_heads / p.group.d;
   const int tile = j / num_kv_heads;
   int lo = 0, hi = p.batch_size;  // tile_indptr[lo] <= tile < tile_indptr[hi]
   while (hi - lo > 1) {
@@ -123,16 +124,23 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
 
   const int qo_begin = p.qo_indptr ? p.qo_indptr[w.request] : 0;
   const int qo_len = p.qo_indptr ? p.qo_indptr[w.request + 1] - qo_begin : p.qo_len;
-  const int group = p.group_size;
+  const int group = p.group.d;
   const int packed_len = qo_len * group;
+  // Packed row pr: its query token and its query head.
+  auto token_head = [&](int pr, int& token, int& head) {
+    uint32_t tok, in_group;
+    p.group.divmod(pr, tok, in_group);
+    token = int(tok);
+    head = kv_head * group + int(in_group);
+  };
   const int row0 = w.q_tile * kTQ;  // the tile's first packed row
   if (row0 >= packed_len) return;   // a batch's padding item: the whole CTA leaves
 
   const typename Tr::KVSource kv(p.kv, w.request);
   const int kv_len = kv.length();
   const int pos_offset = kv_len - qo_len;  // query i sits at pos_offset + i
-  const int min_q_pos = pos_offset + row0 / group;
-  const int max_q_pos = pos_offset + min(qo_len - 1, (row0 + kTQ - 1) / group);
+  const int min_q_pos = pos_offset + int(p.group.div(row0));
+  const int max_q_pos = pos_offset + min(qo_len - 1, int(p.group.div(row0 + kTQ - 1)));
 
   // The keys any row of the tile may see within this chunk: causal ends at
   // the last query, the window starts at the first query's window.
@@ -144,7 +152,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   const int tile0 = kv_begin / kTKV * kTKV;  // chunks start on tile boundaries: tile0 stays inside the chunk
   const int num_tiles = kv_end > kv_begin ? (kv_end - tile0 + kTKV - 1) / kTKV : 0;
 
-  unsigned char* smem = attnjit_prefill_smem;
+  const uint32_t smem = smem_addr(attnjit_prefill_smem);
   const Tile q_tile{smem};
   // Stages by arithmetic, not an array of tiles: a run-time index into an
   // array would put it in local memory.
@@ -158,7 +166,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     for (int s = 0; s < Tr::kQPasses; ++s) {
       const int r = s * Tr::kRowsPerPass + row_in_pass, pr = row0 + r;
       const bool valid = pr < packed_len;
-      const int token = valid ? pr / group : 0, head = kv_head * group + (valid ? pr % group : 0);
+      int token, head;
+      token_head(valid ? pr : 0, token, head);
       const char* src = q + (int64_t(qo_begin + token) * p.q_stride_n + int64_t(head) * p.q_stride_h + dim0) * 2;
       cp_async_16(q_tile.at(r, dim0), src, valid);
     }
@@ -202,14 +211,15 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   // tile needs the mask rather than kept in registers: with 64-key tiles
   // every register counts (ptxas spilled otherwise).
   auto packed_row = [&](int m, int h) { return row0 + warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h; };
-  auto token_of = [&](int pr) { return min(pr / group, qo_len - 1); };
+  auto token_of = [&](int pr) { return min(int(p.group.div(pr)), qo_len - 1); };
   Variant var[FM][2];
 #pragma unroll
   for (int m = 0; m < FM; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int pr = packed_row(m, h);
-      var[m][h] = Variant(p.var, w.request, kv_head * group + pr % group, p.num_qo_heads, kv_len, qo_len, token_of(pr));
+      int token, head;
+      token_head(packed_row(m, h), token, head);
+      var[m][h] = Variant(p.var, w.request, head, p.num_qo_heads, kv_len, qo_len, min(token, qo_len - 1));
     }
 
   // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q with the first).
@@ -246,7 +256,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
         for (int s = 0; s < Tr::kQPasses; ++s) {
           const int r = s * Tr::kRowsPerPass + row_in_pass;
           frag8 f = q_tile.template load8_at<T>(r, dim0);
-          var[0][0].template transform_query<D>(f, pos_offset + min((row0 + r) / group, qo_len - 1), dim0,
+          var[0][0].template transform_query<D>(f, pos_offset + token_of(row0 + r), dim0,
                                                 kRopePartner);
           q_tile.template store8_at<T>(r, dim0, f);
         }
@@ -345,12 +355,14 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       const float d = rows[m].d[h];
       const float inv = d > 0.f ? p.var.v_scale / d : 0.f;
       const bool valid = pr < packed_len;
-      const int64_t row = int64_t(qo_begin + (valid ? pr / group : 0)) * p.num_qo_heads + kv_head * group + pr % group;
+      int token, head;
+      token_head(valid ? pr : 0, token, head);
+      const int64_t row = int64_t(qo_begin + token) * p.num_qo_heads + head;
       if (!split) {
 #pragma unroll
         for (int n = 0; n < D / 8; ++n)
-          *reinterpret_cast<uint32_t*>(q_tile.at(r, n * 8 + 2 * t)) =
-              pack2<typename Tr::o_t>(o[m][n].x[2 * h] * inv, o[m][n].x[2 * h + 1] * inv);
+          st_shared_u32(q_tile.at(r, n * 8 + 2 * t),
+                        pack2<typename Tr::o_t>(o[m][n].x[2 * h] * inv, o[m][n].x[2 * h + 1] * inv));
       } else if (valid) {
         float* dst = p.partial_o + (int64_t(w.chunk) * p.num_rows + row) * D;
 #pragma unroll
@@ -371,9 +383,10 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       const int r = warp * Tr::kRowsPerWarp + item / Tr::kLanesPerRow, d0 = (item % Tr::kLanesPerRow) * 8;
       const int pr = row0 + r;
       if (pr >= packed_len) continue;
-      const int64_t token = qo_begin + pr / group, head = kv_head * group + pr % group;
-      *reinterpret_cast<uint4*>(out + (token * p.o_stride_n + head * p.o_stride_h + d0) * 2) =
-          *reinterpret_cast<const uint4*>(q_tile.at(r, d0));
+      int token, head;
+      token_head(pr, token, head);
+      *reinterpret_cast<uint4*>(out + ((qo_begin + token) * p.o_stride_n + head * p.o_stride_h + d0) * 2) =
+          ld_shared_v4(q_tile.at(r, d0));
     }
   }
 }
@@ -386,7 +399,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
 template <class Tr>
 ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
   const bool persistent = p.tile_indptr != nullptr;
-  const int total = persistent ? p.tile_indptr[p.batch_size] * (p.num_qo_heads / p.group_size) : 1;
+  const int total = persistent ? p.tile_indptr[p.batch_size] * (p.num_qo_heads / p.group.d) : 1;
   __shared__ int grabbed;
   for (int n = 0;; ++n) {
     if (persistent) {

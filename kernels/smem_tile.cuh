@@ -6,7 +6,9 @@
 //   b_fragments_nk(row0, k0)        rows row0..+15 as N, columns k0..+15 as K: B = T^T  K in S = Q K^T
 //   b_fragments_kn(k0, n0)          rows k0..+15 as K, columns n0..+15 as N: B = T      V in O = P V
 //
-// The b verbs return two n8 fragments (16 columns of the product).
+// The b verbs return two n8 fragments (16 columns of the product). The tile
+// holds its shared-window address (mma.cuh: smem_addr), so every address it
+// hands out is 32-bit arithmetic.
 #pragma once
 #include "mma.cuh"
 #include "numeric.cuh"
@@ -17,9 +19,9 @@ template <int HeadDim>
 struct SmemTile {
   static constexpr int kStride = HeadDim + 8;  // elements
   static constexpr int kRowBytes = kStride * 2;
-  unsigned char* base;
+  uint32_t base;
 
-  ATTNJIT_DEVICE unsigned char* at(int row, int col) const { return base + row * kRowBytes + col * 2; }
+  ATTNJIT_DEVICE uint32_t at(int row, int col) const { return base + row * kRowBytes + col * 2; }
 
   ATTNJIT_DEVICE frag_a a_fragment(int row0, int k0) const {
     const int lane = threadIdx.x & 31;
@@ -47,7 +49,7 @@ struct SmemTile {
   template <class T>
   ATTNJIT_DEVICE frag8 load8_at(int row, int col) const {
     raw8<T> x;
-    const uint4 v = *reinterpret_cast<const uint4*>(at(row, col));
+    const uint4 v = ld_shared_v4(at(row, col));
     x.r[0] = v.x;
     x.r[1] = v.y;
     x.r[2] = v.z;

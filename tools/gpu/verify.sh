@@ -6,7 +6,8 @@
 # Binaries come packed (tools/gpu/pack.sh; the device tool carries at most
 # 64 MB); FlashInfer's wheels in .peers/.
 #   bash tools/gpu/verify.sh          (logs under $OUT)
-# SANITIZE: the Catch2 test specs compute-sanitizer runs over.
+# SANITIZE: the Catch2 test specs compute-sanitizer runs over; PYTEST=0
+# skips the Python suite (FlashInfer's JIT builds make it ~250 s).
 set -uo pipefail
 SANITIZE=${SANITIZE:-"[graph][prefill],[fp8][batch],[speculative][split]"}
 source tools/gpu/device_env.sh
@@ -17,13 +18,15 @@ echo "== [gpu] tests"
 ATTNJIT_TEST_QUICK=1 timeout 300 .gpu/attnjit_tests "[gpu]" --durations yes >"$OUT/gpu_tests.log" 2>&1 || status=1
 grep -E "FAILED|test cases|assertions" "$OUT/gpu_tests.log" | tail -n 25
 
-echo "== Python GPU tests (FlashInfer present: the agreement tests run)"
-timeout 240 python3 -m pytest -q -rs tools/python/tests >"$OUT/pytest.log" 2>&1 || status=1
-grep -E "passed|failed|Error|SKIPPED" "$OUT/pytest.log" | tail -n 12
+if [ "${PYTEST:-1}" = 1 ]; then
+  echo "== Python GPU tests (FlashInfer present: the agreement tests run)"
+  timeout 400 python3 -m pytest -q -rs tools/python/tests >"$OUT/pytest.log" 2>&1 || status=1
+  grep -E "passed|failed|Error|SKIPPED" "$OUT/pytest.log" | tail -n 12
+fi
 
 echo "== compute-sanitizer over $SANITIZE"
 for tool in memcheck racecheck; do
-  timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests "$SANITIZE" \
+  ATTNJIT_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests "$SANITIZE" \
     >"$OUT/$tool.log" 2>&1 || status=1
   echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1) $(grep -E 'test cases' "$OUT/$tool.log" | tail -n 1)"
 done

@@ -254,7 +254,7 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   }
   p.num_work = layout.num_work;
   p.num_qo_heads = static_cast<int32_t>(H);
-  p.group_size = shape.num_qo_heads / shape.num_kv_heads;
+  p.group = FastDivmod(static_cast<uint32_t>(shape.num_qo_heads / shape.num_kv_heads));
   p.chunk_size = layout.chunk_size;
   p.num_chunks = layout.num_chunks;
   p.num_rows = static_cast<int32_t>(nnz * H);

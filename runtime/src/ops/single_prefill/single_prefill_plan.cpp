@@ -110,7 +110,7 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   pp.qo_len = static_cast<int32_t>(M);
   pp.num_work = L.num_q_tiles;  // no list: the grid's tiles, last first (prefill_work)
   pp.num_qo_heads = static_cast<int32_t>(H);
-  pp.group_size = static_cast<int32_t>(H / Hk);
+  pp.group = FastDivmod(static_cast<uint32_t>(H / Hk));
   pp.chunk_size = L.chunk_size;
   pp.num_chunks = L.num_chunks;
   pp.num_rows = static_cast<int32_t>(M * H);
