@@ -3,8 +3,9 @@
 // state of the two rows each thread holds (g and g + 8 with g = lane / 4;
 // element i of a fragment is in row half i / 2, column 2t + i % 2 of its
 // n-tile with t = lane % 4). A row's columns are spread over the four lanes
-// of a quad, so maxima are reduced across the quad at once and sums only at
-// the end. Per tile, in base 2:
+// of a quad, so maxima are reduced across the quad at once; sums either only
+// at the end (exp2_and_sum, finalize) or on the tensor cores (exp2, then
+// row_sums_mma per P fragment). Per tile, in base 2:
 //
 //   m' = max(m, rowmax S)      scale = 2^(m - m')      O *= scale, d *= scale
 //   P = 2^(S - m')             d += rowsum P           O += P V
@@ -71,8 +72,22 @@ ATTNJIT_DEVICE frag_a to_a_fragment(const frag_c& lo, const frag_c& hi) {
   return a;
 }
 
-// Running max and denominator of the thread's two rows. d holds only this
-// thread's columns until finalize() adds up the quad.
+// The row sums of a 16 x 16 A fragment (P), added to c: P times a 16 x 8
+// block of ones, so every column of c is the sum of its row over all 16
+// columns, the quad's included (x[0], x[1]: row g; x[2], x[3]: row g + 8).
+// One MMA per 16 keys instead of 16 dependent FADDs per row and lane, and
+// the denominator sums the same rounded P that multiplies V (FlashInfer
+// sums its rows the same way).
+template <class T>
+ATTNJIT_DEVICE void row_sums_mma(frag_c& c, const frag_a& p) {
+  const uint32_t one2 = pack2<T>(1.f, 1.f);
+  mma_16816<T>(c, p, frag_b{{one2, one2}});
+}
+
+// Running max and denominator of the thread's two rows. After exp2_and_sum,
+// d holds only this thread's columns until finalize() adds up the quad; a
+// caller that sums on the tensor cores (exp2, row_sums_mma, add_row_sums)
+// holds whole rows and skips finalize().
 struct RowState {
   float m[2], d[2];
 
@@ -114,6 +129,26 @@ struct RowState {
         }
       }
     }
+  }
+
+  // S becomes P = 2^(scale S - m) in place, as in exp2_and_sum, without the
+  // sums: the caller adds them with add_row_sums.
+  template <int N>
+  ATTNJIT_DEVICE void exp2(frag_c (&s)[N], float scale = 1.f) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float neg_m = m[h] == neg_inf() ? 0.f : -m[h];
+#pragma unroll
+      for (int n = 0; n < N; ++n) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) s[n].x[2 * h + c] = ptx_exp2(fmaf(s[n].x[2 * h + c], scale, neg_m));
+      }
+    }
+  }
+  // Whole-row sums (row_sums_mma's accumulator) join d.
+  ATTNJIT_DEVICE void add_row_sums(const frag_c& sums) {
+    d[0] += sums.x[0];
+    d[1] += sums.x[2];
   }
 
   // Adds up the row sums across the quad; every lane of it ends with the total.

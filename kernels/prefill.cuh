@@ -15,7 +15,8 @@
 //   S -> scores        variant.score, masked entries -inf (only tiles that need it);
 //                      the softmax scale is applied in the exponent (one FFMA)
 //   online softmax     fragment_softmax.cuh: m, d per row; O rescaled
-//   O += P V           P re-packed from the S accumulators as A fragments
+//   O += P V           P re-packed from the S accumulators as A fragments;
+//                      its row sums (d) on the tensor cores too, P times ones
 //
 // K and V tiles stream through a kStages-deep cp.async ring in shared memory,
 // so the copies of the next tiles overlap this one's math (fp8 K/V go through
@@ -317,15 +318,21 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       row_max(s[m], tile_max);
       rows[m].raise_max(tile_max, shrink, escale);
       rescale(o[m], shrink);
-      rows[m].exp2_and_sum(s[m], escale);
+      rows[m].exp2(s[m], escale);
     }
 
-    // O += P V, 16 keys per k-step.
+    // O += P V, 16 keys per k-step; d += rowsum P alongside.
+    frag_c sums[FM];
+#pragma unroll
+    for (int m = 0; m < FM; ++m) sums[m].zero();
 #pragma unroll
     for (int kk = 0; kk < kTKV / 16; ++kk) {
       frag_a pa[FM];
 #pragma unroll
-      for (int m = 0; m < FM; ++m) pa[m] = to_a_fragment<T>(s[m][2 * kk], s[m][2 * kk + 1]);
+      for (int m = 0; m < FM; ++m) {
+        pa[m] = to_a_fragment<T>(s[m][2 * kk], s[m][2 * kk + 1]);
+        row_sums_mma<T>(sums[m], pa[m]);
+      }
 #pragma unroll
       for (int nd = 0; nd < D / 16; ++nd) {
         frag_b lo, hi;
@@ -337,6 +344,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
         }
       }
     }
+#pragma unroll
+    for (int m = 0; m < FM; ++m) rows[m].add_row_sums(sums[m]);
     __syncthreads();  // the stage is free for the copies the next iteration issues
   }
   cp_async_wait<0>();  // empty groups, or Q when no tile ran: nothing may land in the staging below
@@ -348,7 +357,6 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   const bool split = p.num_chunks > 1;
 #pragma unroll
   for (int m = 0; m < FM; ++m) {
-    rows[m].finalize();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h, pr = row0 + r;
