@@ -111,28 +111,10 @@ struct RowState {
   }
 
   // S (scores; logits = scale * S, scale > 0) becomes P = 2^(scale S - m) in
-  // place, and its row sums join d: one FFMA and one ex2 per element. Masked
-  // -inf scores give 0; so does a row that has seen nothing but them (m is
-  // still -inf, the exponent -inf - 0).
-  template <int N>
-  ATTNJIT_DEVICE void exp2_and_sum(frag_c (&s)[N], float scale = 1.f) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float neg_m = m[h] == neg_inf() ? 0.f : -m[h];
-#pragma unroll
-      for (int n = 0; n < N; ++n) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const float p = ptx_exp2(fmaf(s[n].x[2 * h + c], scale, neg_m));
-          d[h] += p;
-          s[n].x[2 * h + c] = p;
-        }
-      }
-    }
-  }
-
-  // S becomes P = 2^(scale S - m) in place, as in exp2_and_sum, without the
-  // sums: the caller adds them with add_row_sums.
+  // place: one FFMA and one ex2 per element. Masked -inf scores give 0; so
+  // does a row that has seen nothing but them (m is still -inf, the exponent
+  // -inf - 0). Its row sums are the caller's: exp2_and_sum, or the tensor
+  // cores (row_sums_mma, add_row_sums).
   template <int N>
   ATTNJIT_DEVICE void exp2(frag_c (&s)[N], float scale = 1.f) {
 #pragma unroll
@@ -142,6 +124,19 @@ struct RowState {
       for (int n = 0; n < N; ++n) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) s[n].x[2 * h + c] = ptx_exp2(fmaf(s[n].x[2 * h + c], scale, neg_m));
+      }
+    }
+  }
+  // exp2, then P's row sums over this thread's columns join d.
+  template <int N>
+  ATTNJIT_DEVICE void exp2_and_sum(frag_c (&s)[N], float scale = 1.f) {
+    exp2(s, scale);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int n = 0; n < N; ++n) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) d[h] += s[n].x[2 * h + c];
       }
     }
   }
