@@ -3,7 +3,8 @@
 # the checkout's root: $OUT for logs, the binaries unpacked into .gpu/ (from
 # tools/gpu/pack.sh's .gpupack/gpu.tar.xz), the library paths and kernel
 # cache they use, and FlashInfer's wheels from .peers/ installed into
-# /tmp/site (on PYTHONPATH with the attnjit module) with its JIT settings.
+# /tmp/site (on PYTHONPATH with the attnjit module) with its JIT settings;
+# and sanitize_tests, the memcheck + racecheck step the scripts share.
 OUT=${OUT:-/tmp/attnjit-out}
 mkdir -p "$OUT"
 python3 -m tarfile -e .gpupack/gpu.tar.xz . 2>/dev/null
@@ -11,3 +12,16 @@ export LD_LIBRARY_PATH=$PWD/.gpu/lib ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp
 export ATTNJIT_LIBRARY=$PWD/.gpu/libattnjit.so PYTHONPATH=/tmp/site:$PWD/tools/python
 export FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=16 FLASHINFER_WORKSPACE_BASE=/tmp/fi
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/*.whl >/dev/null 2>&1
+
+# compute-sanitizer memcheck and racecheck over the Catch2 test specs in $1
+# (quick single-decode grid), logs in $OUT/{memcheck,racecheck}.log, one
+# summary line per tool; fails if either tool reports an error or a test fails.
+sanitize_tests() {
+  local tool rc=0
+  for tool in memcheck racecheck; do
+    ATTNJIT_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests "$1" \
+      >"$OUT/$tool.log" 2>&1 || rc=1
+    echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1) $(grep -E 'test cases' "$OUT/$tool.log" | tail -n 1)"
+  done
+  return $rc
+}

@@ -16,11 +16,7 @@ timeout 240 .gpu/attnjit_tests "[gpu][prefill],[gpu][merge]" --durations yes >"$
 grep -E "err\(o\)|passed|failed|FAILED|test cases" "$OUT/prefill_tests.log" | tail -n 30
 
 echo "== compute-sanitizer over graph mode and fp8 scales"
-for tool in memcheck racecheck; do
-  timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests \
-    "[graph][prefill],[fp8][batch]" >"$OUT/$tool.log" 2>&1 || status=1
-  echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1) $(grep -E 'test cases' "$OUT/$tool.log" | tail -n 1)"
-done
+sanitize_tests "[graph][prefill],[fp8][batch]" || status=1
 
 echo "== Python batch prefill tests"
 timeout 120 python3 -m pytest -q \

@@ -14,11 +14,7 @@ status=0
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
 
 echo "== compute-sanitizer over $SANITIZE"
-for tool in memcheck racecheck; do
-  ATTNJIT_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests \
-    "$SANITIZE" >"$OUT/$tool.log" 2>&1 || status=1
-  echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1) $(grep -E 'test cases' "$OUT/$tool.log" | tail -n 1)"
-done
+sanitize_tests "$SANITIZE" || status=1
 
 echo "== agreement with FlashInfer"
 timeout 200 python3 -m pytest -q -rfE --tb=short tools/python/tests/test_peer_agreement.py >"$OUT/pytest.log" 2>&1 || status=1

@@ -25,11 +25,7 @@ if [ "${PYTEST:-1}" = 1 ]; then
 fi
 
 echo "== compute-sanitizer over $SANITIZE"
-for tool in memcheck racecheck; do
-  ATTNJIT_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests "$SANITIZE" \
-    >"$OUT/$tool.log" 2>&1 || status=1
-  echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1) $(grep -E 'test cases' "$OUT/$tool.log" | tail -n 1)"
-done
+sanitize_tests "$SANITIZE" || status=1
 
 echo "== plan() host cost (attnjit bench --op batch_decode)"
 timeout 120 .gpu/attnjit bench --skip-jit --op batch_decode --json "$OUT/bench_batch_decode.json" \
