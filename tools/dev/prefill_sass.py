@@ -106,13 +106,16 @@ def main():
         os.path.dirname(sys.executable), "..", "lib", "python*", "site-packages", "nvidia", "cu*", "bin", "nvdisasm"))), None)
     if not nvdisasm:
         sys.exit("nvdisasm not found: pip install nvidia-cuda-nvdisasm, or put it on PATH")
-    t, kv = args.dtype, args.kv_dtype or args.dtype
-    source = f"""#include "prefill.cuh"
-using Traits = attnjit::PrefillTraits<{args.head_dim}, {args.frags_m}, attnjit::{t}, attnjit::{kv}, attnjit::{t},
-    {args.pos}, {str(args.soft_cap).lower()}, {args.mask}, {str(args.window).lower()}, attnjit::{args.source}, {args.stages}>;
-extern "C" __global__ void __launch_bounds__(Traits::kThreads)
-attnjit_prefill(const __grid_constant__ attnjit::kernels::PrefillParams params) {{ attnjit::prefill<Traits>(params); }}
-"""
+    # The runtime's own template (templates/prefill.cu.in), filled as PrefillKernel::template_values does.
+    values = {"NAME": "prefill_sass", "SPEC_JSON": "{}", "HEAD_DIM": args.head_dim, "FRAGS_M": args.frags_m,
+              "Q_TYPE": args.dtype, "KV_TYPE": args.kv_dtype or args.dtype, "O_TYPE": args.dtype,
+              "POS_MODE": args.pos, "SOFT_CAP": str(args.soft_cap).lower(), "MASK_MODE": args.mask,
+              "WINDOW": str(args.window).lower(), "KV_SOURCE": args.source, "STAGES": args.stages}
+    source = open(os.path.join(ROOT, "templates", "prefill.cu.in")).read()
+    for key, value in values.items():
+        source = source.replace("{{" + key + "}}", str(value))
+    if "{{" in source:
+        sys.exit("templates/prefill.cu.in has a placeholder this tool does not fill: " + source[source.index("{{"):][:40])
     cubin, log = compile_cubin(source, args.kernels, args.arch)
     for line in log.splitlines():
         if "registers" in line or "spill" in line:
