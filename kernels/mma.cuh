@@ -24,6 +24,14 @@ struct frag_c {
 // not fold it back (ptxas at d128 prefill: 153 IADD3 per KV tile against 63).
 ATTNJIT_DEVICE uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
+// x, hidden from the optimizer: what it cannot see into it cannot rewrite
+// (non-volatile, so equal calls still merge).
+ATTNJIT_DEVICE uint32_t opaque(uint32_t x) {
+  uint32_t y;
+  asm("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
 // Four 8x8 16-bit matrices; lane i supplies the row address for matrix i / 8.
 ATTNJIT_DEVICE void ldmatrix_x4(uint32_t (&r)[4], uint32_t row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
