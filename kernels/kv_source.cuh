@@ -8,6 +8,8 @@
 //                             .slice(kv_head, dim0)     this thread's part of every row
 //   slice                     .row(j)                   where that part of K and V row j starts
 //                             .next(a, j, will_read)    row j + 1's, from row j's address a
+//                             .runs_in_page(n)          rows j .. j+n-1 (j a multiple of n) share a page:
+//                             .step(a)                  then row j + 1's is one stride on, no lookup
 //
 // Strides are read from the params at each use rather than copied: the
 // params live in constant memory, so the row multiply takes its stride as a
@@ -40,9 +42,11 @@ struct ContiguousKV {
     // Row j + 1 from row j's address a: one stride on. A loop over
     // consecutive rows keeps one running address instead of one offset per
     // row it unrolls (registers, in prefill).
-    ATTNJIT_DEVICE KVRowAddress next(const KVRowAddress& a, int /*j*/, bool /*will_read*/) const {
+    ATTNJIT_DEVICE KVRowAddress next(const KVRowAddress& a, int /*j*/, bool /*will_read*/) const { return step(a); }
+    ATTNJIT_DEVICE KVRowAddress step(const KVRowAddress& a) const {
       return {a.k + p.k_stride_row * kBytes, a.v + p.v_stride_row * kBytes};
     }
+    ATTNJIT_DEVICE bool runs_in_page(int /*n*/) const { return true; }
   };
 
   const kernels::KVSourceParams& p;
@@ -86,7 +90,6 @@ struct PagedSlice {
   const char* v;
   const int32_t* k_pages;  // the request's page ids
   const int32_t* v_pages;  // kTwoTables only
-  FastDivmod page_size;
 
   ATTNJIT_DEVICE PagedSlice(const kernels::KVSourceParams& params, int kv_head, int dim0, const int32_t* k_table,
                             const int32_t* v_table)
@@ -94,12 +97,11 @@ struct PagedSlice {
         k(static_cast<const char*>(p.k) + (kv_head * p.k_stride_head + dim0) * Bytes),
         v(static_cast<const char*>(p.v) + (kv_head * p.v_stride_head + dim0) * Bytes),
         k_pages(k_table),
-        v_pages(v_table),
-        page_size(uint32_t(p.page_size)) {}
+        v_pages(v_table) {}
 
   ATTNJIT_DEVICE KVRowAddress row(int j) const {
     uint32_t page, slot;
-    page_size.divmod(uint32_t(j), page, slot);
+    p.page_size.divmod(uint32_t(j), page, slot);
     // 4-byte table loads, the same for a page's rows: they hit in L1.
     const int64_t k_id = k_pages[page];
     const int64_t v_id = kTwoTables ? int64_t(v_pages[page]) : k_id;
@@ -112,10 +114,16 @@ struct PagedSlice {
   // be read (its page exists in the table only then).
   ATTNJIT_DEVICE KVRowAddress next(const KVRowAddress& a, int j, bool will_read) const {
     uint32_t page, slot;
-    page_size.divmod(uint32_t(j + 1), page, slot);
-    if (slot != 0) return {a.k + p.k_stride_row * Bytes, a.v + p.v_stride_row * Bytes};
+    p.page_size.divmod(uint32_t(j + 1), page, slot);
+    if (slot != 0) return step(a);
     return will_read ? row(j + 1) : a;
   }
+  ATTNJIT_DEVICE KVRowAddress step(const KVRowAddress& a) const {
+    return {a.k + p.k_stride_row * Bytes, a.v + p.v_stride_row * Bytes};
+  }
+  // Page sizes are usually multiples of the rows a thread loads per tile:
+  // its rows then need one page lookup per tile, not a division per row.
+  ATTNJIT_DEVICE bool runs_in_page(int n) const { return p.page_size.d % uint32_t(n) == 0; }
 };
 
 }  // namespace detail
@@ -132,7 +140,7 @@ struct PagedKV {
   ATTNJIT_DEVICE PagedKV(const kernels::KVSourceParams& params, int request) : p(params) {
     const int first = p.indptr[request], num_pages = p.indptr[request + 1] - first;
     pages = p.indices + first;
-    len = num_pages > 0 ? (num_pages - 1) * p.page_size + p.last_page_len[request] : 0;
+    len = num_pages > 0 ? (num_pages - 1) * int(p.page_size.d) + p.last_page_len[request] : 0;
   }
   ATTNJIT_DEVICE int length() const { return len; }
   ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const { return Slice(p, kv_head, dim0, pages, pages); }

@@ -7,6 +7,7 @@
 //   paged:       k + page(p) * k_stride_page + r * k_stride_row + h * k_stride_head + d
 // (strides in elements; NHD and HND layouts differ only in the strides).
 #pragma once
+#include "fast_divmod.h"
 #include "platform.cuh"
 
 namespace attnjit {
@@ -24,7 +25,7 @@ struct KVSourceParams {
   const void* v;
   int64_t k_stride_page, k_stride_row, k_stride_head;  // in elements
   int64_t v_stride_page, v_stride_row, v_stride_head;
-  int32_t page_size;   // paged kinds
+  FastDivmod page_size;  // paged kinds; built on the host, so the kernel keeps no divisor registers
   int32_t kv_len;      // contiguous: the sequence length
   // kKVPaged (and kKVRagged: row offsets)
   const int32_t* indptr;         // [batch + 1], into indices (ragged: into rows)

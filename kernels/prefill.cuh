@@ -179,6 +179,9 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   // each; a pass still covers whole rows, so a warp's loads stay coalesced),
   // walking them from one address: within a page the next row is one stride
   // on, so a paged source looks a page up once per page, not once per row.
+  // The run of rows starts at a multiple of kKVPasses: when that divides the
+  // page size the run lies in one page, and one lookup serves all of it.
+  const bool one_page = kv_slice.runs_in_page(Tr::kKVPasses);
   auto load_kv = [&](int stage, int base) {
     const Tile kt = k_tile(stage), vt = v_tile(stage);
     KVRowAddress at;
@@ -186,7 +189,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     for (int s = 0; s < Tr::kKVPasses; ++s) {
       const int r = row_in_pass * Tr::kKVPasses + s, j = base + r;
       const bool valid = j < kv_len;  // rows past the sequence read as zeros (masked, and 0 * V stays finite)
-      at = s == 0 ? kv_slice.row(valid ? j : 0) : kv_slice.next(at, j - 1, valid);
+      if (s == 0) at = kv_slice.row(valid ? j : 0);
+      else at = one_page ? kv_slice.step(at) : kv_slice.next(at, j - 1, valid);
       if constexpr (storage_bytes<typename Tr::kv_t>::value == 2) {
         cp_async_16(kt.at(r, dim0), at.k, valid);
         cp_async_16(vt.at(r, dim0), at.v, valid);

@@ -172,7 +172,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   s.v_stride_row = kv.v_cache.strides[nhd ? 1 : 2];
   s.k_stride_head = kv.k_cache.strides[nhd ? 2 : 1];
   s.v_stride_head = kv.v_cache.strides[nhd ? 2 : 1];
-  s.page_size = static_cast<int32_t>(ps);
+  s.page_size = FastDivmod(static_cast<uint32_t>(ps));
   s.indptr = kv.indptr;
   s.indices = kv.indices;
   s.last_page_len = kv.last_page_len;

@@ -201,7 +201,7 @@ void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorV
   p.kv.k_stride_head = nhd ? k_cache.strides[2] : k_cache.strides[1];
   p.kv.v_stride_row = nhd ? v_cache.strides[1] : v_cache.strides[2];
   p.kv.v_stride_head = nhd ? v_cache.strides[2] : v_cache.strides[1];
-  p.kv.page_size = c.page_size;
+  p.kv.page_size = FastDivmod(static_cast<uint32_t>(c.page_size));
   p.kv.indices = c.array<const int32_t>("paged_kv_indices");
   p.kv.last_page_len = c.array<const int32_t>("paged_kv_last_page_len");
   c.launch(p, o, stream);
