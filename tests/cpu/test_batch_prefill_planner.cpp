@@ -66,6 +66,16 @@ TEST_CASE("batch prefill plan: every (request, tile, chunk) once, longest first"
   // The first item is the longest request's last tile (it sees the most keys).
   const auto L = ops::plan_batch_prefill(shape({10, 500}, {10, 5000}), {132});
   CHECK(L.work[0] == 1);
+  // A request's query tiles (which read the same K/V) start together, last tile first.
+  const auto append = ops::plan_batch_prefill(shape(std::vector<int32_t>(32, 128), std::vector<int32_t>(32, 8192)), {132});
+  const int tiles = (128 * 4 + append.prefill.spec.as<PrefillKernel>()->tile_q() - 1) /
+                    append.prefill.spec.as<PrefillKernel>()->tile_q();
+  REQUIRE(tiles > 1);
+  REQUIRE(append.num_work == 32 * tiles);
+  for (int i = 0; i < append.num_work; ++i) {
+    CHECK(append.work[i] == i / tiles);
+    CHECK(append.work[append.num_work + i] == tiles - 1 - i % tiles);
+  }
 }
 
 TEST_CASE("batch prefill plan: a few new tokens against long caches split the KV", "[prefill][planner][batch]") {

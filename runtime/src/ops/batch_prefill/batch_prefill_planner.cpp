@@ -134,26 +134,39 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
   L.num_chunks = split.num_chunks;
   L.chunk_size = split.chunk_size;
 
-  // Items with their cost (keys the tile's last query sees in the chunk),
-  // largest first: the long ones start early and the short ones fill the tail.
+  // Items with their cost (keys the tile's last query sees in the chunk).
+  // Requests go longest first and each request's items largest first: the
+  // long work starts early and the short fills the tail. A request's items
+  // stay together because its query tiles read the same K/V: started side by
+  // side they share it in L2. (Sorted by cost alone, 32 requests x 128 new
+  // tokens on 8k cached ran every request's last tile first, and the four
+  // tiles of one request started a wave apart.)
   struct Item {
-    int64_t cost;
+    int64_t request_cost, cost;
     int32_t request, tile, chunk;
   };
   std::vector<Item> items;
   for (size_t b = 0; b < batch; ++b) {
     const int64_t qo = s.qo_indptr[b + 1] - s.qo_indptr[b], kv = s.kv_lens[b];
     const int64_t n_tiles = (qo * group + tq - 1) / tq;
+    const size_t first = items.size();
     for (int64_t t = 0; t < n_tiles; ++t) {
       const int64_t last_q = std::min(qo - 1, ((t + 1) * tq - 1) / group);
       const int64_t reach = s.options.causal && !s.options.custom_mask ? std::min(kv, kv - qo + last_q + 1) : kv;
       for (int c = 0; c < L.num_chunks; ++c) {
         const int64_t lo = int64_t(c) * L.chunk_size, hi = std::min<int64_t>(reach, lo + L.chunk_size);
-        items.push_back({std::max<int64_t>(0, hi - lo), int32_t(b), int32_t(t), int32_t(c)});
+        items.push_back({0, std::max<int64_t>(0, hi - lo), int32_t(b), int32_t(t), int32_t(c)});
       }
     }
+    int64_t request_cost = 0;
+    for (size_t i = first; i < items.size(); ++i) request_cost = std::max(request_cost, items[i].cost);
+    for (size_t i = first; i < items.size(); ++i) items[i].request_cost = request_cost;
   }
-  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    if (a.request_cost != b.request_cost) return a.request_cost > b.request_cost;
+    if (a.request != b.request) return a.request < b.request;
+    return a.cost > b.cost;
+  });
   L.num_work = static_cast<int>(items.size());
   L.work.resize(3 * items.size());
   for (size_t i = 0; i < items.size(); ++i) {
