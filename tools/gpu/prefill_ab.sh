@@ -5,8 +5,10 @@
 # prefill benchmark) through tools/bench/compare_peers.py
 # beside FlashInfer fa2 and SDPA, in separate processes one after the other
 # (the same GPU, minutes apart). Then the Catch2 tests in TESTS (if set) and
-# the Python tests (unless PYTEST=0), verbose on failures.
-#   LIBS="ab/v0.so ab/v1.so" bash tools/gpu/prefill_ab.sh      (logs under $OUT)
+# the Python tests (unless PYTEST=0), verbose on failures, and
+# compute-sanitizer memcheck + racecheck over the Catch2 specs in SANITIZE.
+#   LIBS=".gpupack/ab/v0.so .gpupack/ab/v1.so" bash tools/gpu/prefill_ab.sh   (logs under $OUT;
+#   the paths are from the repository root: copy the libraries in after pack.sh)
 set -uo pipefail
 source tools/gpu/device_env.sh
 status=0
@@ -22,6 +24,10 @@ if [ -n "${TESTS:-}" ]; then
   echo "== Catch2 $TESTS"
   ATTNJIT_CACHE_DIR=/tmp/cache-tests timeout 240 .gpu/attnjit_tests "$TESTS" >"$OUT/tests.log" 2>&1 || status=1
   grep -E "FAILED|test cases|assertions" "$OUT/tests.log" | tail -n 12
+fi
+if [ -n "${SANITIZE:-}" ]; then
+  echo "== compute-sanitizer over $SANITIZE"
+  sanitize_tests "$SANITIZE" || status=1
 fi
 if [ "${PYTEST:-1}" != 0 ]; then
   echo "== Python tests"
