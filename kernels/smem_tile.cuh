@@ -24,22 +24,25 @@ struct SmemTile {
   ATTNJIT_DEVICE uint32_t at(int row, int col) const { return base + lane_offset(row, col); }
   static ATTNJIT_DEVICE uint32_t lane_offset(int row, int col) { return row * kRowBytes + col * 2; }
 
-  // A fragment's address is the lane's offset (rows and 16-byte halves it
-  // points ldmatrix at) plus the fragment's own (row0, k0). The lane offset
-  // goes through opaque(): otherwise the compiler, knowing its bits, turns
-  // "+ constant" into an OR, which ptxas cannot fold into the instruction's
-  // immediate, and keeps one address register per column block (ptxas at
-  // d128 prefill: eight for the V tile, rebuilt every KV tile).
+  // A fragment's address is the lane's offset (the row and 16-byte half it
+  // points ldmatrix at) plus the fragment's own (row, column) offset, an
+  // immediate in the instruction. For V the lane's offset goes through
+  // opaque(): otherwise the compiler, knowing its bits, turns "+ column
+  // offset" into an OR, which ptxas cannot fold into the immediate, and keeps
+  // one address register per 16 columns (ptxas at d128 prefill: eight,
+  // rebuilt every KV tile; the spills went with them). Q's and K's offsets
+  // fold as they are; hiding them too measured no faster, and slower on
+  // paged causal prefill (H100, 2026-11-23).
   ATTNJIT_DEVICE frag_a a_fragment(int row0, int k0) const {
     const int lane = threadIdx.x & 31;
     frag_a a;
-    ldmatrix_x4(a.x, base + opaque(lane_offset(lane & 15, (lane >> 4) * 8)) + lane_offset(row0, k0));
+    ldmatrix_x4(a.x, base + lane_offset(lane & 15, (lane >> 4) * 8) + lane_offset(row0, k0));
     return a;
   }
   ATTNJIT_DEVICE void b_fragments_nk(frag_b& lo, frag_b& hi, int row0, int k0) const {
     const int lane = threadIdx.x & 31;
     uint32_t r[4];
-    ldmatrix_x4(r, base + opaque(lane_offset((lane & 7) + ((lane >> 4) << 3), ((lane >> 3) & 1) * 8)) +
+    ldmatrix_x4(r, base + lane_offset((lane & 7) + ((lane >> 4) << 3), ((lane >> 3) & 1) * 8) +
                        lane_offset(row0, k0));
     lo = frag_b{{r[0], r[1]}};
     hi = frag_b{{r[2], r[3]}};
