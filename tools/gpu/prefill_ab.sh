@@ -13,7 +13,7 @@ set -uo pipefail
 source tools/gpu/device_env.sh
 status=0
 for lib in ${LIBS:-.gpu/libattnjit.so}; do
-  name=$(basename "$lib" .so)
+  name=${ONLY:-prefill_grid}_$(basename "$lib" .so)  # a grid run and a paged run of one library keep both logs
   echo "== $lib"
   ATTNJIT_CACHE_DIR=/tmp/cache-$name ATTNJIT_LIBRARY=$PWD/$lib \
     timeout 240 python3 tools/bench/compare_peers.py --only ${ONLY:-prefill_grid} --grid-head-dims ${GRID_DIMS:-128} \
