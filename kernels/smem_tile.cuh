@@ -21,8 +21,8 @@ struct SmemTile {
   static constexpr int kRowBytes = kStride * 2;
   uint32_t base;
 
-  ATTNJIT_DEVICE uint32_t at(int row, int col) const { return base + lane_offset(row, col); }
-  static ATTNJIT_DEVICE uint32_t lane_offset(int row, int col) { return row * kRowBytes + col * 2; }
+  ATTNJIT_DEVICE uint32_t at(int row, int col) const { return base + offset(row, col); }
+  static ATTNJIT_DEVICE uint32_t offset(int row, int col) { return row * kRowBytes + col * 2; }
 
   // A fragment's address is the lane's offset (the row and 16-byte half it
   // points ldmatrix at) plus the fragment's own (row, column) offset, an
@@ -36,21 +36,20 @@ struct SmemTile {
   ATTNJIT_DEVICE frag_a a_fragment(int row0, int k0) const {
     const int lane = threadIdx.x & 31;
     frag_a a;
-    ldmatrix_x4(a.x, base + lane_offset(lane & 15, (lane >> 4) * 8) + lane_offset(row0, k0));
+    ldmatrix_x4(a.x, base + offset(lane & 15, (lane >> 4) * 8) + offset(row0, k0));
     return a;
   }
   ATTNJIT_DEVICE void b_fragments_nk(frag_b& lo, frag_b& hi, int row0, int k0) const {
     const int lane = threadIdx.x & 31;
     uint32_t r[4];
-    ldmatrix_x4(r, base + lane_offset((lane & 7) + ((lane >> 4) << 3), ((lane >> 3) & 1) * 8) +
-                       lane_offset(row0, k0));
+    ldmatrix_x4(r, base + offset((lane & 7) + ((lane >> 4) << 3), ((lane >> 3) & 1) * 8) + offset(row0, k0));
     lo = frag_b{{r[0], r[1]}};
     hi = frag_b{{r[2], r[3]}};
   }
   ATTNJIT_DEVICE void b_fragments_kn(frag_b& lo, frag_b& hi, int k0, int n0) const {
     const int lane = threadIdx.x & 31;
     uint32_t r[4];
-    ldmatrix_x4_trans(r, base + opaque(lane_offset(lane & 15, (lane >> 4) * 8)) + lane_offset(k0, n0));
+    ldmatrix_x4_trans(r, base + opaque(offset(lane & 15, (lane >> 4) * 8)) + offset(k0, n0));
     lo = frag_b{{r[0], r[1]}};
     hi = frag_b{{r[2], r[3]}};
   }
