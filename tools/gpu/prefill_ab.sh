@@ -4,9 +4,10 @@
 # runs FlashAttention's grid at head_dim 128 (or, with ONLY=paged, the paged
 # prefill benchmark) through tools/bench/compare_peers.py
 # beside FlashInfer fa2 and SDPA, in separate processes one after the other
-# (the same GPU, minutes apart). Then the Catch2 tests in TESTS (if set) and
-# the Python tests (unless PYTEST=0), verbose on failures, and
-# compute-sanitizer memcheck + racecheck over the Catch2 specs in SANITIZE.
+# (the same GPU, minutes apart). Then, in this order: the Catch2 tests in
+# TESTS (if set), compute-sanitizer memcheck + racecheck over the Catch2 specs
+# in SANITIZE (if set), and the Python tests (unless PYTEST=0), verbose on
+# failures.
 #   LIBS=".gpupack/ab/v0.so .gpupack/ab/v1.so" bash tools/gpu/prefill_ab.sh   (logs under $OUT;
 #   the paths are from the repository root: copy the libraries in after pack.sh)
 set -uo pipefail
