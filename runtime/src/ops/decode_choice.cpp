@@ -62,10 +62,13 @@ DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
   // would not fit in registers). use_tensor_cores asks for it; without it the
   // planner still takes it from a group of kTensorCoreMinGroup up, where it
   // measured faster (docs/PERFORMANCE.md: 0.68x vs 0.57x copy at group 4,
-  // 0.66x vs 0.37x at group 8, kv_len 32768) -- but never by itself with RoPE:
-  // that skeleton rounds the rotated K to the q dtype before the MMA, which
-  // costs up to 3e-2 (base 2) of lse in bf16, against 1e-4 on CUDA cores. The
-  // choice is by accuracy first, then speed.
+  // 0.66x vs 0.37x at group 8, kv_len 32768) -- but not by itself with RoPE.
+  // Rounding the rotated q and k once cost up to 3e-2 (base 2) of lse in
+  // bf16, against 1e-4 on CUDA cores; the skeleton now keeps them as a
+  // rounded part and the rest (decode_mma.cuh: kSplitQK, three MMAs per
+  // product and 50% more shared memory), and whether that is still the faster
+  // path at groups >= kTensorCoreMinGroup is to be measured before the
+  // automatic choice takes it. The choice is by accuracy first, then speed.
   // Several query tokens per request run on tensor cores only (the CUDA-core
   // skeleton has one query row per head), RoPE included.
   const bool rope = p.pos_encoding == PosEncoding::RopeLlama;
