@@ -62,8 +62,6 @@ struct DecodeMmaTraits {
   static constexpr int kBuffers = 2 / kSubTiles;
   static constexpr int kPasses = kWarpRows / kRowsPerPass;       // loads per thread per tile, each of K and V
   static constexpr int kStride = HeadDim + 8;                    // smem row pitch: ldmatrix without bank conflicts
-  static constexpr int kSmemBytes = kernels::decode_mma_smem_bytes(Warps, HeadDim);
-  static_assert((16 + 2 * kBuffers * kTileRows) * kStride * 2 <= kSmemBytes, "tiles exceed the planned smem");
   using q_t = QT;
   using mma_t = typename mma_input<QT, KVT>::type;  // the tensor cores' input type, and the smem tiles'
   using kv_t = KVT;
@@ -74,6 +72,15 @@ struct DecodeMmaTraits {
   // (decode_work.cuh), so one token needs no window check per row; with
   // several (causal), later tokens' windows start later and are checked.
   using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, MaskMode == kernels::kMaskCausal>;
+  // Keys and queries transformed in float (RoPE) reach the MMA as a rounded
+  // part and the rest (split8), and S takes three MMAs per product instead of
+  // one: rounding the rotated q and k once cost up to 3e-2 of lse (bf16),
+  // where un-rotated 16-bit inputs lose nothing. Decode is bound by memory,
+  // not by the MMAs.
+  static constexpr bool kSplitQK = Variant::kTransformsKeys;
+  static constexpr int kSmemBytes = kernels::decode_mma_smem_bytes(Warps, HeadDim, kSplitQK);
+  static_assert((16 + 2 * kBuffers * kTileRows + (kSplitQK ? 16 + kBuffers * kTileRows : 0)) * kStride * 2 <= kSmemBytes,
+                "tiles exceed the planned smem");
 };
 
 extern __shared__ __align__(16) unsigned char attnjit_decode_mma_smem[];
@@ -105,6 +112,9 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   // array would put it in local memory.
   auto k_tile = [&](int buf) { return smem + 16 * kRowBytes + buf * kTileBytes; };
   auto v_tile = [&](int buf) { return smem + 16 * kRowBytes + (Tr::kBuffers + buf) * kTileBytes; };
+  // kSplitQK: the rests of the rotated Q and K tiles, after the V tiles.
+  const uint32_t q_rest_tile = smem + 16 * kRowBytes + 2 * Tr::kBuffers * kTileBytes;
+  auto k_rest_tile = [&](int buf) { return q_rest_tile + 16 * kRowBytes + buf * kTileBytes; };
   // The 16-byte chunk c (elements 8c..8c+7) of a K/V tile row. Chunks 8-15
   // swap in pairs, so the 8 lanes of a store phase, which write chunks
   // 2l (+1) when a lane holds 16 fp8 elements, hit distinct banks; the
@@ -134,7 +144,13 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       qf = load8<typename Tr::q_t>(static_cast<const char*>(p.q) +
                                    (queries.q_row(r) * p.q_stride_b + queries.head(r) * p.q_stride_h + d0) * 2);
     var_lo.template transform_query<D>(qf, queries.q_pos(r, kv_len), d0, kQSlices / 2);  // depends on the position only
-    store_smem8<T>(q_tile + r * kRowBytes + d0 * 2, qf);
+    if constexpr (Tr::kSplitQK) {
+      const split8<T> parts(qf);
+      store_smem8(q_tile + r * kRowBytes + d0 * 2, parts.hi);
+      store_smem8(q_rest_tile + r * kRowBytes + d0 * 2, parts.lo);
+    } else {
+      store_smem8<T>(q_tile + r * kRowBytes + d0 * 2, qf);
+    }
   }
 
   const int begin = work.begin, end = work.end;
@@ -158,10 +174,12 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       const uint32_t v_row = v_tile(buf) + r * kRowBytes;
 #pragma unroll
       for (int f = 0; f < Tr::kLoadFrags; ++f) {
-        if (Tr::Variant::kTransformsKeys) {  // in float, then rounded once to the MMA type
+        if constexpr (Tr::kSplitQK) {  // in float, then as a rounded part and the rest
           frag8 kf = to_frag8(k_raw[s][f]);
           var_lo.template transform_key<D>(kf, base + r, dim0 + 8 * f, kRopePartner);  // the same for every head
-          store_smem8<T>(k_row + chunk(chunk0 + f), kf);
+          const split8<T> parts(kf);
+          store_smem8(k_row + chunk(chunk0 + f), parts.hi);
+          store_smem8(k_rest_tile(buf) + r * kRowBytes + chunk(chunk0 + f), parts.lo);
         } else {
           store_smem8(k_row + chunk(chunk0 + f), widen8(k_raw[s][f]));
         }
@@ -209,6 +227,15 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
           ldmatrix_x4(r, kw + chunk(2 * ks + ((lane >> 3) & 1)));
           mma_16816<T>(s[2 * sub], qa[ks], frag_b{{r[0], r[1]}});
           mma_16816<T>(s[2 * sub + 1], qa[ks], frag_b{{r[2], r[3]}});
+          if constexpr (Tr::kSplitQK) {  // + q_rest k_hi + q_hi k_rest
+            frag_a q_rest;
+            ldmatrix_x4(q_rest.x, q_rest_tile + (lane % 16) * kRowBytes + (ks * 16 + (lane / 16) * 8) * 2);
+            mma_16816<T>(s[2 * sub], q_rest, frag_b{{r[0], r[1]}});
+            mma_16816<T>(s[2 * sub + 1], q_rest, frag_b{{r[2], r[3]}});
+            ldmatrix_x4(r, kw - k_tile(buf) + k_rest_tile(buf) + chunk(2 * ks + ((lane >> 3) & 1)));
+            mma_16816<T>(s[2 * sub], qa[ks], frag_b{{r[0], r[1]}});
+            mma_16816<T>(s[2 * sub + 1], qa[ks], frag_b{{r[2], r[3]}});
+          }
         }
       }
 

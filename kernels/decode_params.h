@@ -72,10 +72,13 @@ ATTNJIT_HOST_DEVICE constexpr int decode_smem_bytes(int warps, int heads_per_cta
 
 // Dynamic shared memory of the tensor-core decode kernel: double-buffered K and
 // V tiles of 16 rows per warp plus a 16-row Q tile, 16-bit, rows padded by 8
-// elements; reused afterwards for the cross-warp merge (fp32 states).
-ATTNJIT_HOST_DEVICE constexpr int decode_mma_smem_bytes(int warps, int head_dim) {
-  return (4 * 16 * warps + 16) * (head_dim + 8) * 2 > warps * 16 * (head_dim + 2) * 4
-             ? (4 * 16 * warps + 16) * (head_dim + 8) * 2
+// elements; with split_qk (RoPE: the rotated q and k as a rounded part and
+// the rest, decode_mma.cuh) a second Q tile and K tiles for the rest; reused
+// afterwards for the cross-warp merge (fp32 states).
+ATTNJIT_HOST_DEVICE constexpr int decode_mma_smem_bytes(int warps, int head_dim, bool split_qk = false) {
+  return ((4 * 16 * warps + 16) + (split_qk ? 2 * 16 * warps + 16 : 0)) * (head_dim + 8) * 2 >
+                 warps * 16 * (head_dim + 2) * 4
+             ? ((4 * 16 * warps + 16) + (split_qk ? 2 * 16 * warps + 16 : 0)) * (head_dim + 8) * 2
              : warps * 16 * (head_dim + 2) * 4;
 }
 

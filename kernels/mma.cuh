@@ -72,6 +72,22 @@ template <class T> ATTNJIT_DEVICE uint32_t pack2(float lo, float hi);
 template <> ATTNJIT_DEVICE uint32_t pack2<f16>(float lo, float hi) { return detail::f32_to_f16x2(lo, hi); }
 template <> ATTNJIT_DEVICE uint32_t pack2<bf16>(float lo, float hi) { return detail::f32_to_bf16x2(lo, hi); }
 
+// x as hi + lo, both in T: hi = x rounded to T, lo = the rest rounded to T.
+// Products of two such pairs on the tensor cores (hi*hi + lo*hi + hi*lo, in
+// f32) keep about twice T's mantissa bits: how a skeleton whose operands were
+// computed in float (RoPE) keeps their precision.
+template <class T>
+struct split8 {
+  raw8<T> hi, lo;
+  ATTNJIT_DEVICE explicit split8(const frag8& x) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) hi.r[i] = pack2<T>(x.x[2 * i], x.x[2 * i + 1]);
+    const frag8 h = to_frag8(hi);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) lo.r[i] = pack2<T>(x.x[2 * i] - h.x[2 * i], x.x[2 * i + 1] - h.x[2 * i + 1]);
+  }
+};
+
 // Eight floats as 16 bytes of T, for staging tiles in shared memory.
 template <class T>
 ATTNJIT_DEVICE void store_smem8(uint32_t addr, const frag8& f) {

@@ -80,19 +80,26 @@ TEST_CASE("a split plan names its workspace regions; an unsplit one needs none",
   CHECK_FALSE(one.merge.has_value());
 }
 
-TEST_CASE("the planner never takes the tensor cores by itself for RoPE", "[contract][planner]") {
+TEST_CASE("the planner takes the tensor cores by itself from group 4, RoPE included", "[contract][planner]") {
   SingleDecodeProblem p;
   p.num_qo_heads = 32;
-  p.num_kv_heads = 4;
+  p.num_kv_heads = 16;
   p.head_dim = 128;
   p.kv_len = 4096;
   p.q_dtype = p.kv_dtype = DType::BF16;
   auto tc = [&] { return ops::plan_single_decode(p, {132}).decode.spec.as<DecodeKernel>()->tensor_cores; };
-  CHECK(tc());  // group 8: faster on tensor cores
-  p.options.pos_encoding_mode = PosEncoding::RopeLlama;
-  CHECK_FALSE(tc());  // accuracy first
+  CHECK_FALSE(tc());  // group 2: CUDA cores
   p.options.use_tensor_cores = true;
   CHECK(tc());  // asked for
+  p.options.use_tensor_cores = false;
+  p.num_kv_heads = 4;
+  CHECK(tc());  // group 8: faster on tensor cores
+  // RoPE keeps the rotated q/k exact there (kSplitQK), so accuracy no
+  // longer rules the tensor cores out; the GPU grids check its lse.
+  p.options.pos_encoding_mode = PosEncoding::RopeLlama;
+  CHECK(tc());
+  p.head_dim = 256;
+  CHECK_FALSE(tc());  // the mma skeleton stops at 128
 }
 
 TEST_CASE("the registry's operators explain plans and list kernels from JSON alone", "[contract][registry]") {

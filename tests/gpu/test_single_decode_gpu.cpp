@@ -134,6 +134,9 @@ TEST_CASE("single decode matches the float64 reference across the grid", "[gpu][
     CHECK(e.lse_abs <= lse_tolerance(c.p.q_dtype));
     if (e.o_rel <= tol && e.lse_abs <= lse_tolerance(c.p.q_dtype)) ++passed;
     const bool tc = ops::plan_single_decode(c.p, {}).decode.spec.as<DecodeKernel>()->tensor_cores;
+    // RoPE on tensor cores keeps the rotated q and k unrounded (decode_mma.cuh:
+    // kSplitQK): held to the CUDA-core path's order of lse error.
+    if (tc && c.p.options.pos_encoding_mode == PosEncoding::RopeLlama) CHECK(e.lse_abs <= 1e-3);
     auto& w = worst[fmt::format("{}/{} {}{}", to_string(c.p.q_dtype), to_string(c.p.kv_dtype), tc ? "tc" : "cuda",
                                 c.p.options.pos_encoding_mode == PosEncoding::RopeLlama ? " rope" : "")];
     w.o_rel = std::max(w.o_rel, e.o_rel);

@@ -22,6 +22,7 @@ struct TokenReference {
   DType q = DType::BF16, kv = DType::BF16;
   int window_left = -1;
   float soft_cap = 0.f;
+  PosEncoding pos_encoding = PosEncoding::None;  // RoPE: theta 1e4, scale 1 (the defaults)
   std::optional<float> sm_scale, v_scale;  // default 1/sqrt(d) and 1
   const std::vector<double>* sinks = nullptr;
 };
@@ -49,6 +50,7 @@ inline TokenErrors compare_tokens(const TokenReference& c, const PagedBatch& b, 
     sp.kv_dtype = c.kv;
     sp.options.window_left = c.window_left;
     if (c.soft_cap > 0) sp.options.logits_soft_cap = c.soft_cap;
+    sp.options.pos_encoding_mode = c.pos_encoding;
     sp.options.sm_scale = c.sm_scale;
     sp.options.v_scale = c.v_scale;
     for (int t = 0; t < Q; ++t, ++row) {

@@ -62,16 +62,18 @@ DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
   // would not fit in registers). use_tensor_cores asks for it; without it the
   // planner still takes it from a group of kTensorCoreMinGroup up, where it
   // measured faster (docs/PERFORMANCE.md: 0.68x vs 0.57x copy at group 4,
-  // 0.66x vs 0.37x at group 8, kv_len 32768) -- but never by itself with RoPE:
-  // that skeleton rounds the rotated K to the q dtype before the MMA, which
-  // costs up to 3e-2 (base 2) of lse in bf16, against 1e-4 on CUDA cores. The
-  // choice is by accuracy first, then speed.
+  // 0.66x vs 0.37x at group 8, kv_len 32768), RoPE included. The choice is
+  // by accuracy first, then speed: rounding the rotated q and k once cost up
+  // to 3e-2 (base 2) of lse in bf16, so the skeleton keeps them as a rounded
+  // part and the rest (decode_mma.cuh: kSplitQK, three MMAs per product),
+  // which matches the CUDA cores' lse (both ~3e-6). With that, RoPE on tensor
+  // cores measured 1.5x (group 4) and 2.7x (group 8) faster for batch decode
+  // 64 x 4096, 1.44x at group 8 for single decode 32k, and 7% slower there at
+  // group 4 (docs/PERFORMANCE.md, "Exact RoPE on tensor cores").
   // Several query tokens per request run on tensor cores only (the CUDA-core
-  // skeleton has one query row per head), RoPE included.
-  const bool rope = p.pos_encoding == PosEncoding::RopeLlama;
+  // skeleton has one query row per head).
   const bool multi_token = p.q_len > 1;
-  s.tensor_cores =
-      p.head_dim <= 128 && (p.use_tensor_cores || multi_token || (group >= kTensorCoreMinGroup && !rope));
+  s.tensor_cores = p.head_dim <= 128 && (p.use_tensor_cores || multi_token || group >= kTensorCoreMinGroup);
   if (s.tensor_cores) {
     const QueryTile tile = tensor_core_query_tile(group, std::max(p.q_len, 1));
     s.heads_per_cta = tile.heads;

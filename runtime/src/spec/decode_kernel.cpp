@@ -52,8 +52,9 @@ std::string DecodeKernel::name() const {
 }
 
 int DecodeKernel::dynamic_smem_bytes() const {
-  // Tensor cores: the 16-row Q tile holds any heads x tokens <= 16.
-  return tensor_cores ? kernels::decode_mma_smem_bytes(warps, head_dim)
+  // Tensor cores: the 16-row Q tile holds any heads x tokens <= 16; with RoPE
+  // the rotated Q and K also keep their rests (decode_mma.cuh: kSplitQK).
+  return tensor_cores ? kernels::decode_mma_smem_bytes(warps, head_dim, variant.pos_encoding == PosEncoding::RopeLlama)
                       : kernels::decode_smem_bytes(warps, heads_per_cta, head_dim);
 }
 
