@@ -208,6 +208,17 @@ int Engine::sm_count(int device) {
   return sm_counts_[device] = n;
 }
 
+int Engine::smem_per_block(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = smem_per_block_.find(device); it != smem_per_block_.end()) return it->second;
+  const auto& cu = cuda::driver();
+  CUdevice dev;
+  ATTNJIT_CU(cu.DeviceGet(&dev, device));
+  int n = 0;
+  ATTNJIT_CU(cu.DeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+  return smem_per_block_[device] = n;
+}
+
 WorkspacePool& Engine::workspace_pool(int device) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& pool = pools_[device];

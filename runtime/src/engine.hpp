@@ -68,6 +68,7 @@ class Engine {
   // The arch to compile for on `device` (cached), and the local default.
   std::string arch_of(int device);
   int sm_count(int device);
+  int smem_per_block(int device);  // opt-in dynamic shared memory limit (cached)
 
   // Workspaces for the one-call entry points, a pool per device (each call
   // leases its own buffer; see workspace_pool.hpp).
@@ -88,7 +89,7 @@ class Engine {
   std::unordered_map<std::string, std::shared_ptr<Kernel>> registry_;
   std::unordered_map<std::string, std::shared_ptr<std::mutex>> in_flight_;
   std::map<int, std::string> archs_;
-  std::map<int, int> sm_counts_;
+  std::map<int, int> sm_counts_, smem_per_block_;
   std::map<int, std::unique_ptr<WorkspacePool>> pools_;
   std::unordered_map<std::string, std::shared_ptr<const void>> plans_;
 };

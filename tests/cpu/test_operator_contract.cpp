@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "attnjit/error.hpp"
+#include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/registry.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
@@ -100,6 +101,35 @@ TEST_CASE("the planner takes the tensor cores by itself from group 4, RoPE inclu
   CHECK(tc());
   p.head_dim = 256;
   CHECK_FALSE(tc());  // the mma skeleton stops at 128
+}
+
+TEST_CASE("a one-token decode leaves the tensor cores where their kernel would not fit the device",
+          "[contract][planner]") {
+  SingleDecodeProblem p;
+  p.num_qo_heads = 32;
+  p.num_kv_heads = 4;
+  p.head_dim = 128;
+  p.kv_len = 4096;
+  p.q_dtype = p.kv_dtype = DType::BF16;
+  ops::DeviceFigures ada{128, 99 * 1024};  // sm_89: 99 KB per block
+  auto plan = [&] { return *ops::plan_single_decode(p, ada).decode.spec.as<DecodeKernel>(); };
+  CHECK(plan().tensor_cores);  // 74 KB fits
+  CHECK(plan().dynamic_smem_bytes() <= ada.smem_per_block);
+  p.options.pos_encoding_mode = PosEncoding::RopeLlama;
+  p.options.use_tensor_cores = true;
+  CHECK_FALSE(plan().tensor_cores);  // RoPE's split q/k needs 113 KB: CUDA cores, even when asked
+  CHECK(ops::plan_single_decode(p, {132}).decode.spec.as<DecodeKernel>()->tensor_cores);  // H100: fits
+  // Batch decode alike; several tokens per request have only the tensor cores.
+  BatchDecodeProblem b;
+  b.batch_size = 2;
+  b.num_qo_heads = 32;
+  b.num_kv_heads = 4;
+  b.head_dim = 128;
+  b.page_size = 16;
+  b.q_dtype = b.kv_dtype = b.o_dtype = DType::BF16;
+  b.options.pos_encoding_mode = PosEncoding::RopeLlama;
+  CHECK_FALSE(ops::plan_batch_decode(b, ada).decode.spec.as<DecodeKernel>()->tensor_cores);
+  CHECK(ops::plan_batch_decode(b, {132}).decode.spec.as<DecodeKernel>()->tensor_cores);
 }
 
 TEST_CASE("the registry's operators explain plans and list kernels from JSON alone", "[contract][registry]") {

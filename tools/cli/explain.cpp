@@ -104,7 +104,10 @@ void run_explain(const ExplainOptions& o) {
 
   if (o.kv_len > 0 || problem.contains("kv_len")) {
     ops::DeviceFigures figures;
-    if (have_gpu) figures.sm_count = engine.sm_count(0);
+    if (have_gpu) {
+      figures.sm_count = engine.sm_count(0);
+      figures.smem_per_block = engine.smem_per_block(0);
+    }
     const nlohmann::json plan = op.explain(problem, figures);
     fmt::print("plan:    for {} SMs{}\n", figures.sm_count, have_gpu ? " (device 0)" : " (assumed: no GPU)");
     for (const auto& item : plan.items())

@@ -73,7 +73,11 @@ DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
   // Several query tokens per request run on tensor cores only (the CUDA-core
   // skeleton has one query row per head).
   const bool multi_token = p.q_len > 1;
+  s.warps = 4;
   s.tensor_cores = p.head_dim <= 128 && (p.use_tensor_cores || multi_token || group >= kTensorCoreMinGroup);
+  // Several tokens have no other skeleton; if theirs does not fit, loading it
+  // names the limit (Engine::load_on_device).
+  if (s.tensor_cores && !multi_token && s.dynamic_smem_bytes() > p.smem_per_block) s.tensor_cores = false;
   if (s.tensor_cores) {
     const QueryTile tile = tensor_core_query_tile(group, std::max(p.q_len, 1));
     s.heads_per_cta = tile.heads;
@@ -82,7 +86,6 @@ DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
     s.heads_per_cta = heads_per_cta(group);
   }
   if (multi_token) s.variant.mask = MaskMode::Causal;
-  s.warps = 4;
   s.unroll = s.tensor_cores ? 4 : decode_tile(s).rows_per_iter / (s.warps * (256 / s.head_dim));
   return s;
 }

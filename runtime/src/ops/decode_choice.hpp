@@ -19,6 +19,10 @@ struct DecodeShape {
   // which only the tensor-core skeleton runs (mask causal), chosen here
   // whatever use_tensor_cores says. Callers validate head_dim <= 128 first.
   int q_len = 1;
+  // The device's opt-in shared memory per block (DeviceFigures): a
+  // one-token problem whose tensor-core kernel would need more (RoPE's
+  // split q/k at d = 128 on sm_86/89) runs on CUDA cores instead.
+  int smem_per_block = 227 * 1024;
 };
 
 DecodeKernel choose_decode_kernel(const DecodeShape& s, KVSourceKind source);

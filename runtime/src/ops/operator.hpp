@@ -36,6 +36,10 @@ namespace attnjit::ops {
 // `explain` can plan for a named device on a machine without one.
 struct DeviceFigures {
   int sm_count = 132;  // H100 SXM / H200
+  // The most dynamic shared memory a block may opt in to (H100/H200: 227 KB;
+  // A100 163 KB; sm_86/89/120: 99 KB). A kernel choice that would need more
+  // falls back to one that fits where there is one.
+  int smem_per_block = 227 * 1024;
 };
 
 struct KernelLaunch {

@@ -32,6 +32,7 @@ BatchDecodePlan::BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& pr
   impl_->problem = problem;
   ops::DeviceFigures figures;
   figures.sm_count = engine.sm_count(problem.device);
+  figures.smem_per_block = engine.smem_per_block(problem.device);
   impl_->layout = ops::plan_batch_decode(problem, figures);  // validates
   impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
   impl_->merge = engine.load_on_device(impl_->layout.merge.spec, problem.device);
@@ -246,6 +247,7 @@ std::pair<TensorView, TensorView> kv_cache_halves(void* data, DType dtype, const
 size_t batch_decode_workspace_bytes(const Runtime& rt, const BatchDecodeProblem& problem) {
   ops::DeviceFigures figures;
   figures.sm_count = rt.engine().sm_count(problem.device);
+  figures.smem_per_block = rt.engine().smem_per_block(problem.device);
   return ops::plan_batch_decode(problem, figures).workspace.total_bytes();
 }
 

@@ -14,8 +14,9 @@ namespace attnjit::ops {
 
 namespace {
 
-DecodeKernel decode_spec(const BatchDecodeProblem& p) {
+DecodeKernel decode_spec(const BatchDecodeProblem& p, const DeviceFigures& device) {
   DecodeShape s;
+  s.smem_per_block = device.smem_per_block;
   s.num_qo_heads = p.num_qo_heads;
   s.num_kv_heads = p.num_kv_heads;
   s.head_dim = p.head_dim;
@@ -61,13 +62,13 @@ int batch_decode_rows(const BatchDecodeProblem& p, int64_t len) {
 
 std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p) {
   validate(p);
-  return {decode_spec(p), merge_spec(p)};
+  return {decode_spec(p, DeviceFigures{}), merge_spec(p)};
 }
 
 BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFigures& device) {
   validate(p);
   BatchDecodeLayout L;
-  const DecodeKernel decode = decode_spec(p);
+  const DecodeKernel decode = decode_spec(p, device);
   const DecodeTile tile = decode_tile(decode);
   const int group = p.num_qo_heads / p.num_kv_heads;
   const int q_len = max_query_tokens(p);

@@ -1,7 +1,7 @@
 // Every shape decision of batch decode: which kernels (the decode family's
 // choice, with a paged KV source), the launch grids, the workspace, and how
 // the batch's KV rows are cut into chunks for the CTAs. Pure host code,
-// deterministic; the device enters only as figures (SM count).
+// deterministic; the device enters only as figures (SM count, shared memory per block).
 //
 // Partition. A work item is one chunk of one request; the grid has one CTA
 // row per item (times head groups and KV heads). The chunk size is the

@@ -28,6 +28,7 @@ SingleDecodePlan::SingleDecodePlan(const Runtime& rt, const SingleDecodeProblem&
   impl_->problem = problem;
   ops::DeviceFigures figures;
   figures.sm_count = engine.sm_count(problem.device);
+  figures.smem_per_block = engine.smem_per_block(problem.device);
   impl_->layout = ops::plan_single_decode(problem, figures);  // validates
   impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);

@@ -14,8 +14,9 @@ namespace attnjit::ops {
 
 namespace {
 
-DecodeKernel decode_spec(const SingleDecodeProblem& p) {
+DecodeKernel decode_spec(const SingleDecodeProblem& p, const DeviceFigures& device) {
   DecodeShape shape;
+  shape.smem_per_block = device.smem_per_block;
   shape.num_qo_heads = p.num_qo_heads;
   shape.num_kv_heads = p.num_kv_heads;
   shape.head_dim = p.head_dim;
@@ -40,13 +41,13 @@ MergeKernel merge_spec(const SingleDecodeProblem& p) {
 
 std::vector<KernelSpec> single_decode_kernels(const SingleDecodeProblem& p) {
   validate(p);
-  return {decode_spec(p), merge_spec(p)};
+  return {decode_spec(p, DeviceFigures{}), merge_spec(p)};
 }
 
 SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const DeviceFigures& device) {
   validate(p);
   SingleDecodeLayout L;
-  const DecodeKernel decode = decode_spec(p);
+  const DecodeKernel decode = decode_spec(p, device);
   const auto& o = p.options;
 
   const int kv_len = static_cast<int>(p.kv_len);

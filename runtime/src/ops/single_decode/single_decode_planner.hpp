@@ -1,7 +1,7 @@
 // Every shape-dependent decision for single decode: which kernels, tile
 // sizes, how the KV is split across CTAs, and the workspace layout. Pure host
 // code, deterministic, and it needs no compiled kernel: the device enters only
-// as figures (SM count).
+// as figures (SM count, shared memory per block).
 #pragma once
 #include <optional>
 #include <vector>
