@@ -72,21 +72,20 @@ struct PrefillTraits {
 
 extern __shared__ __align__(16) unsigned char attnjit_prefill_smem[];
 
-// The CTA's share of the work: from the planner's list (batch) or the grid
-// (single). The KV head varies fastest along grid x, so CTAs start in the
-// order of the work: the list is sorted longest first, and a single
-// request's query tiles run last tile first (with causal masking the last
-// tile sees the most keys). The longest work goes first and the short items
-// fill the last wave (ncu: a causal prefill in tile order kept SMs idle 31%
-// of the time waiting for the last tiles).
+// The CTA's share of the work: from the planner's list (batch, one entry
+// per CTA, in the order CTAs start) or the grid (single). Longest work
+// first, so the short items fill the last wave (ncu: a causal prefill in
+// tile order kept SMs idle 31% of the time waiting for the last tiles); the
+// query tiles that read the same K/V side by side, so they share it in L2.
 struct PrefillWork {
   int request, q_tile, chunk, kv_head;
 };
 ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p) {
+  const int x = blockIdx.x, n = p.num_work;
+  if (p.work) return {p.work[x], p.work[n + x], p.work[2 * n + x], p.work[3 * n + x]};
+  if (p.tiles_fastest) return {0, x % n, int(blockIdx.y), x / n};
   const int num_kv_heads = p.num_qo_heads / p.group.d;
-  const int w = blockIdx.x / num_kv_heads, kv_head = blockIdx.x % num_kv_heads;
-  if (!p.work) return {0, p.num_work - 1 - w, int(blockIdx.y), kv_head};
-  return {p.work[w], p.work[p.num_work + w], p.work[2 * p.num_work + w], kv_head};
+  return {0, n - 1 - x / num_kv_heads, int(blockIdx.y), x % num_kv_heads};
 }
 
 // CUDA-graph mode: item j is query tile j / num_kv_heads of the batch for
@@ -325,7 +324,9 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       rows[m].exp2(s[m], escale);
     }
 
-    // O += P V, 16 keys per k-step; d += rowsum P alongside.
+    // O += P V, 16 keys per k-step; d += rowsum P alongside. Each k-step's
+    // P = 2^(S - m) is taken just before its MMAs, so its ex2s overlap the
+    // previous k-step's MMAs.
     frag_c sums[FM];
 #pragma unroll
     for (int m = 0; m < FM; ++m) sums[m].zero();

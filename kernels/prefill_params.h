@@ -26,12 +26,16 @@ struct PrefillParams {
   KVSourceParams kv;    // K/V and each request's length, read through the KV source
   VariantParams var;
   const int32_t* qo_indptr;  // [batch + 1] query rows of each request; null: one request of qo_len rows
-  // Batch work list, 3 * num_work ints: requests, then query tiles, then KV
-  // chunks; CTA x takes item x / num_kv_heads for KV head x % num_kv_heads.
-  // Null (single request): num_work query tiles, CTA x takes tile
-  // num_work - 1 - x / num_kv_heads, chunk blockIdx.y.
+  // Batch work list, one entry per CTA, 4 * num_work ints: requests, then
+  // query tiles, KV chunks, KV heads. Null (single request): num_work query
+  // tiles; with tiles_fastest CTA x takes tile x % num_work of KV head
+  // x / num_work (every tile costs the same: one head's tiles run side by
+  // side and share its K/V in L2), else tile num_work - 1 - x / num_kv_heads
+  // of KV head x % num_kv_heads (causal: the tiles that see the most keys
+  // first); chunk blockIdx.y.
   const int32_t* work;
   int32_t num_work;
+  int32_t tiles_fastest;
   // CUDA-graph mode (work null, tile_indptr set): a fixed grid of persistent
   // CTAs takes the batch's (query tile, KV head) items, read from the device
   // so a replayed graph follows the latest plan. tile_indptr [batch_size + 1]

@@ -43,17 +43,19 @@ TEST_CASE("batch prefill plan: every (request, tile, chunk) once, longest first"
     REQUIRE(k);
     CHECK(k->kv_source == KVSource::Paged);
     const int group = 4, tq = k->tile_q();
-    std::set<std::tuple<int, int, int>> want, got;
+    std::set<std::tuple<int, int, int, int>> want, got;
     for (size_t b = 0; b < lens.first.size(); ++b) {
       const int tiles = (lens.first[b] * group + tq - 1) / tq;
       for (int t = 0; t < tiles; ++t)
-        for (int c = 0; c < L.num_chunks; ++c) want.insert({int(b), t, c});
+        for (int c = 0; c < L.num_chunks; ++c)
+          for (int h = 0; h < 8; ++h) want.insert({int(b), t, c, h});
     }
-    REQUIRE(L.work.size() == 3 * size_t(L.num_work));
-    for (int i = 0; i < L.num_work; ++i)
-      CHECK(got.insert({L.work[i], L.work[L.num_work + i], L.work[2 * L.num_work + i]}).second);
-    CHECK(got == want);
-    CHECK(L.prefill.shape.grid[0] == uint32_t(L.num_work * 8));  // KV heads fastest
+    REQUIRE(L.work.size() == 4 * size_t(L.num_work));
+    const int n = L.num_work;
+    for (int i = 0; i < n; ++i)
+      CHECK(got.insert({L.work[i], L.work[n + i], L.work[2 * n + i], L.work[3 * n + i]}).second);
+    CHECK(got == want);  // every (request, tile, chunk, KV head) once: one CTA each
+    CHECK(L.prefill.shape.grid[0] == uint32_t(n));
     CHECK(L.prefill.shape.grid[2] == 1u);
     CHECK(int64_t(L.num_chunks) * L.chunk_size >= *std::max_element(lens.second.begin(), lens.second.end()));
     CHECK(L.chunk_size % k->tile_kv() == 0);
@@ -71,10 +73,22 @@ TEST_CASE("batch prefill plan: every (request, tile, chunk) once, longest first"
   const int tiles = (128 * 4 + append.prefill.spec.as<PrefillKernel>()->tile_q() - 1) /
                     append.prefill.spec.as<PrefillKernel>()->tile_q();
   REQUIRE(tiles > 1);
-  REQUIRE(append.num_work == 32 * tiles);
+  REQUIRE(append.num_work == 32 * tiles * 8);
   for (int i = 0; i < append.num_work; ++i) {
-    CHECK(append.work[i] == i / tiles);
-    CHECK(append.work[append.num_work + i] == tiles - 1 - i % tiles);
+    // Causal: each tile sees a different number of keys, so KV heads vary fastest.
+    CHECK(append.work[i] == i / (tiles * 8));
+    CHECK(append.work[append.num_work + i] == tiles - 1 - i / 8 % tiles);
+    CHECK(append.work[3 * append.num_work + i] == i % 8);
+  }
+  // Without a mask a request's tiles cost the same: KV head slowest along
+  // them, so one head's tiles (which read the same K/V) start side by side.
+  const auto full = ops::plan_batch_prefill(shape({4096, 4096}, {4096, 4096}, false), {132});
+  const int full_tiles = 4096 * 4 / full.prefill.spec.as<PrefillKernel>()->tile_q();
+  REQUIRE(full.num_chunks == 1);
+  REQUIRE(full.num_work == 2 * full_tiles * 8);
+  for (int i = 0; i < full.num_work; ++i) {
+    CHECK(full.work[i] == i / (full_tiles * 8));
+    CHECK(full.work[3 * full.num_work + i] == i / full_tiles % 8);
   }
 }
 

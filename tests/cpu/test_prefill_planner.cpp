@@ -45,7 +45,8 @@ TEST_CASE("single prefill plan: tiles cover the packed query rows, chunks cover 
           // Every packed row in exactly one tile, no tile empty.
           CHECK(int64_t(L.num_q_tiles) * k->tile_q() >= packed);
           CHECK(int64_t(L.num_q_tiles - 1) * k->tile_q() < packed);
-          CHECK(L.prefill.shape.grid[0] == uint32_t(L.num_q_tiles * hk));  // KV heads fastest
+          CHECK(L.prefill.shape.grid[0] == uint32_t(L.num_q_tiles * hk));
+          CHECK_FALSE(L.tiles_fastest);  // causal: KV heads fastest, the tiles that see the most keys first
           CHECK(L.prefill.shape.grid[2] == 1u);
           // Chunks: tile-aligned, covering [0, kv), none empty.
           CHECK(L.chunk_size % k->tile_kv() == 0);
@@ -77,6 +78,18 @@ TEST_CASE("single prefill plan: an append of few tokens to a long cache splits t
   CHECK_FALSE(long_prefill.merge.has_value());
   const auto short_kv = ops::plan_single_prefill(problem(4, 300), {132});
   CHECK(short_kv.num_chunks == 1);  // too few keys to be worth a merge
+}
+
+TEST_CASE("single prefill plan: tiles of equal cost run one KV head's side by side", "[prefill][planner]") {
+  auto p = problem(16384, 16384);
+  CHECK(ops::plan_single_prefill(p, {132}).tiles_fastest);  // no mask: every tile sees every key
+  p.options.causal = true;
+  CHECK_FALSE(ops::plan_single_prefill(p, {132}).tiles_fastest);
+  p.options.custom_mask = true;  // causal is ignored with a custom mask
+  CHECK(ops::plan_single_prefill(p, {132}).tiles_fastest);
+  p.options.custom_mask = p.options.causal = false;
+  p.options.window_left = 1024;  // the first tiles see fewer keys
+  CHECK_FALSE(ops::plan_single_prefill(p, {132}).tiles_fastest);
 }
 
 TEST_CASE("single prefill plan: the variant follows the options", "[prefill][planner]") {

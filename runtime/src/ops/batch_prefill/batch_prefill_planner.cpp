@@ -167,17 +167,32 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
     if (a.request != b.request) return a.request < b.request;
     return a.cost > b.cost;
   });
-  L.num_work = static_cast<int>(items.size());
-  L.work.resize(3 * items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    L.work[i] = items[i].request;
-    L.work[items.size() + i] = items[i].tile;
-    L.work[2 * items.size() + i] = items[i].chunk;
+
+  // CTAs: every item once per KV head, in list order. Along a run of one
+  // request's items of equal cost (a non-causal request's query tiles) the
+  // KV head varies slowest, so that head's tiles start side by side and
+  // share its K/V in L2; elsewhere it varies fastest, so CTAs start in cost
+  // order. (KV heads fastest everywhere ran a 16k-token request as 16 heads
+  // x 16 tiles at once: L2 hit rate 88% against FlashInfer's 98%, ncu.)
+  const int H = s.num_kv_heads;
+  L.num_work = static_cast<int>(items.size()) * H;
+  L.work.resize(4 * size_t(L.num_work));
+  size_t cta = 0;
+  for (size_t i = 0; i < items.size();) {
+    size_t end = i + 1;
+    while (end < items.size() && items[end].request == items[i].request && items[end].cost == items[i].cost) ++end;
+    for (int h = 0; h < H; ++h)
+      for (size_t j = i; j < end; ++j, ++cta) {
+        L.work[cta] = items[j].request;
+        L.work[L.num_work + cta] = items[j].tile;
+        L.work[2 * size_t(L.num_work) + cta] = items[j].chunk;
+        L.work[3 * size_t(L.num_work) + cta] = h;
+      }
+    i = end;
   }
 
   L.prefill.spec = k;
-  // KV heads vary fastest along x, so CTAs start in the list's order, longest first.
-  L.prefill.shape.grid[0] = static_cast<uint32_t>(int64_t(std::max(1, L.num_work)) * s.num_kv_heads);
+  L.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, L.num_work));
   L.prefill.shape.threads = k.threads();
   L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 

@@ -38,8 +38,8 @@ struct BatchPrefillLayout {
   std::optional<KernelLaunch> merge;  // present when num_chunks > 1
   WorkspaceLayout workspace;          // float: partial_o, partial_lse; int: work, qo_indptr, kv_indptr,
                                       // paged_kv_indices, paged_kv_last_page_len, mask, mask_indptr (as needed)
-  std::vector<int32_t> work;          // requests, then query tiles, then chunks (3 * num_work)
-  int num_work = 0;
+  std::vector<int32_t> work;          // per CTA: requests, then query tiles, chunks, KV heads (4 * num_work)
+  int num_work = 0;                   // CTAs (items x KV heads); CUDA-graph mode: query tiles
   std::vector<int32_t> tile_indptr;   // CUDA-graph mode: [graph_max_batch + 1] running query-tile counts
   int num_chunks = 1;
   int chunk_size = 0;

@@ -108,7 +108,8 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   pp.var = L.var;
   pp.var.custom_mask = P.options.custom_mask ? static_cast<const uint8_t*>(mask->data) : nullptr;
   pp.qo_len = static_cast<int32_t>(M);
-  pp.num_work = L.num_q_tiles;  // no list: the grid's tiles, last first (prefill_work)
+  pp.num_work = L.num_q_tiles;  // no list: the grid's tiles (prefill_work)
+  pp.tiles_fastest = L.tiles_fastest;
   pp.num_qo_heads = static_cast<int32_t>(H);
   pp.group = FastDivmod(static_cast<uint32_t>(H / Hk));
   pp.chunk_size = L.chunk_size;

@@ -107,7 +107,11 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const Dev
 
   L.prefill.role = "prefill";
   L.prefill.spec = k;
-  // KV heads vary fastest along x, tiles last first (prefill_work in prefill.cuh).
+  // Every tile costs the same without a causal mask or a window: one KV
+  // head's tiles then run side by side and share its K/V in L2; otherwise KV
+  // heads vary fastest and the tiles that see the most keys go first
+  // (prefill_work in prefill.cuh).
+  L.tiles_fastest = (p.options.custom_mask || !p.options.causal) && p.options.window_left < 0;
   L.prefill.shape.grid[0] = static_cast<uint32_t>(int64_t(L.num_q_tiles) * p.num_kv_heads);
   L.prefill.shape.grid[1] = L.num_chunks;
   L.prefill.shape.grid[2] = 1;
@@ -133,6 +137,7 @@ nlohmann::json SinglePrefillLayout::to_json() const {
   if (merge) kernels.push_back(launch_json(*merge));
   return {{"kernels", kernels},
           {"num_q_tiles", num_q_tiles},
+          {"tiles_fastest", tiles_fastest},
           {"num_chunks", num_chunks},
           {"chunk_size", chunk_size},
           {"workspace", workspace.to_json()}};

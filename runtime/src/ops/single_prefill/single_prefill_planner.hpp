@@ -16,6 +16,7 @@ struct SinglePrefillLayout {
   std::optional<KernelLaunch> merge;  // present when num_chunks > 1
   WorkspaceLayout workspace;          // "partial_o", "partial_lse" when split
   int num_q_tiles = 1;
+  bool tiles_fastest = false;         // grid x: query tiles fastest (else KV heads; prefill_work)
   int num_chunks = 1;
   int chunk_size = 0;
   kernels::VariantParams var{};       // run-time scalars, pointers left null
