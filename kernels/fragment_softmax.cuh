@@ -118,13 +118,18 @@ struct RowState {
   template <int N>
   ATTNJIT_DEVICE void exp2(frag_c (&s)[N], float scale = 1.f) {
 #pragma unroll
+    for (int n = 0; n < N; ++n) exp2(s[n], scale);
+  }
+  // The same for one n-tile: a caller that converts P a k-step at a time
+  // (prefill) takes each k-step's exponentials just before its MMAs, so the
+  // scheduler overlaps them with the previous k-step's (ex2 has its own
+  // pipe; issued 64 in a row it stalled the warp, ncu).
+  ATTNJIT_DEVICE void exp2(frag_c& s, float scale = 1.f) {
+#pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float neg_m = m[h] == neg_inf() ? 0.f : -m[h];
 #pragma unroll
-      for (int n = 0; n < N; ++n) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) s[n].x[2 * h + c] = ptx_exp2(fmaf(s[n].x[2 * h + c], scale, neg_m));
-      }
+      for (int c = 0; c < 2; ++c) s.x[2 * h + c] = ptx_exp2(fmaf(s.x[2 * h + c], scale, neg_m));
     }
   }
   // exp2, then P's row sums over this thread's columns join d.

@@ -305,6 +305,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     if constexpr (Tr::kWindow)
       need_mask = need_mask || (p.var.window_left >= 0 && base < max_q_pos - p.var.window_left);
     const float escale = var[0][0].exponent_scale();  // one sm_scale for every head
+    float shrink[FM][2];
 #pragma unroll
     for (int m = 0; m < FM; ++m) {
       if (need_mask) {
@@ -317,12 +318,14 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       } else if constexpr (!Variant::kLinearScore) {
         map_tile(s[m], [&](int half, int col, float x) { return var[m][half].score(x, base + col); });
       }
-      float tile_max[2], shrink[2];
+      float tile_max[2];
       row_max(s[m], tile_max);
-      rows[m].raise_max(tile_max, shrink, escale);
-      rescale(o[m], shrink);
-      rows[m].exp2(s[m], escale);
+      rows[m].raise_max(tile_max, shrink[m], escale);
     }
+    // The rescales branch (warp-uniform: skipped once the maxima settle);
+    // after them the P V loop below is one straight block.
+#pragma unroll
+    for (int m = 0; m < FM; ++m) rescale(o[m], shrink[m]);
 
     // O += P V, 16 keys per k-step; d += rowsum P alongside. Each k-step's
     // P = 2^(S - m) is taken just before its MMAs, so its ex2s overlap the
@@ -335,6 +338,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       frag_a pa[FM];
 #pragma unroll
       for (int m = 0; m < FM; ++m) {
+        rows[m].exp2(s[m][2 * kk], escale);
+        rows[m].exp2(s[m][2 * kk + 1], escale);
         pa[m] = to_a_fragment<T>(s[m][2 * kk], s[m][2 * kk + 1]);
         row_sums_mma<T>(sums[m], pa[m]);
       }
