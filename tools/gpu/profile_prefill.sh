@@ -5,12 +5,12 @@
 # clocks. A short sequence shows the per-CTA fixed costs, a long one the
 # steady-state loop. Summaries (details page as CSV, per-SASS stall samples)
 # go to $OUT/profile_prefill.tgz. Sources tools/gpu/device_env.sh.
-#   SEQS="512 16384" bash tools/gpu/profile_prefill.sh
+#   SEQS="512 16384" bash tools/gpu/profile_prefill.sh      WHO=attnjit: ours only
 set -uo pipefail
 source tools/gpu/device_env.sh
 status=0
 for seq in ${SEQS:-512 16384}; do
-  for who in attnjit flashinfer; do
+  for who in ${WHO:-attnjit flashinfer}; do
     re=$([ "$who" = attnjit ] && echo attnjit || echo BatchPrefill)
     name="${who}_${seq}${CAUSAL:+_causal}"
     # A warm-up run compiles (NVRTC / FlashInfer's nvcc JIT) outside the profiled process.
