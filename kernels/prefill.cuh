@@ -245,12 +245,22 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   for (int it = 0; it < num_tiles; ++it) {
     const int base = tile0 + it * kTKV;
     const int stage = it % kS;
-    // The ring's oldest stage was consumed last iteration (behind its closing barrier).
-    const int next = it + kS - 1;
-    if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
-    cp_async_commit();
-    cp_async_wait<kS - 1>();
+    // The groups committed so far end with tile it + kS - 2: waiting for all
+    // but kS - 2 of them lands tile it. The barrier then both publishes it
+    // and retires the last iteration, whose stage (the ring's oldest) takes
+    // tile `next`: one barrier per tile (there was a second, closing one).
+    // The copies go out after Q K^T has read its fragments (below), so
+    // those ldmatrix wait behind no queued copies, and the copies' address
+    // registers are not needed again right away (ncu: 7% of the stall
+    // samples were writes of them waiting behind a burst of 16 copies
+    // issued just before the barrier). fp8 K/V comes through registers,
+    // scarcest while S is live: it loads before Q K^T.
+    cp_async_wait<kS - 2>();
     __syncthreads();
+    const int next = it + kS - 1;
+    constexpr bool kAsyncCopies = storage_bytes<typename Tr::kv_t>::value == 2;
+    if constexpr (!kAsyncCopies)
+      if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
 
     const Tile kt = k_tile(stage), vt = v_tile(stage);
     if constexpr (Variant::kRope) {
@@ -297,6 +307,10 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
         }
       }
     }
+
+    if constexpr (kAsyncCopies)
+      if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
+    cp_async_commit();
 
     // Logits through the variant; the mask only on tiles it can touch (the
     // tile reaches past the chunk's end, the diagonal, or a window's start).
@@ -356,7 +370,6 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     }
 #pragma unroll
     for (int m = 0; m < FM; ++m) rows[m].add_row_sums(sums[m]);
-    __syncthreads();  // the stage is free for the copies the next iteration issues
   }
   cp_async_wait<0>();  // empty groups, or Q when no tile ran: nothing may land in the staging below
   __syncthreads();
