@@ -18,7 +18,7 @@ for lib in ${LIBS:-.gpu/libattnjit.so}; do
   echo "== $lib"
   ATTNJIT_CACHE_DIR=/tmp/cache-$name ATTNJIT_LIBRARY=$PWD/$lib \
     timeout 240 python3 tools/bench/compare_peers.py --only ${ONLY:-prefill_grid} --grid-head-dims ${GRID_DIMS:-128} \
-    --flashinfer-head-dims 128 --json "$OUT/grid_$name.json" >"$OUT/grid_$name.log" 2>&1 || status=1
+    --flashinfer-head-dims ${GRID_DIMS:-128} --json "$OUT/grid_$name.json" >"$OUT/grid_$name.log" 2>&1 || status=1
   grep -E "^prefill grid|^paged|GEMM" "$OUT/grid_$name.log"
 done
 if [ -n "${TESTS:-}" ]; then
