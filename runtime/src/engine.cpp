@@ -197,26 +197,23 @@ std::string Engine::arch_of(int device) {
   return archs_[device] = cuda::arch_of_device(device);
 }
 
-int Engine::sm_count(int device) {
+int Engine::device_attribute(std::map<int, int>& cache, int device, int attribute) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = sm_counts_.find(device); it != sm_counts_.end()) return it->second;
+  if (auto it = cache.find(device); it != cache.end()) return it->second;
   const auto& cu = cuda::driver();
   CUdevice dev;
   ATTNJIT_CU(cu.DeviceGet(&dev, device));
   int n = 0;
-  ATTNJIT_CU(cu.DeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-  return sm_counts_[device] = n;
+  ATTNJIT_CU(cu.DeviceGetAttribute(&n, static_cast<CUdevice_attribute>(attribute), dev));
+  return cache[device] = n;
+}
+
+int Engine::sm_count(int device) {
+  return device_attribute(sm_counts_, device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
 }
 
 int Engine::smem_per_block(int device) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = smem_per_block_.find(device); it != smem_per_block_.end()) return it->second;
-  const auto& cu = cuda::driver();
-  CUdevice dev;
-  ATTNJIT_CU(cu.DeviceGet(&dev, device));
-  int n = 0;
-  ATTNJIT_CU(cu.DeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
-  return smem_per_block_[device] = n;
+  return device_attribute(smem_per_block_, device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
 }
 
 WorkspacePool& Engine::workspace_pool(int device) {

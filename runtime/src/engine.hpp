@@ -90,6 +90,8 @@ class Engine {
   std::unordered_map<std::string, std::shared_ptr<std::mutex>> in_flight_;
   std::map<int, std::string> archs_;
   std::map<int, int> sm_counts_, smem_per_block_;
+  // A CUdevice_attribute of `device`, queried once and kept in `cache`.
+  int device_attribute(std::map<int, int>& cache, int device, int attribute);
   std::map<int, std::unique_ptr<WorkspacePool>> pools_;
   std::unordered_map<std::string, std::shared_ptr<const void>> plans_;
 };

@@ -401,7 +401,7 @@ TEST_CASE("batch decode with RoPE on tensor cores loses no lse to the rotation",
         SpecCase c;
         c.host_lengths = true;
         c.rope = true;
-        c.tensor_cores = true;  // one token takes the CUDA cores with RoPE unless asked
+        c.tensor_cores = true;  // asked for; from group 4 the planner takes them by itself too
         c.kv_lens = {4096, 777, 33};
         c.q_lens = {q_len, q_len, q_len};
         c.hkv = 2;
