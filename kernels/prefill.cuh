@@ -45,7 +45,7 @@ template <int HeadDim, int FragsM, class QT, class KVT, class OT, int PosMode, b
 struct PrefillTraits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
   static_assert(FragsM == 1 || FragsM == 2, "16 or 32 query rows per warp");
-  static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
+  static_assert(Stages >= 1 && Stages <= 4, "1 to 4 pipeline stages");
   static_assert(storage_bytes<QT>::value == 2, "q is 16-bit (the tensor cores' input type)");
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kFragsM = FragsM;
@@ -53,8 +53,10 @@ struct PrefillTraits {
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRowsPerWarp = 16 * FragsM;
   static constexpr int kTileQ = kernels::prefill_tile_q(FragsM);
-  static constexpr int kTileKV = kernels::prefill_tile_kv(HeadDim);
+  static constexpr int kTileKV = kernels::prefill_tile_kv(HeadDim, Stages);
   static constexpr int kStages = Stages;
+  // One stage: one K and one V buffer, each waited on by itself (below).
+  static constexpr bool kSplitKV = Stages == 1;
   // Copies: a thread moves one 16-byte slice of a row, the CTA kRowsPerPass rows at a time.
   static constexpr int kLanesPerRow = HeadDim / 8;
   static constexpr int kRowsPerPass = kThreads / kLanesPerRow;
@@ -181,7 +183,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   // The run of rows starts at a multiple of kKVPasses: when that divides the
   // page size the run lies in one page, and one lookup serves all of it.
   const bool one_page = kv_slice.runs_in_page(Tr::kKVPasses);
-  auto load_kv = [&](int stage, int base) {
+  auto load_rows = [&](int stage, int base, bool with_k, bool with_v) {
     const Tile kt = k_tile(stage), vt = v_tile(stage);
     KVRowAddress at;
 #pragma unroll
@@ -191,8 +193,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       if (s == 0) at = kv_slice.row(valid ? j : 0);
       else at = one_page ? kv_slice.step(at) : kv_slice.next(at, j - 1, valid);
       if constexpr (storage_bytes<typename Tr::kv_t>::value == 2) {
-        cp_async_16(kt.at(r, dim0), at.k, valid);
-        cp_async_16(vt.at(r, dim0), at.v, valid);
+        if (with_k) cp_async_16(kt.at(r, dim0), at.k, valid);
+        if (with_v) cp_async_16(vt.at(r, dim0), at.v, valid);
       } else {
         // fp8: through registers, widened to the q dtype for the tensor cores.
         // The stage was freed by the last barrier and is read after the next.
@@ -200,14 +202,15 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
         kf.zero();
         vf.zero();
         if (valid) {
-          kf = load8<typename Tr::kv_t>(at.k);
-          vf = load8<typename Tr::kv_t>(at.v);
+          if (with_k) kf = load8<typename Tr::kv_t>(at.k);
+          if (with_v) vf = load8<typename Tr::kv_t>(at.v);
         }
-        kt.template store8_at<T>(r, dim0, kf);
-        vt.template store8_at<T>(r, dim0, vf);
+        if (with_k) kt.template store8_at<T>(r, dim0, kf);
+        if (with_v) vt.template store8_at<T>(r, dim0, vf);
       }
     }
   };
+  auto load_kv = [&](int stage, int base) { load_rows(stage, base, true, true); };
 
   // This thread's rows (g and g + 8 of each of its warp's fragments): their
   // query token (padding rows borrow a real one) and variant (the head's
@@ -226,7 +229,14 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       var[m][h] = Variant(p.var, w.request, head, p.num_qo_heads, kv_len, qo_len, min(token, qo_len - 1));
     }
 
-  // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q with the first).
+  // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q
+  // with the first); with one stage, Q with K 0, then V 0.
+  if constexpr (Tr::kSplitKV) {
+    if (num_tiles > 0) load_rows(0, tile0, true, false);
+    cp_async_commit();
+    if (num_tiles > 0) load_rows(0, tile0, false, true);
+    cp_async_commit();
+  }
 #pragma unroll
   for (int st = 0; st < kS - 1; ++st) {
     if (st < num_tiles) load_kv(st, tile0 + st * kTKV);
@@ -255,12 +265,27 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     // samples were writes of them waiting behind a burst of 16 copies
     // issued just before the barrier). fp8 K/V comes through registers,
     // scarcest while S is live: it loads before Q K^T.
-    cp_async_wait<kS - 2>();
-    __syncthreads();
+    //
+    // One stage (K and V buffers of their own) instead: K `it` is waited on
+    // here and V `it` only before P V, two barriers per tile. Each frees
+    // the other buffer: V `it` goes out here (every warp is past P V of
+    // it - 1) and lands during Q K^T and the softmax; K `it + 1` goes out
+    // after the second barrier (every warp is past Q K^T) and lands during
+    // P V. (V 0 went out in the prologue, right behind K 0.)
     const int next = it + kS - 1;
     constexpr bool kAsyncCopies = storage_bytes<typename Tr::kv_t>::value == 2;
-    if constexpr (!kAsyncCopies)
-      if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
+    if constexpr (Tr::kSplitKV) {
+      if (it == 0) cp_async_wait<1>();
+      else cp_async_wait<0>();
+      __syncthreads();
+      if (it > 0) load_rows(0, base, false, true);
+      cp_async_commit();
+    } else {
+      cp_async_wait<kS - 2>();
+      __syncthreads();
+      if constexpr (!kAsyncCopies)
+        if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
+    }
 
     const Tile kt = k_tile(stage), vt = v_tile(stage);
     if constexpr (Variant::kRope) {
@@ -308,9 +333,11 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       }
     }
 
-    if constexpr (kAsyncCopies)
-      if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
-    cp_async_commit();
+    if constexpr (!Tr::kSplitKV) {
+      if constexpr (kAsyncCopies)
+        if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
+      cp_async_commit();
+    }
 
     // Logits through the variant; the mask only on tiles it can touch (the
     // tile reaches past the chunk's end, the diagonal, or a window's start).
@@ -340,6 +367,12 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     // after them the P V loop below is one straight block.
 #pragma unroll
     for (int m = 0; m < FM; ++m) rescale(o[m], shrink[m]);
+    if constexpr (Tr::kSplitKV) {
+      cp_async_wait<0>();  // V `it`
+      __syncthreads();
+      if (it + 1 < num_tiles) load_rows(0, base + kTKV, true, false);
+      cp_async_commit();
+    }
 
     // O += P V, 16 keys per k-step; d += rowsum P alongside. Each k-step's
     // P = 2^(S - m) is taken just before its MMAs, so its ex2s overlap the

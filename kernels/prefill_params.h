@@ -62,17 +62,22 @@ struct PrefillParams {
 
 // The CTA's query tile: 16 rows per MMA fragment, frags_m fragments per warp, 4 warps.
 ATTNJIT_HOST_DEVICE constexpr int prefill_tile_q(int frags_m) { return 4 * 16 * frags_m; }
-// KV rows per pipeline stage: 64, or 32 for 256-wide heads, whose O is 128
-// accumulators per thread even with one fragment per warp (sm_90a, ptxas:
-// 128-wide heads with two fragments fit S and O of 64 keys in 255
-// registers once the per-row query positions and KV row offsets no longer
-// stay live across the loop; a 64-key tile halves the per-tile barrier,
-// row-max shuffles and Q fragment loads against 32).
-ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim) { return head_dim <= 128 ? 64 : 32; }
+// KV rows per pipeline stage: 64, or 32 for 256-wide heads in a ring of
+// two or more stages (their O is 128 accumulators per thread even with one
+// fragment per warp, and two 64-key stages would leave one CTA per SM).
+// One stage (stages == 1) holds one K and one V buffer, waited on apart:
+// 64 keys fit there at 256 wide. (sm_90a, ptxas: 128-wide heads with two
+// fragments fit S and O of 64 keys in 255 registers once the per-row query
+// positions and KV row offsets no longer stay live across the loop; a
+// 64-key tile halves the per-tile barrier, row-max shuffles and Q fragment
+// loads against 32.)
+ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim, int stages) {
+  return head_dim <= 128 || stages == 1 ? 64 : 32;
+}
 // Dynamic shared memory: the Q tile and `stages` K and V tiles, 16-bit, rows
 // padded by 8 elements (ldmatrix without bank conflicts).
 ATTNJIT_HOST_DEVICE constexpr int prefill_smem_bytes(int head_dim, int frags_m, int stages) {
-  return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim)) * (head_dim + 8) * 2;
+  return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim, stages)) * (head_dim + 8) * 2;
 }
 
 }  // namespace kernels

@@ -222,3 +222,17 @@ TEST_CASE("single prefill plan: the query tile follows the packed query length",
   CHECK(tile(1000, 32, 8, 256) == 64);   // 256-wide heads keep 64 rows (registers)
   CHECK(tile(128, 32, 8, 64) == 128);    // GQA packing counts: 128 tokens x 4 heads
 }
+
+TEST_CASE("single prefill plan: the K/V pipeline keeps two CTAs per SM on sm_90", "[prefill][planner]") {
+  auto kernel = [](int d) {
+    return *ops::plan_single_prefill(problem(1000, 4096, 32, 8, d), {132}).prefill.spec.as<PrefillKernel>();
+  };
+  for (int d : {64, 128, 256}) {
+    const PrefillKernel k = kernel(d);
+    INFO("head_dim " << d);
+    CHECK(2 * (k.dynamic_smem_bytes() + 1024) <= 228 * 1024);
+    CHECK(k.tile_kv() == 64);  // 256-wide heads too: one K and one V buffer (stages 1) hold 64 keys
+  }
+  CHECK(kernel(256).stages == 1);
+  CHECK(kernel(64).stages == 3);
+}

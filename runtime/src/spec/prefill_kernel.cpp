@@ -44,7 +44,7 @@ std::string PrefillKernel::name() const {
 }
 
 int PrefillKernel::tile_q() const { return kernels::prefill_tile_q(frags_m); }
-int PrefillKernel::tile_kv() const { return kernels::prefill_tile_kv(head_dim); }
+int PrefillKernel::tile_kv() const { return kernels::prefill_tile_kv(head_dim, stages); }
 int PrefillKernel::dynamic_smem_bytes() const { return kernels::prefill_smem_bytes(head_dim, frags_m, stages); }
 
 nlohmann::json PrefillKernel::to_json() const {
@@ -89,7 +89,7 @@ void PrefillKernel::validate() const {
   if (frags_m != 1 && frags_m != 2) bad("frags_m", frags_m, "1, 2");
   // 256-wide heads: two fragments' O would need 256 accumulator registers per thread.
   if (head_dim == 256 && frags_m != 1) bad("frags_m", frags_m, "1 for head_dim 256");
-  if (stages < 2 || stages > 4) bad("stages", stages, "2 to 4");
+  if (stages < 1 || stages > 4) bad("stages", stages, "1 (one K and one V buffer) to 4");
 }
 
 }  // namespace attnjit

@@ -46,10 +46,13 @@ int prefill_frags_m(int head_dim, int64_t max_packed_len) {
 
 // A third K/V stage where two CTAs per SM still fit in sm_90's 228 KB (ncu,
 // d 128 with two stages: 5% of warp samples waited for K/V tiles at the
-// barrier). 128-wide heads with 16-row warps and 256-wide heads stay at two
-// stages, which keeps them at two CTAs per SM. Tuned for sm_90; an sm_80
-// device (164 KB) runs those CTAs one per SM.
+// barrier). 128-wide heads with 16-row warps stay at two stages, which
+// keeps them at two CTAs per SM. 256-wide heads take one stage (a K and a
+// V buffer, waited on apart), whose 64-key tiles fit two CTAs per SM where
+// a ring of two holds 32-key tiles only. Tuned for sm_90; an sm_80 device
+// (164 KB) runs those CTAs one per SM.
 int prefill_stages(int head_dim, int frags_m) {
+  if (head_dim > 128) return 1;
   constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
   return 2 * (kernels::prefill_smem_bytes(head_dim, frags_m, 3) + kReservedPerCta) <= kSmemPerSm ? 3 : 2;
 }
