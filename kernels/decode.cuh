@@ -59,7 +59,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   pdl_wait();  // q, the cache and the work list may come from the kernel before
   const kernels::DecodeWorkItem item = decode_work_item(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
-  const int kv_head = blockIdx.z;
+  const int kv_head = decode_kv_head();
   // One query token per request: the multi-token (causal) variants run on tensor cores (decode_mma.cuh).
   const DecodeQueryRows<Tr::kHeads, 1> queries(p, item.request, kv_head);
   const int head0 = queries.head0;

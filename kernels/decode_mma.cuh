@@ -98,7 +98,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   pdl_wait();  // q, the cache and the work list may come from the kernel before
   const kernels::DecodeWorkItem item = decode_work_item(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
-  const int kv_head = blockIdx.z;
+  const int kv_head = decode_kv_head();
   const typename Tr::Rows queries(p, item.request, kv_head);
   if (queries.empty()) return;  // a token tile past the request's tokens: uniform across the CTA
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;

@@ -29,8 +29,8 @@ struct DecodeParams {
   // head h at row (s * q_len + t) * num_qo_heads + h (decode_queries.cuh)
   float* partial_o;
   float* partial_lse;   // [slots, q_len, num_qo_heads]
-  const DecodeWorkItem* work;  // one item per blockIdx.y; null: the uniform partition below
-                               // (blockIdx.y = split * num_requests + request; decode_work.cuh)
+  const DecodeWorkItem* work;  // one item per blockIdx.z; null: the uniform partition below
+                               // (blockIdx.z = split * num_requests + request; decode_work.cuh)
   int64_t q_stride_b, q_stride_h;
   int64_t o_stride_b, o_stride_h;
   KVSourceParams kv;    // the kernel reads the sequence length from here (kv_source.cuh)

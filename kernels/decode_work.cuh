@@ -1,8 +1,8 @@
 // Which part of which request a decode CTA computes. When the lengths are
 // known on the host, batch decode's planner writes one DecodeWorkItem per
-// grid row (blockIdx.y): a chunk of one request's KV rows, balanced across
+// item (blockIdx.z): a chunk of one request's KV rows, balanced across
 // the batch, and where its result goes. Otherwise (single decode; lengths
-// only on the device) the partition is uniform and follows from blockIdx.y,
+// only on the device) the partition is uniform and follows from the item,
 // so the launch reads no list: every request gets num_splits chunks of
 // chunk_size rows, and a chunk past a request's end is empty, not an error.
 // Rows are counted from the first row inside the sliding window of the
@@ -26,16 +26,25 @@ ATTNJIT_DEVICE int window_first_row(int window_left, int len, int q_len) {
   return window_left >= 0 ? max(0, len - q_len - window_left) : 0;
 }
 
+// The grid: x the head blocks (and token tiles) of one KV head, y the KV
+// heads, z the work items. CTAs start in x, y, z order, so every head of
+// one item goes before the next item: the work list's order (longest chunk
+// first) holds across the whole grid. With the heads slowest instead, the
+// last head's long chunks of a skewed batch started in the last wave.
+ATTNJIT_DEVICE int decode_kv_head() { return blockIdx.y; }
+ATTNJIT_DEVICE int decode_item_index() { return blockIdx.z; }
+
 // The raw item of this CTA; resolve() turns it into rows once the length is known.
 ATTNJIT_DEVICE kernels::DecodeWorkItem decode_work_item(const kernels::DecodeParams& p) {
+  const int item = decode_item_index();
   if (p.work) {
-    const int4 w = __ldg(reinterpret_cast<const int4*>(p.work) + blockIdx.y);
+    const int4 w = __ldg(reinterpret_cast<const int4*>(p.work) + item);
     return {w.x, w.y, w.z, w.w};
   }
   // Requests fastest: a split's CTAs of all requests run side by side. Slot
   // s * num_requests + b puts split s of every row num_requests * heads apart,
   // the fixed-stride layout merge.cuh reads without an indptr.
-  const int b = blockIdx.y % p.num_requests, s = blockIdx.y / p.num_requests;
+  const int b = item % p.num_requests, s = item / p.num_requests;
   return {b, s * p.chunk_size, (s + 1) * p.chunk_size, p.num_splits > 1 ? s * p.num_requests + b : -1};
 }
 

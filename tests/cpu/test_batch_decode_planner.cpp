@@ -135,7 +135,7 @@ TEST_CASE("batch decode: CUDA-graph mode keeps one grid and workspace for every 
   auto p = base_problem(128);
   p.options.use_cuda_graph = true;
   const auto L = ops::plan_batch_decode(p, {});
-  CHECK(L.decode.shape.grid[1] == uint32_t(L.max_items));
+  CHECK(L.decode.shape.grid[2] == uint32_t(L.max_items));
   CHECK(L.merge.shape.grid[0] == uint32_t(128 * 32));
   std::vector<int32_t> a(3, 20000), b(128, 300);
   b[5] = 9000;

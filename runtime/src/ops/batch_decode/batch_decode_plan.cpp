@@ -61,7 +61,7 @@ std::string BatchDecodePlan::describe() const {
   const auto& L = impl_->layout;
   const auto& d = L.decode;
   return fmt::format("{} grid=({},{},{}) threads={} smem={} chunk={} items={} (max {}){}; {} workspace={} B",
-                     d.spec.name(), d.shape.grid[0], num_work_items(), d.shape.grid[2], d.shape.threads,
+                     d.spec.name(), d.shape.grid[0], d.shape.grid[1], num_work_items(), d.shape.threads,
                      d.shape.smem_bytes, chunk_size(), num_work_items(), L.max_items,
                      impl_->problem.options.use_cuda_graph ? " cuda-graph" : "", L.merge.spec.name(),
                      L.workspace.total_bytes());
@@ -199,7 +199,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.v_scale_factor = extras.bmm2_scale;
 
   ops::LaunchShape decode_shape = L.decode.shape;
-  decode_shape.grid[1] = num_work_items();
+  decode_shape.grid[2] = num_work_items();
   const bool merge = graph ? slots : (P.host_lengths ? I.partition.any_split : L.uniform_splits > 1);
   cuda::ScopedDevice scope(P.device);
   detail::launch(*I.decode, decode_shape, &dp, stream, extras.enable_pdl);

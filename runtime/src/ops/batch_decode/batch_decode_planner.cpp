@@ -95,9 +95,11 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
 
   L.decode.role = "decode";
   L.decode.spec = decode;
-  L.decode.shape.grid[0] = query_blocks;  // head blocks, then token tiles: siblings share K/V in L2
-  L.decode.shape.grid[1] = L.max_items;
-  L.decode.shape.grid[2] = p.num_kv_heads;
+  // Head blocks, then token tiles: siblings share K/V in L2. Then KV heads,
+  // then items, so the longest-first order holds across heads (decode_work.cuh).
+  L.decode.shape.grid[0] = query_blocks;
+  L.decode.shape.grid[1] = p.num_kv_heads;
+  L.decode.shape.grid[2] = L.max_items;
   L.decode.shape.threads = decode.threads();
   L.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
 

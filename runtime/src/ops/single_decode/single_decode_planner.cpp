@@ -70,12 +70,13 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   L.num_splits = splits;
   L.chunk_size = chunk;
 
-  // Head subgroups fastest, so sibling CTAs of one split run together.
+  // Head subgroups fastest, so sibling CTAs of one split run together; then
+  // KV heads, then splits (kernels/decode_work.cuh).
   L.decode.role = "decode";
   L.decode.spec = decode;
   L.decode.shape.grid[0] = group / decode.heads_per_cta;
-  L.decode.shape.grid[1] = splits;
-  L.decode.shape.grid[2] = p.num_kv_heads;
+  L.decode.shape.grid[1] = p.num_kv_heads;
+  L.decode.shape.grid[2] = splits;
   L.decode.shape.threads = decode.threads();
   L.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One device step: issue 6's decode targets in one run. Batch decode beside
+# FlashInfer (tensor-core and CUDA-core paths) and SDPA through
+# tools/bench/compare_peers.py --only batch (64 x 4096, 256 x 1024,
+# 1 x 32768, the skewed batch, fp8 e4m3, MHA, q_len_per_req 4 vs 1), then
+# `attnjit bench --op batch_decode` (driver copy rate, plan() host time).
+# Logs and JSON under $OUT. Sources tools/gpu/device_env.sh.
+#   bash tools/gpu/decode_peers.sh      LIBS=".gpupack/ab/a.so .gpupack/ab/b.so": one process each
+set -uo pipefail
+source tools/gpu/device_env.sh
+status=0
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+for lib in ${LIBS:-.gpu/libattnjit.so}; do  # LIBS: libraries to A/B, paths from the repository root
+  name=decode_peers_$(basename "$lib" .so)
+  echo "== $lib"
+  ATTNJIT_CACHE_DIR=/tmp/cache-$name ATTNJIT_LIBRARY=$PWD/$lib timeout 300 python3 tools/bench/compare_peers.py \
+    --only batch --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1 || status=1
+  grep -E "^device|^batch" "$OUT/$name.log"
+done
+timeout 200 .gpu/attnjit bench --skip-jit --op batch_decode --json "$OUT/bench_batch_decode.json" \
+  >"$OUT/bench_batch_decode.txt" 2>&1 || status=1
+tail -n 20 "$OUT/bench_batch_decode.txt"
+exit $status
