@@ -235,4 +235,20 @@ TEST_CASE("single prefill plan: the K/V pipeline keeps two CTAs per SM on sm_90"
   }
   CHECK(kernel(256).stages == 1);
   CHECK(kernel(64).stages == 3);
+  // 64-wide heads cap registers for a third CTA, where its shared memory fits too
+  const PrefillKernel d64 = kernel(64);
+  CHECK(d64.min_ctas_per_sm == 3);
+  CHECK(3 * (d64.dynamic_smem_bytes() + 1024) <= 228 * 1024);
+  CHECK(ops::prefill_ctas_per_sm(d64) == 3);
+  CHECK(kernel(128).min_ctas_per_sm == 1);
+  CHECK(ops::prefill_ctas_per_sm(kernel(128)) == 2);
+  // ... but not for the variants that would spill under the cap
+  auto custom = problem(1000, 4096, 32, 8, 64);
+  custom.options.custom_mask = true;
+  CHECK(ops::plan_single_prefill(custom, {132}).prefill.spec.as<PrefillKernel>()->min_ctas_per_sm == 1);
+  // The spec round-trips through JSON (the cache key and prewarm manifests), old specs read as 1
+  CHECK(PrefillKernel::from_json(d64.to_json()) == d64);
+  auto old = d64.to_json();
+  old.erase("min_ctas_per_sm");
+  CHECK(PrefillKernel::from_json(old).min_ctas_per_sm == 1);
 }

@@ -97,6 +97,8 @@ def main():
     ap.add_argument("--window", action="store_true")
     ap.add_argument("--source", default="RaggedKV", choices=["ContiguousKV", "RaggedKV", "PagedKV"])
     ap.add_argument("--stages", type=int, default=2)
+    ap.add_argument("--min-ctas", type=int, default=None,
+                    help="__launch_bounds__ minimum CTAs per SM (default: the planner's, 3 at head_dim 64, else 1)")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--kv-dtype", default=None, help="bf16, f16, e4m3, e5m2 (default: --dtype)")
     ap.add_argument("--arch", default="sm_90a")
@@ -110,7 +112,8 @@ def main():
     values = {"NAME": "prefill_sass", "SPEC_JSON": "{}", "HEAD_DIM": args.head_dim, "FRAGS_M": args.frags_m,
               "Q_TYPE": args.dtype, "KV_TYPE": args.kv_dtype or args.dtype, "O_TYPE": args.dtype,
               "POS_MODE": args.pos, "SOFT_CAP": str(args.soft_cap).lower(), "MASK_MODE": args.mask,
-              "WINDOW": str(args.window).lower(), "KV_SOURCE": args.source, "STAGES": args.stages}
+              "WINDOW": str(args.window).lower(), "KV_SOURCE": args.source, "STAGES": args.stages,
+              "MIN_CTAS_PER_SM": args.min_ctas or (3 if args.head_dim == 64 else 1)}
     source = open(os.path.join(ROOT, "templates", "prefill.cu.in")).read()
     for key, value in values.items():
         source = source.replace("{{" + key + "}}", str(value))

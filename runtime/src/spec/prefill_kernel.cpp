@@ -39,8 +39,9 @@ const char* device_source(KVSource s) {
 }  // namespace
 
 std::string PrefillKernel::name() const {
-  return fmt::format("prefill_d{}_m{}_s{}_{}{}_{}", head_dim, frags_m, stages, variant.name(), window ? "_window" : "",
-                     to_string(kv_source));
+  return fmt::format("prefill_d{}_m{}_s{}{}_{}{}_{}", head_dim, frags_m, stages,
+                     min_ctas_per_sm > 1 ? fmt::format("_c{}", min_ctas_per_sm) : "", variant.name(),
+                     window ? "_window" : "", to_string(kv_source));
 }
 
 int PrefillKernel::tile_q() const { return kernels::prefill_tile_q(frags_m); }
@@ -50,6 +51,7 @@ int PrefillKernel::dynamic_smem_bytes() const { return kernels::prefill_smem_byt
 nlohmann::json PrefillKernel::to_json() const {
   nlohmann::json j = {{"family", kFamily}, {"head_dim", head_dim},  {"frags_m", frags_m},
                       {"stages", stages},  {"window", window},      {"kv_source", to_string(kv_source)}};
+  if (min_ctas_per_sm > 1) j["min_ctas_per_sm"] = min_ctas_per_sm;  // absent: 1 (specs written before it)
   variant.to_json(j);
   return j;
 }
@@ -60,6 +62,7 @@ PrefillKernel PrefillKernel::from_json(const nlohmann::json& j) {
   s.head_dim = spec_json::int_field(j, "head_dim");
   s.frags_m = spec_json::int_field(j, "frags_m", 1);
   s.stages = spec_json::int_field(j, "stages", 2);
+  s.min_ctas_per_sm = spec_json::int_field(j, "min_ctas_per_sm", 1);
   s.window = spec_json::bool_field(j, "window", false);
   s.kv_source = parse_kv_source(spec_json::string_field(j, "kv_source", "contiguous"));
   s.validate();
@@ -71,6 +74,7 @@ std::vector<std::pair<std::string, std::string>> PrefillKernel::template_values(
   v.insert(v.end(), {{"HEAD_DIM", std::to_string(head_dim)},
                      {"FRAGS_M", std::to_string(frags_m)},
                      {"STAGES", std::to_string(stages)},
+                     {"MIN_CTAS_PER_SM", std::to_string(min_ctas_per_sm)},
                      {"WINDOW", window ? "true" : "false"},
                      {"KV_SOURCE", device_source(kv_source)}});
   return v;
@@ -90,6 +94,7 @@ void PrefillKernel::validate() const {
   // 256-wide heads: two fragments' O would need 256 accumulator registers per thread.
   if (head_dim == 256 && frags_m != 1) bad("frags_m", frags_m, "1 for head_dim 256");
   if (stages < 1 || stages > 4) bad("stages", stages, "1 (one K and one V buffer) to 4");
+  if (min_ctas_per_sm < 1 || min_ctas_per_sm > 4) bad("min_ctas_per_sm", min_ctas_per_sm, "1 to 4");
 }
 
 }  // namespace attnjit

@@ -22,6 +22,7 @@ struct PrefillKernel {
   int head_dim = 128;
   int frags_m = 1;                           // 16-row MMA fragments per warp: a CTA tile of 64 * frags_m query rows
   int stages = 2;                            // cp.async ring depth for K/V tiles
+  int min_ctas_per_sm = 1;                   // __launch_bounds__' minimum: caps registers so that many fit
   bool window = false;                       // checks window_left per row (a run-time value)
   KVSource kv_source = KVSource::Contiguous;
 
@@ -39,7 +40,7 @@ struct PrefillKernel {
 
   bool operator==(const PrefillKernel& o) const {
     return variant == o.variant && head_dim == o.head_dim && frags_m == o.frags_m && stages == o.stages &&
-           window == o.window && kv_source == o.kv_source;
+           min_ctas_per_sm == o.min_ctas_per_sm && window == o.window && kv_source == o.kv_source;
   }
 };
 

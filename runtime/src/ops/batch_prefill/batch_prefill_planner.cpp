@@ -78,7 +78,7 @@ void plan_graph_mode(const BatchPrefillShape& s, PrefillKernel& k, const DeviceF
   for (size_t b = 0; b < batch; ++b)
     max_packed = std::max<int64_t>(max_packed, int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group);
   k.frags_m = s.graph_frags_m > 0 ? s.graph_frags_m : prefill_frags_m(s.head_dim, max_packed);
-  k.stages = prefill_stages(s.head_dim, k.frags_m);
+  choose_prefill_pipeline(k);
   const int tq = k.tile_q();
   L.tile_indptr.assign(size_t(s.graph_max_batch) + 1, 0);
   for (size_t b = 0; b < size_t(s.graph_max_batch); ++b) {
@@ -121,7 +121,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
     return L;
   }
   k.frags_m = prefill_frags_m(s.head_dim, max_packed);
-  k.stages = prefill_stages(s.head_dim, k.frags_m);
+  choose_prefill_pipeline(k);
   const int tq = k.tile_q();
 
   // Query tiles of every request; the KV split (one chunk size for the batch,

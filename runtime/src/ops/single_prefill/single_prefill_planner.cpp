@@ -57,11 +57,29 @@ int prefill_stages(int head_dim, int frags_m) {
   return 2 * (kernels::prefill_smem_bytes(head_dim, frags_m, 3) + kReservedPerCta) <= kSmemPerSm ? 3 : 2;
 }
 
+// 64-wide heads: three CTAs (12 warps) per SM where their shared memory
+// fits, by capping registers at 168 (sm_90a, ptxas: 212 uncapped; at 168
+// 0-2 spill loads per KV tile, 7-9 with RoPE or a soft cap in loops of
+// 2400-3500 instructions). Not with a custom mask or ALiBi: 16-39 spill
+// loads per tile there. The other head dims need 240-255 registers.
+int prefill_min_ctas_per_sm(const PrefillKernel& k) {
+  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
+  const bool three_fit = 3 * (k.dynamic_smem_bytes() + kReservedPerCta) <= kSmemPerSm;
+  const bool light = k.variant.mask != MaskMode::Custom && k.variant.pos_encoding != PosEncoding::Alibi;
+  return k.head_dim == 64 && three_fit && light ? 3 : 1;
+}
+
+void choose_prefill_pipeline(PrefillKernel& k) {
+  k.stages = prefill_stages(k.head_dim, k.frags_m);
+  k.min_ctas_per_sm = prefill_min_ctas_per_sm(k);
+}
+
 int prefill_ctas_per_sm(const PrefillKernel& k) {
   // 228 KB of shared memory per SM on sm_90 (227 KB usable per CTA), ~100 KB on sm_80:
   // planned for the larger; a smaller device just runs more waves.
   const int by_smem = std::max(1, (227 * 1024) / (k.dynamic_smem_bytes() + 1024));
-  return std::min(by_smem, 2);  // registers: ~170-255 per thread, 128 threads -> at most 2-3
+  // Registers: 240-255 per thread (128 threads) allow two, unless capped for more.
+  return std::min(by_smem, std::max(2, k.min_ctas_per_sm));
 }
 
 KVSplit plan_kv_split(int64_t ctas, int64_t kv_len, int tile_kv, int wave) {
@@ -85,7 +103,7 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
     if (fm != 1 && prefill_frags_m(p.head_dim, INT64_MAX) != fm) continue;
     PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
     k.frags_m = fm;
-    k.stages = prefill_stages(p.head_dim, fm);
+    choose_prefill_pipeline(k);
     out.emplace_back(k);
   }
   out.emplace_back(merge_spec(p.head_dim, p.q_dtype));
@@ -99,7 +117,7 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const Dev
   const int64_t packed = p.qo_len * group;
   PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
   k.frags_m = prefill_frags_m(p.head_dim, packed);
-  k.stages = prefill_stages(p.head_dim, k.frags_m);
+  choose_prefill_pipeline(k);
 
   L.num_q_tiles = static_cast<int>((packed + k.tile_q() - 1) / k.tile_q());
   const int64_t ctas = int64_t(L.num_q_tiles) * p.num_kv_heads;

@@ -34,6 +34,8 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p);
 // shared-memory figures), never a query of a compiled kernel.
 int prefill_frags_m(int head_dim, int64_t max_packed_len);
 int prefill_stages(int head_dim, int frags_m);  // K/V pipeline depth
+int prefill_min_ctas_per_sm(const PrefillKernel& k);  // from its head_dim, tiles, stages and variant
+void choose_prefill_pipeline(PrefillKernel& k);  // stages and min_ctas_per_sm from head_dim and frags_m
 int prefill_ctas_per_sm(const PrefillKernel& k);
 struct KVSplit {
   int num_chunks = 1;
