@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "decode_params.h"
@@ -20,6 +22,12 @@ struct SingleDecodePlan::Impl {
   SingleDecodeProblem problem;
   ops::SingleDecodeLayout layout;
   std::shared_ptr<detail::Kernel> decode, merge;
+  // Programmatic dependent launch (sm_90 and newer): the merge launches while
+  // the decode CTAs finish (both kernels wait in griddepcontrol.wait before
+  // reading what the kernel before wrote), which hides its launch gap; the
+  // kernels are the batch decode's, which TensorRT-LLM's entry point
+  // launches this way.
+  bool pdl = false;
 };
 
 SingleDecodePlan::SingleDecodePlan(const Runtime& rt, const SingleDecodeProblem& problem)
@@ -32,6 +40,7 @@ SingleDecodePlan::SingleDecodePlan(const Runtime& rt, const SingleDecodeProblem&
   impl_->layout = ops::plan_single_decode(problem, figures);  // validates
   impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
+  impl_->pdl = std::atoi(engine.arch_of(problem.device).c_str() + 3) >= 90;  // "sm_90a" -> 90
 }
 
 SingleDecodePlan::~SingleDecodePlan() = default;
@@ -109,7 +118,7 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.q_len = 1;  // one query token (kernels/decode_queries.cuh)
 
   cuda::ScopedDevice scope(P.device);
-  detail::launch(*impl_->decode, L.decode.shape, &dp, stream);
+  detail::launch(*impl_->decode, L.decode.shape, &dp, stream, impl_->pdl);
   if (split) {
     kernels::MergeParams mp{};
     mp.partial_o = dp.partial_o;
@@ -120,7 +129,7 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
     mp.num_rows = static_cast<int32_t>(H);
     mp.rows_per_request = static_cast<int32_t>(H);  // one request
     mp.num_splits = L.num_splits;
-    detail::launch(*impl_->merge, L.merge->shape, &mp, stream);
+    detail::launch(*impl_->merge, L.merge->shape, &mp, stream, impl_->pdl);
   }
 }
 
