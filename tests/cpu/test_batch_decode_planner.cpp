@@ -12,6 +12,7 @@
 #include "attnjit/error.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
+#include "ops/single_decode/single_decode_planner.hpp"
 
 using namespace attnjit;
 
@@ -222,4 +223,24 @@ TEST_CASE("decode specs carry the KV source in their identity and JSON", "[batch
   j["kv_source"] = "ragged";
   CHECK_THROWS_WITH(KernelSpec::from_json(j),
                     Catch::Contains("kv_source='ragged' is not supported; allowed: contiguous, paged, block_table"));
+}
+
+TEST_CASE("decode grids: x head blocks, y KV heads, z work items (the work list's order holds across heads)",
+          "[batch_decode][planner]") {
+  // CTAs start in x, y, z order (kernels/decode_work.cuh): every head of an
+  // item starts before the next item, so the longest-first items go first.
+  auto p = base_problem(64);
+  const auto L = ops::plan_batch_decode(p, {});
+  CHECK(L.decode.shape.grid[1] == uint32_t(p.num_kv_heads));
+  CHECK(L.decode.shape.grid[2] == uint32_t(L.max_items));
+
+  SingleDecodeProblem s;
+  s.num_qo_heads = 32;
+  s.num_kv_heads = 8;
+  s.head_dim = 128;
+  s.kv_len = 32768;
+  const auto S = ops::plan_single_decode(s, {});
+  CHECK(S.decode.shape.grid[1] == 8u);
+  CHECK(S.decode.shape.grid[2] == uint32_t(S.num_splits));
+  CHECK(S.num_splits > 1);
 }
