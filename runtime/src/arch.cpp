@@ -32,4 +32,10 @@ void check_arch(std::string_view arch, std::string_view arg) {
               fmt::format("{}='{}' is not a known arch; allowed: {}", arg, arch, fmt::join(known_archs(), ", ")));
 }
 
+bool has_pdl(std::string_view arch) {
+  int n = 0;  // "sm_90a" -> 90
+  for (size_t i = 3; i < arch.size() && arch[i] >= '0' && arch[i] <= '9'; ++i) n = n * 10 + (arch[i] - '0');
+  return arch.substr(0, 3) == "sm_" && n >= 90;
+}
+
 }  // namespace attnjit

@@ -17,5 +17,7 @@ const std::vector<std::string>& known_archs();
 bool is_known_arch(std::string_view arch);
 // Throws Error(InvalidArgument): "<arg>='<arch>' is not a known arch; allowed: ...".
 void check_arch(std::string_view arch, std::string_view arg);
+// Programmatic dependent launch (griddepcontrol, the launch attribute): sm_90 and newer.
+bool has_pdl(std::string_view arch);
 
 }  // namespace attnjit

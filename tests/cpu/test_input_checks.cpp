@@ -59,6 +59,11 @@ TEST_CASE("unknown archs are refused with the list of known ones", "[input]") {
   }
 }
 
+TEST_CASE("programmatic dependent launch from sm_90 on", "[input]") {
+  for (const char* yes : {"sm_90", "sm_90a", "sm_100a", "sm_120f"}) CHECK(has_pdl(yes));
+  for (const char* no : {"sm_80", "sm_86", "sm_89", "", "compute_90"}) CHECK_FALSE(has_pdl(no));
+}
+
 TEST_CASE("every kernel-spec field is checked against what the templates take", "[input]") {
   CHECK(spec_error(decode_spec()).empty());
   auto with = [](auto change) {

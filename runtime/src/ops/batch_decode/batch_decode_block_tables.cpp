@@ -4,8 +4,7 @@
 // every call graph-capturable.
 #include <fmt/format.h>
 
-#include <cstdlib>
-
+#include "arch.hpp"
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
 #include "engine.hpp"
@@ -104,7 +103,7 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   ops::query_token_rows(p, p.batch_size, query.shape[0], a.cum_seq_lens_q != nullptr);
   // After the argument checks: this asks the device. Programmatic dependent launch needs sm_90; unset means "where the GPU has it", as in FlashInfer.
   const std::string arch = rt.engine().arch_of(query.device);
-  const bool pdl_capable = std::atoi(arch.c_str() + 3) >= 90;  // "sm_90a" -> 90
+  const bool pdl_capable = has_pdl(arch);
   if (a.enable_pdl.value_or(false) && !pdl_capable)
     unsupported(fmt::format("enable_pdl=true needs sm_90 or newer (programmatic dependent launch); this device is {}; "
                             "allowed: false or unset",

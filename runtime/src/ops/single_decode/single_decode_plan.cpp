@@ -4,8 +4,7 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-
+#include "arch.hpp"
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "decode_params.h"
@@ -40,7 +39,7 @@ SingleDecodePlan::SingleDecodePlan(const Runtime& rt, const SingleDecodeProblem&
   impl_->layout = ops::plan_single_decode(problem, figures);  // validates
   impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
-  impl_->pdl = std::atoi(engine.arch_of(problem.device).c_str() + 3) >= 90;  // "sm_90a" -> 90
+  impl_->pdl = has_pdl(engine.arch_of(problem.device));
 }
 
 SingleDecodePlan::~SingleDecodePlan() = default;
