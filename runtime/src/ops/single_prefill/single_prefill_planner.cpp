@@ -16,6 +16,13 @@ namespace {
 // and merging a partial state) outweigh the parallelism it buys.
 constexpr int64_t kMinChunkRows = 256;
 
+// Whether `ctas` CTAs of `smem_bytes` dynamic shared memory each fit in one
+// sm_90 SM (228 KB, 1 KB of it reserved per CTA).
+bool fit_per_sm(int smem_bytes, int ctas) {
+  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
+  return ctas * (smem_bytes + kReservedPerCta) <= kSmemPerSm;
+}
+
 MergeKernel merge_spec(int head_dim, DType o_dtype) {
   MergeKernel s;
   s.head_dim = head_dim;
@@ -53,8 +60,7 @@ int prefill_frags_m(int head_dim, int64_t max_packed_len) {
 // (164 KB) runs those CTAs one per SM.
 int prefill_stages(int head_dim, int frags_m) {
   if (head_dim > 128) return 1;
-  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
-  return 2 * (kernels::prefill_smem_bytes(head_dim, frags_m, 3) + kReservedPerCta) <= kSmemPerSm ? 3 : 2;
+  return fit_per_sm(kernels::prefill_smem_bytes(head_dim, frags_m, 3), 2) ? 3 : 2;
 }
 
 // 64-wide heads: three CTAs (12 warps) per SM where their shared memory
@@ -63,8 +69,7 @@ int prefill_stages(int head_dim, int frags_m) {
 // 2400-3500 instructions). Not with a custom mask or ALiBi: 16-39 spill
 // loads per tile there. The other head dims need 240-255 registers.
 int prefill_min_ctas_per_sm(const PrefillKernel& k) {
-  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
-  const bool three_fit = 3 * (k.dynamic_smem_bytes() + kReservedPerCta) <= kSmemPerSm;
+  const bool three_fit = fit_per_sm(k.dynamic_smem_bytes(), 3);
   const bool light = k.variant.mask != MaskMode::Custom && k.variant.pos_encoding != PosEncoding::Alibi;
   return k.head_dim == 64 && three_fit && light ? 3 : 1;
 }
