@@ -37,13 +37,16 @@ L2_BYTES = 50 << 20
 ROTATE_BYTES = 8 * L2_BYTES
 
 
-def timed(fn, sets, iters=20, reps=15):
-    """Median microseconds per call of fn(i), i rotating over `sets` inputs."""
+def timed(fn, sets, iters=20, reps=15, graph=True):
+    """Median microseconds per call of fn(i), i rotating over `sets` inputs; in a CUDA graph unless
+    graph=False (or capture fails), else with CUDA events around plain calls."""
     for i in range(3):
         fn(i % sets)  # warm-up: compiles, plans, first-touch
     torch.cuda.synchronize()
     run, how = None, "graph"
     try:
+        if not graph:
+            raise RuntimeError("graph=False")
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -92,17 +95,8 @@ def copy_rate():
     n = 1 << 30
     src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    times = []
-    for _ in range(20):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        dst.copy_(src)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0)
-    return 2.0 * n / (statistics.median(times) * 1e-6)
+    us, _ = timed(lambda i: dst.copy_(src), 1, iters=1, reps=20, graph=False)
+    return 2.0 * n / (us * 1e-6)
 
 
 def sets_for(bytes_per_set):
