@@ -134,27 +134,8 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   const typename Tr::Variant var_hi(var, work.request, queries.head(row_hi), p.num_qo_heads, kv_len, queries.q_len,
                                     queries.token(row_hi));
 
-  // Q tile: rows are the CTA's (token, head) pairs (zero past kRows and past
-  // the request's tokens), transformed at their own positions, unscaled.
-  for (int item = tid; item < 16 * kQSlices; item += Tr::kThreads) {
-    const int r = item / kQSlices, d0 = (item % kQSlices) * 8;
-    frag8 qf;
-    qf.zero();
-    if (r < Tr::kRows && queries.stored(r))
-      qf = load8<typename Tr::q_t>(static_cast<const char*>(p.q) +
-                                   (queries.q_row(r) * p.q_stride_b + queries.head(r) * p.q_stride_h + d0) * 2);
-    var_lo.template transform_query<D>(qf, queries.q_pos(r, kv_len), d0, kQSlices / 2);  // depends on the position only
-    if constexpr (Tr::kSplitQK) {
-      const split8<T> parts(qf);
-      store_smem8(q_tile + r * kRowBytes + d0 * 2, parts.hi);
-      store_smem8(q_rest_tile + r * kRowBytes + d0 * 2, parts.lo);
-    } else {
-      store_smem8<T>(q_tile + r * kRowBytes + d0 * 2, qf);
-    }
-  }
-
   const int begin = work.begin, end = work.end;
-  const auto kv_slice = kv.slice(kv_head, dim0);  // bound here, after the query: fewer registers live across it
+  const auto kv_slice = kv.slice(kv_head, dim0);
 
   raw8<kv_t> k_raw[Tr::kPasses][Tr::kLoadFrags], v_raw[Tr::kPasses][Tr::kLoadFrags];
   auto load_tile = [&](int base) {
@@ -188,11 +169,32 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     }
   };
 
+  // The first tile's loads go out before the Q tile is staged, so the two
+  // memory latencies of the prologue overlap instead of adding up (with one
+  // wave of CTAs, as single decode runs, the prologue is paid once in full).
   // An empty chunk (past a device-side length) loads nothing: row end - 1 may not exist.
-  if (begin < end) {
-    load_tile(begin);
-    store_tile(0, begin);
+  if (begin < end) load_tile(begin);
+
+  // Q tile: rows are the CTA's (token, head) pairs (zero past kRows and past
+  // the request's tokens), transformed at their own positions, unscaled.
+  for (int item = tid; item < 16 * kQSlices; item += Tr::kThreads) {
+    const int r = item / kQSlices, d0 = (item % kQSlices) * 8;
+    frag8 qf;
+    qf.zero();
+    if (r < Tr::kRows && queries.stored(r))
+      qf = load8<typename Tr::q_t>(static_cast<const char*>(p.q) +
+                                   (queries.q_row(r) * p.q_stride_b + queries.head(r) * p.q_stride_h + d0) * 2);
+    var_lo.template transform_query<D>(qf, queries.q_pos(r, kv_len), d0, kQSlices / 2);  // depends on the position only
+    if constexpr (Tr::kSplitQK) {
+      const split8<T> parts(qf);
+      store_smem8(q_tile + r * kRowBytes + d0 * 2, parts.hi);
+      store_smem8(q_rest_tile + r * kRowBytes + d0 * 2, parts.lo);
+    } else {
+      store_smem8<T>(q_tile + r * kRowBytes + d0 * 2, qf);
+    }
   }
+
+  if (begin < end) store_tile(0, begin);
   __syncthreads();
 
   frag_a qa[D / 16];

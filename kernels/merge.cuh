@@ -101,6 +101,9 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   __shared__ __align__(16) float sums[Tr::kGroups][Tr::kHeadDim];
   __shared__ float weights[Tr::kGroups];
   pdl_wait();  // the partial states come from the kernel before
+  // The next kernel may launch now and wait in its own pdl_wait() for this
+  // grid to finish: its launch overlaps the merge instead of following it.
+  pdl_launch_dependents();
   const int row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   if (p.row_mask && !p.row_mask[p.heads ? row / p.heads : row]) return;  // the whole CTA: a row left as it is
