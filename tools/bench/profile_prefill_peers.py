@@ -7,6 +7,8 @@ is timed):
         python3 tools/bench/profile_prefill_peers.py --who attnjit --seq 512
 
 --who flashinfer profiles FlashInfer's kernel (-k regex:BatchPrefill).
+--paged: the same shape through the paged wrappers (page size 16, pages
+shuffled in memory), to set paged against ragged.
 """
 import argparse
 
@@ -18,6 +20,7 @@ ap.add_argument("--seq", type=int, default=512)
 ap.add_argument("--head-dim", type=int, default=128)
 ap.add_argument("--causal", action="store_true")
 ap.add_argument("--iters", type=int, default=4)
+ap.add_argument("--paged", action="store_true")
 args = ap.parse_args()
 
 d, n = args.head_dim, args.seq
@@ -27,12 +30,28 @@ q, k, v = (torch.randn(batch * n, heads, d, dtype=torch.bfloat16, device="cuda",
 indptr = torch.arange(0, batch * n + 1, n, dtype=torch.int32, device="cuda")
 ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 if args.who == "attnjit":
-    import attnjit
-    w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD")
+    import attnjit as lib
+    kw = {}
 else:
-    import flashinfer
-    w = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD", backend="fa2")
-w.plan(indptr, indptr, heads, heads, d, causal=args.causal, q_data_type=torch.bfloat16)
+    import flashinfer as lib
+    kw = {"backend": "fa2"}
+if args.paged:
+    page = 16
+    num_pages = batch * n // page
+    perm = torch.randperm(num_pages, device="cuda", generator=gen).to(torch.int32)
+    k_cache = torch.empty(num_pages, page, heads, d, dtype=torch.bfloat16, device="cuda")
+    v_cache = torch.empty_like(k_cache)
+    k_cache[perm.long()] = k.view(num_pages, page, heads, d)
+    v_cache[perm.long()] = v.view(num_pages, page, heads, d)
+    kv_indptr = torch.arange(0, num_pages + 1, n // page, dtype=torch.int32, device="cuda")
+    last = torch.full((batch,), page, dtype=torch.int32, device="cuda")
+    w = lib.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", **kw)
+    w.plan(indptr, kv_indptr, perm, last, heads, heads, d, page, causal=args.causal, q_data_type=torch.bfloat16)
+    kv = ((k_cache, v_cache),)
+else:
+    w = lib.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD", **kw)
+    w.plan(indptr, indptr, heads, heads, d, causal=args.causal, q_data_type=torch.bfloat16)
+    kv = (k, v)
 for _ in range(args.iters):
-    w.run(q, k, v)
+    w.run(q, *kv)
 torch.cuda.synchronize()

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One device step: single decode's fp8 and bf16 rows (32 q / 8 kv heads, d 128,
+# 32k and 128k) for each CLI binary in CLIS (the C++ CLI links the library
+# statically, so an A/B is two binaries), in rounds that alternate the
+# binaries, then (NCU=1) each kernel's duration under ncu for the last binary
+# at 32k, to split the end-to-end time into decode, merge and what lies
+# between. Logs under $OUT. Sources tools/gpu/device_env.sh.
+#   CLIS=".gpupack/ab/a .gpupack/ab/b" ROUNDS=2 NCU=1 bash tools/gpu/single_decode_ab.sh
+set -uo pipefail
+source tools/gpu/device_env.sh
+status=0
+problems=()
+for kv in bfloat16 float8_e4m3fn; do
+  for n in 32768 131072; do
+    problems+=("{\"op\":\"single_decode\",\"num_qo_heads\":32,\"num_kv_heads\":8,\"head_dim\":128,\"kv_len\":$n,\"q_dtype\":\"bfloat16\",\"kv_dtype\":\"$kv\",\"use_tensor_cores\":true}")
+  done
+done
+for round in $(seq "${ROUNDS:-2}"); do
+  for cli in ${CLIS:-.gpu/attnjit}; do
+    name=$(basename "$cli")
+    for prob in "${problems[@]}"; do
+      ATTNJIT_CACHE_DIR=/tmp/cache-$name timeout 60 "$cli" bench --skip-jit --problem "$prob" 2>&1 |
+        grep -E '^ +[0-9.]+ +[0-9]+ ' | sed "s|^|$name r$round |" | tee -a "$OUT/single_decode_ab.txt" || status=1
+    done
+  done
+done
+if [ "${NCU:-0}" = 1 ]; then
+  cli=$(echo ${CLIS:-.gpu/attnjit} | awk '{print $NF}')
+  for prob in "${problems[0]}" "${problems[2]}"; do
+    echo "== ncu $prob"
+    ATTNJIT_CACHE_DIR=/tmp/cache-$(basename "$cli") timeout 120 ncu --clock-control none --launch-skip 40 \
+      --launch-count 6 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min \
+      "$cli" bench --skip-jit --problem "$prob" >"$OUT/ncu_$(echo "$prob" | md5sum | cut -c1-6).txt" 2>&1 || status=1
+    grep -E "attnjit_|gpu__time_duration|dram__throughput|sm__cycles" "$OUT"/ncu_$(echo "$prob" | md5sum | cut -c1-6).txt | head -n 24
+  done
+fi
+exit $status
