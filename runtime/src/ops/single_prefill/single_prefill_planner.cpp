@@ -80,9 +80,10 @@ void choose_prefill_pipeline(PrefillKernel& k) {
 }
 
 int prefill_ctas_per_sm(const PrefillKernel& k) {
-  // 228 KB of shared memory per SM on sm_90 (227 KB usable per CTA), ~100 KB on sm_80:
-  // planned for the larger; a smaller device just runs more waves.
-  const int by_smem = std::max(1, (227 * 1024) / (k.dynamic_smem_bytes() + 1024));
+  // Shared memory as sm_90 has it (fit_per_sm; ~100 KB on sm_80): planned
+  // for the larger; a smaller device just runs more waves.
+  int by_smem = 1;
+  while (by_smem < 4 && fit_per_sm(k.dynamic_smem_bytes(), by_smem + 1)) ++by_smem;
   // Registers: 240-255 per thread (128 threads) allow two, unless capped for more.
   return std::min(by_smem, std::max(2, k.min_ctas_per_sm));
 }
