@@ -37,32 +37,36 @@ L2_BYTES = 50 << 20
 ROTATE_BYTES = 8 * L2_BYTES
 
 
+def captured(fn, sets, iters):
+    """The replay of fn(i)'s loop (i rotating over `sets` inputs) captured in a CUDA graph, or None where
+    capture fails."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn(0)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for i in range(iters):
+                fn(i % sets)
+        g.replay()
+        torch.cuda.synchronize()
+        return g.replay
+    except Exception:
+        torch.cuda.synchronize()
+        return None
+
+
 def timed(fn, sets, iters=20, reps=15, graph=True):
     """Median microseconds per call of fn(i), i rotating over `sets` inputs; in a CUDA graph unless
     graph=False (or capture fails), else with CUDA events around plain calls."""
     for i in range(3):
         fn(i % sets)  # warm-up: compiles, plans, first-touch
     torch.cuda.synchronize()
-    run, how = None, "graph"
-    try:
-        if not graph:
-            raise RuntimeError("graph=False")
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn(0)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for i in range(iters):
-                fn(i % sets)
-        graph.replay()
-        torch.cuda.synchronize()
-        run = graph.replay
-    except Exception:
-        torch.cuda.synchronize()
-        how = "events"
-
+    run = captured(fn, sets, iters) if graph else None
+    how = "graph" if run else "events"
+    if run is None:
         def run():
             for i in range(iters):
                 fn(i % sets)
