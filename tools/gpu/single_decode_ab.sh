@@ -9,9 +9,10 @@
 set -uo pipefail
 source tools/gpu/device_env.sh
 status=0
-problems=()
+problems=() names=()
 for kv in bfloat16 float8_e4m3fn; do
   for n in 32768 131072; do
+    names+=("${kv}_$n")
     problems+=("{\"op\":\"single_decode\",\"num_qo_heads\":32,\"num_kv_heads\":8,\"head_dim\":128,\"kv_len\":$n,\"q_dtype\":\"bfloat16\",\"kv_dtype\":\"$kv\",\"use_tensor_cores\":true}")
   done
 done
@@ -26,12 +27,13 @@ for round in $(seq "${ROUNDS:-2}"); do
 done
 if [ "${NCU:-0}" = 1 ]; then
   cli=$(echo ${CLIS:-.gpu/attnjit} | awk '{print $NF}')
-  for prob in "${problems[0]}" "${problems[2]}"; do
+  for i in 0 2; do  # 32k: bf16, fp8
+    prob=${problems[$i]} log="$OUT/ncu_${names[$i]}.txt"
     echo "== ncu $prob"
     ATTNJIT_CACHE_DIR=/tmp/cache-$(basename "$cli") timeout 120 ncu --clock-control none --launch-skip 40 \
       --launch-count 6 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min \
-      "$cli" bench --skip-jit --problem "$prob" >"$OUT/ncu_$(echo "$prob" | md5sum | cut -c1-6).txt" 2>&1 || status=1
-    grep -E "attnjit_|gpu__time_duration|dram__throughput|sm__cycles" "$OUT"/ncu_$(echo "$prob" | md5sum | cut -c1-6).txt | head -n 24
+      "$cli" bench --skip-jit --problem "$prob" >"$log" 2>&1 || status=1
+    grep -E "attnjit_|gpu__time_duration|dram__throughput|sm__cycles" "$log" | head -n 24
   done
 fi
 exit $status
