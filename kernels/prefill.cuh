@@ -35,6 +35,7 @@
 #include "mma.cuh"
 #include "numeric.cuh"
 #include "prefill_params.h"
+#include "prefill_schedule.cuh"
 #include "smem_tile.cuh"
 #include "variant.cuh"
 
@@ -72,40 +73,6 @@ struct PrefillTraits {
   using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, Window>;
 };
 
-extern __shared__ __align__(16) unsigned char attnjit_prefill_smem[];
-
-// The CTA's share of the work: from the planner's list (batch, one entry
-// per CTA, in the order CTAs start) or the grid (single). Longest work
-// first, so the short items fill the last wave (ncu: a causal prefill in
-// tile order kept SMs idle 31% of the time waiting for the last tiles); the
-// query tiles that read the same K/V side by side, so they share it in L2.
-struct PrefillWork {
-  int request, q_tile, chunk, kv_head;
-};
-ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p) {
-  const int x = blockIdx.x, n = p.num_work;
-  if (p.work) return {p.work[x], p.work[n + x], p.work[2 * n + x], p.work[3 * n + x]};
-  if (p.tiles_fastest) return {0, x % n, int(blockIdx.y), x / n};
-  const int num_kv_heads = p.num_qo_heads / p.group.d;
-  return {0, n - 1 - x / num_kv_heads, int(blockIdx.y), x % num_kv_heads};
-}
-
-// CUDA-graph mode: item j is query tile j / num_kv_heads of the batch for
-// KV head j % num_kv_heads; the tile's request is found in the running tile
-// counts (requests without tiles are skipped: the search lands on the last
-// request whose count does not exceed the tile, which holds it).
-ATTNJIT_DEVICE PrefillWork prefill_graph_work(const kernels::PrefillParams& p, int j) {
-  const int num_kv_heads = p.num_qo_heads / p.group.d;
-  const int tile = j / num_kv_heads;
-  int lo = 0, hi = p.batch_size;  // tile_indptr[lo] <= tile < tile_indptr[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (p.tile_indptr[mid] <= tile) lo = mid;
-    else hi = mid;
-  }
-  return {lo, tile - p.tile_indptr[lo], 0, j % num_kv_heads};
-}
-
 // One (request, query tile, KV chunk) for one KV head.
 template <class Tr>
 ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillWork w) {
@@ -124,10 +91,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   const int g = lane >> 2, t = lane & 3;
   const int slice = tid % Tr::kLanesPerRow, row_in_pass = tid / Tr::kLanesPerRow, dim0 = slice * 8;
 
-  const int qo_begin = p.qo_indptr ? p.qo_indptr[w.request] : 0;
-  const int qo_len = p.qo_indptr ? p.qo_indptr[w.request + 1] - qo_begin : p.qo_len;
   const int group = p.group.d;
-  const int packed_len = qo_len * group;
   // Packed row pr: its query token and its query head.
   auto token_head = [&](int pr, int& token, int& head) {
     uint32_t tok, in_group;
@@ -135,24 +99,12 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     token = int(tok);
     head = kv_head * group + int(in_group);
   };
-  const int row0 = w.q_tile * kTQ;  // the tile's first packed row
-  if (row0 >= packed_len) return;   // a batch's padding item: the whole CTA leaves
-
   const typename Tr::KVSource kv(p.kv, w.request);
-  const int kv_len = kv.length();
-  const int pos_offset = kv_len - qo_len;  // query i sits at pos_offset + i
-  const int min_q_pos = pos_offset + int(p.group.div(row0));
-  const int max_q_pos = pos_offset + min(qo_len - 1, int(p.group.div(row0 + kTQ - 1)));
-
-  // The keys any row of the tile may see within this chunk: causal ends at
-  // the last query, the window starts at the first query's window.
-  int kv_begin = w.chunk * p.chunk_size;
-  int kv_end = min(kv_len, kv_begin + p.chunk_size);
-  if constexpr (Tr::kMaskMode == kernels::kMaskCausal) kv_end = min(kv_end, max_q_pos + 1);
-  if constexpr (Tr::kWindow)
-    if (p.var.window_left >= 0) kv_begin = max(kv_begin, min_q_pos - p.var.window_left);
-  const int tile0 = kv_begin / kTKV * kTKV;  // chunks start on tile boundaries: tile0 stays inside the chunk
-  const int num_tiles = kv_end > kv_begin ? (kv_end - tile0 + kTKV - 1) / kTKV : 0;
+  const PrefillExtent e = prefill_extent<kTQ, kTKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
+  const int qo_begin = e.qo_begin, qo_len = e.qo_len, packed_len = e.packed_len, row0 = e.row0;
+  if (row0 >= packed_len) return;  // a batch's padding item: the whole CTA leaves
+  const int kv_len = e.kv_len, pos_offset = e.pos_offset, min_q_pos = e.min_q_pos, max_q_pos = e.max_q_pos;
+  const int kv_end = e.kv_end, tile0 = e.tile0, num_tiles = e.num_tiles;
 
   const uint32_t smem = smem_addr(attnjit_prefill_smem);
   const Tile q_tile{smem};
@@ -455,35 +407,10 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   }
 }
 
-// The CTA's items: its own one (from the work list or the grid), or in
-// CUDA-graph mode the next free item of the batch, grabbed from a counter
-// until none is left: the last tiles (the most keys, with causal masks) go
-// first and CTAs that drew cheap ones take more, so the wave ends together.
-// One call site, so the tile's code is inlined once.
+// The CTA's items (prefill_schedule.cuh), each one tile of this skeleton.
 template <class Tr>
 ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
-  const bool persistent = p.tile_indptr != nullptr;
-  const int total = persistent ? p.tile_indptr[p.batch_size] * (p.num_qo_heads / p.group.d) : 1;
-  __shared__ int grabbed;
-  for (int n = 0;; ++n) {
-    if (persistent) {
-      if (threadIdx.x == 0) grabbed = atomicAdd(p.work_counter, 1);
-      __syncthreads();  // the previous item's closing barrier orders this write after every read of it
-    }
-    const int i = persistent ? grabbed : n;
-    if (i >= total) break;
-    prefill_tile<Tr>(p, persistent ? prefill_graph_work(p, total - 1 - i) : prefill_work(p));
-    __syncthreads();  // the next tile's Q lands in the smem this one staged its output in
-  }
-  // The last CTA out zeroes the counters for the next launch (stream-ordered
-  // after this one): every other CTA has stopped grabbing by then.
-  if (persistent && threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(p.work_counter + 1, 1) == int(gridDim.x) - 1) {
-      atomicExch(p.work_counter, 0);
-      atomicExch(p.work_counter + 1, 0);
-    }
-  }
+  prefill_items(p, [&](const PrefillWork& w) { prefill_tile<Tr>(p, w); });
 }
 
 }  // namespace attnjit

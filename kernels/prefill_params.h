@@ -80,5 +80,15 @@ ATTNJIT_HOST_DEVICE constexpr int prefill_smem_bytes(int head_dim, int frags_m, 
   return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim, stages)) * (head_dim + 8) * 2;
 }
 
+// The Hopper skeleton (prefill_sm90.cuh): two warpgroups of 64 query rows,
+// KV tiles of 128 rows (64 for 256-wide heads, whose O is already 128
+// accumulators per thread), tiles in 128-byte swizzled blocks (no padding)
+// from a 1024-byte aligned base: 1 KB more than the tiles, for the alignment.
+ATTNJIT_HOST_DEVICE constexpr int prefill_sm90_tile_q() { return 128; }
+ATTNJIT_HOST_DEVICE constexpr int prefill_sm90_tile_kv(int head_dim) { return head_dim <= 128 ? 128 : 64; }
+ATTNJIT_HOST_DEVICE constexpr int prefill_sm90_smem_bytes(int head_dim, int stages) {
+  return 1024 + (prefill_sm90_tile_q() + 2 * stages * prefill_sm90_tile_kv(head_dim)) * head_dim * 2;
+}
+
 }  // namespace kernels
 }  // namespace attnjit

@@ -72,6 +72,11 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
   // that is not one, must not reach the cache folder or NVRTC.
   spec.validate();
   check_arch(arch, "arch");
+  if (!spec.supports_arch(arch))
+    throw Error(Status::Unsupported,
+                fmt::format("{} does not run on arch='{}' (its backend needs sm_90a); plan for this device picks "
+                            "another kernel",
+                            spec.name(), arch));
   const std::string memo = spec.identity() + "@" + arch;
   std::shared_ptr<std::mutex> flight;
   {

@@ -110,6 +110,7 @@ TEST_CASE("batch prefill plan, CUDA-graph mode: one launch for every batch up to
   std::vector<std::vector<int32_t>> qo_lens = {{1, 7, 128, 1000}, {4}, {3000, 1}, {16, 16, 16, 16}};
   for (const auto& q : qo_lens) {
     auto s = shape(q, std::vector<int32_t>(q.size(), 4096));
+    s.options.backend = "fa2";  // its query tile follows the lengths (fa3's is always 128 rows)
     s.graph_max_batch = 4;
     if (!plans.empty()) s.graph_frags_m = plans[0].prefill.spec.as<PrefillKernel>()->frags_m;
     plans.push_back(ops::plan_batch_prefill(s, {132}));
@@ -139,6 +140,7 @@ TEST_CASE("batch prefill plan, CUDA-graph mode: one launch for every batch up to
   }
   CHECK(plans[0].prefill.spec.as<PrefillKernel>()->frags_m == 2);  // 1000 tokens x group 4
   auto first_short = shape({4}, {4096});
+  first_short.options.backend = "fa2";
   first_short.graph_max_batch = 4;
   CHECK(ops::plan_batch_prefill(first_short, {132}).prefill.spec.as<PrefillKernel>()->frags_m == 1);
   auto s = shape({1, 1, 1, 1, 1}, {8, 8, 8, 8, 8});
@@ -194,9 +196,10 @@ TEST_CASE("batch prefill wrappers check their arrays before touching a device", 
   BatchPrefillPlanOptions r;
   msg = error_of([&] { ragged.plan({0, 4, 8}, {0, 9, 4}, 8, 2, 128, r, nullptr); }, Status::InvalidArgument);
   CHECK_THAT(msg, Catch::Contains("kv_indptr[2]=4 < kv_indptr[1]=9"));
-  msg = error_of([&] { BatchPrefillWithRaggedKVCacheWrapper(rt, ws, sizeof ws, KVLayout::NHD, "fa3"); },
-                 Status::Unsupported);
-  CHECK_THAT(msg, Catch::Contains("backend='fa3'"));
+  msg = error_of([&] { BatchPrefillWithRaggedKVCacheWrapper(rt, ws, sizeof ws, KVLayout::NHD, "fa4"); },
+                 Status::InvalidArgument);
+  CHECK_THAT(msg, Catch::Contains("backend='fa4'") && Catch::Contains("'fa3'"));
+  CHECK_NOTHROW(BatchPrefillWithRaggedKVCacheWrapper(rt, ws, sizeof ws, KVLayout::NHD, "fa3"));  // plan() checks the device
 }
 
 TEST_CASE("batch prefill wrappers in CUDA-graph mode check their fixed buffers and what a plan may use",
@@ -257,8 +260,14 @@ TEST_CASE("NVRTC compiles the prefill skeleton with the ragged and paged KV sour
   specs[1].window = true;
   specs[1].head_dim = 64;
   specs[1].frags_m = 2;
+  for (int i = 0; i < 2; ++i) {  // the same two on the Hopper skeleton
+    specs.push_back(specs[i]);
+    specs.back().backend = PrefillBackend::Fa3;
+    specs.back().frags_m = 1;
+  }
   for (const auto& s : specs)
     for (const char* arch : {"sm_80", "sm_90a"}) {
+      if (!s.supports_arch(arch)) continue;
       INFO(s.name() << " " << arch);
       const TranslationUnit tu = generate(KernelSpec(s));
       cuda::CompileRequest req{tu.source, tu.name, tu.headers, {"-std=c++17"}, arch};

@@ -70,7 +70,8 @@ TEST_CASE("C API: batch prefill handles check their arguments", "[capi][prefill]
   CHECK(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 5, "auto", 0, &w) == ATTNJIT_ERROR_INVALID_ARGUMENT);
   CHECK(w == nullptr);
   CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("kv_layout=5"));
-  CHECK(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 0, "fa3", 0, &w) == ATTNJIT_ERROR_UNSUPPORTED);
+  CHECK(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 0, "fa4", 0, &w) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(w == nullptr);
   REQUIRE(attnjit_batch_prefill_create(r.rt, 1, ws, sizeof ws, 0, nullptr, 0, &w) == ATTNJIT_OK);
   const int32_t qo[] = {0, 4, 8}, pages[] = {0, 1, 2}, ids[] = {0, 1}, last[] = {1, 17};
   attnjit_prefill_options_t o;

@@ -70,7 +70,10 @@ TEST_CASE("single prefill plan: an append of few tokens to a long cache splits t
           "[prefill][planner]") {
   const auto append = ops::plan_single_prefill(problem(16, 32768), {132});
   CHECK(append.num_chunks > 1);
-  CHECK(int64_t(append.num_q_tiles) * append.num_chunks * 8 >= 132);  // at least one CTA per SM
+  // About one CTA per SM: chunks are whole KV tiles, so the count rounds (here
+  // 16 chunks x 8 heads on 132 SMs; rounding up to 17 would start a second wave).
+  CHECK(int64_t(append.num_q_tiles) * append.num_chunks * 8 >= 132 * 9 / 10);
+  CHECK(int64_t(append.num_q_tiles) * append.num_chunks * 8 <= 132);
   const auto decode_like = ops::plan_single_prefill(problem(1, 100000, 8, 1), {132});
   CHECK(decode_like.num_chunks > 16);
   const auto long_prefill = ops::plan_single_prefill(problem(8192, 8192), {132});
@@ -150,8 +153,14 @@ TEST_CASE("single prefill: bad problems name the argument, its value and what is
 
   p = problem(16, 16);
   p.options.backend = "fa3";
-  msg = error_of([&] { ops::validate(p); }, Status::Unsupported);
-  CHECK_THAT(msg, Catch::Contains("backend='fa3'") && Catch::Contains("'auto', 'fa2'"));
+  CHECK_NOTHROW(ops::validate(p));  // a backend the device may lack fails at plan, where the device is known
+  ops::DeviceFigures ampere{108, 163 * 1024, "sm_80"};
+  msg = error_of([&] { ops::plan_single_prefill(p, ampere); }, Status::Unsupported);
+  CHECK_THAT(msg, Catch::Contains("backend='fa3'") && Catch::Contains("sm_80") && Catch::Contains("'auto', 'fa2'"));
+  p.kv_dtype = DType::E4M3;
+  msg = error_of([&] { ops::plan_single_prefill(p, {132}); }, Status::Unsupported);
+  CHECK_THAT(msg, Catch::Contains("backend='fa3'") && Catch::Contains("e4m3"));
+  p.kv_dtype = p.q_dtype;
   p.options.backend = "triton";
   msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
   CHECK_THAT(msg, Catch::Contains("backend='triton'"));
@@ -213,9 +222,45 @@ TEST_CASE("single prefill problems round-trip through JSON, and unknown keys are
   CHECK(op.explain(j, {132}).at("num_chunks").get<int>() >= 1);
 }
 
-TEST_CASE("single prefill plan: the query tile follows the packed query length", "[prefill][planner]") {
+TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype", "[prefill][planner]") {
+  auto kernel = [](SinglePrefillProblem p, const ops::DeviceFigures& d) {
+    return *ops::plan_single_prefill(p, d).prefill.spec.as<PrefillKernel>();
+  };
+  const ops::DeviceFigures hopper{132}, ampere{108, 163 * 1024, "sm_80"};
+  for (int d : {64, 128, 256}) {
+    INFO("head_dim " << d);
+    auto p = problem(1000, 4096, 32, 8, d);
+    const PrefillKernel k = kernel(p, hopper);  // auto on sm_90a with 16-bit K/V: the Hopper skeleton
+    CHECK(k.backend == PrefillBackend::Fa3);
+    CHECK(k.threads() == 256);
+    CHECK(k.tile_q() == 128);
+    CHECK(k.tile_kv() == (d <= 128 ? 128 : 64));
+    CHECK(k.dynamic_smem_bytes() + 1024 <= 228 * 1024);  // one CTA per SM
+    CHECK(ops::prefill_ctas_per_sm(k) == 1);
+    CHECK(k.supports_arch("sm_90a"));
+    CHECK_FALSE(k.supports_arch("sm_80"));
+    CHECK(PrefillKernel::from_json(k.to_json()) == k);
+    CHECK(k.name().rfind("prefill_fa3_", 0) == 0);
+    CHECK(kernel(p, ampere).backend == PrefillBackend::Fa2);  // other archs
+    p.options.backend = "fa2";
+    CHECK(kernel(p, hopper).backend == PrefillBackend::Fa2);  // asked for
+    p.options.backend = "auto";
+    p.kv_dtype = DType::E4M3;
+    CHECK(kernel(p, hopper).backend == PrefillBackend::Fa2);  // fp8 K/V
+  }
+  // prewarm's list holds both skeletons; it keeps the Hopper one for sm_90a only
+  const auto specs = ops::single_prefill_kernels(problem(1000, 4096));
+  CHECK(std::count_if(specs.begin(), specs.end(), [](const KernelSpec& s) {
+          const auto* k = s.as<PrefillKernel>();
+          return k && k->backend == PrefillBackend::Fa3;
+        }) == 1);
+}
+
+TEST_CASE("single prefill plan, fa2: the query tile follows the packed query length", "[prefill][planner]") {
   auto tile = [](int64_t qo, int hq, int hk, int d) {
-    return ops::plan_single_prefill(problem(qo, 4096, hq, hk, d), {132}).prefill.spec.as<PrefillKernel>()->tile_q();
+    auto p = problem(qo, 4096, hq, hk, d);
+    p.options.backend = "fa2";
+    return ops::plan_single_prefill(p, {132}).prefill.spec.as<PrefillKernel>()->tile_q();
   };
   CHECK(tile(16, 32, 8, 128) == 64);    // 64 packed rows: one small tile
   CHECK(tile(1000, 32, 8, 128) == 128);  // long prefill: 128-row tiles
@@ -223,9 +268,11 @@ TEST_CASE("single prefill plan: the query tile follows the packed query length",
   CHECK(tile(128, 32, 8, 64) == 128);    // GQA packing counts: 128 tokens x 4 heads
 }
 
-TEST_CASE("single prefill plan: the K/V pipeline keeps two CTAs per SM on sm_90", "[prefill][planner]") {
+TEST_CASE("single prefill plan, fa2: the K/V pipeline keeps two CTAs per SM on sm_90", "[prefill][planner]") {
   auto kernel = [](int d) {
-    return *ops::plan_single_prefill(problem(1000, 4096, 32, 8, d), {132}).prefill.spec.as<PrefillKernel>();
+    auto p = problem(1000, 4096, 32, 8, d);
+    p.options.backend = "fa2";
+    return *ops::plan_single_prefill(p, {132}).prefill.spec.as<PrefillKernel>();
   };
   for (int d : {64, 128, 256}) {
     const PrefillKernel k = kernel(d);

@@ -31,9 +31,10 @@ struct BatchCase {
   PosEncoding pos = PosEncoding::None;
   std::optional<float> cap;
   int window_left = -1;
+  std::string backend = "auto";
 
   std::string label() const {
-    return fmt::format("batch={} H={}/{} D={} {} {} {} {}{}{}", qo_lens.size(), hq, hk, d, to_string(dt), to_string(layout),
+    return fmt::format("{} batch={} H={}/{} D={} {} {} {} {}{}{}", backend, qo_lens.size(), hq, hk, d, to_string(dt), to_string(layout),
                        page_size ? fmt::format("paged{}", page_size) : "ragged",
                        custom_causal ? "custom(causal)" : causal ? "causal" : "nomask", cap ? " cap" : "",
                        pos == PosEncoding::None ? "" : std::string(" ") + to_string(pos));
@@ -105,7 +106,7 @@ BatchOutcome run_batch(const Runtime& rt, const BatchCase& c, uint32_t seed) {
     dv = DeviceBuffer(vb.size());
     dk.upload(to_layout(kb));
     dv.upload(to_layout(vb));
-    BatchPrefillWithRaggedKVCacheWrapper w(rt, ws.get(), ws.bytes(), c.layout);
+    BatchPrefillWithRaggedKVCacheWrapper w(rt, ws.get(), ws.bytes(), c.layout, c.backend);
     w.plan(qo_indptr, kv_indptr, c.hq, c.hk, c.d, opts, nullptr);
     // A vector, not an initializer_list: one kept in a variable outlives its array.
   const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{nnz_kv, Hk, D} : std::vector<int64_t>{Hk, nnz_kv, D};
@@ -140,7 +141,7 @@ BatchOutcome run_batch(const Runtime& rt, const BatchCase& c, uint32_t seed) {
       }
     dk = DeviceBuffer(cache.size());
     dk.upload(cache);
-    BatchPrefillWithPagedKVCacheWrapper w(rt, ws.get(), ws.bytes(), c.layout);
+    BatchPrefillWithPagedKVCacheWrapper w(rt, ws.get(), ws.bytes(), c.layout, c.backend);
     w.plan(qo_indptr, page_indptr, indices, last, c.hq, c.hk, c.d, S, opts, nullptr);
     TensorView kc = make_tensor(dk.get(), c.dt,
                                 nhd ? std::initializer_list<int64_t>{num_pages, S, Hk, D}
@@ -245,6 +246,12 @@ TEST_CASE("batch prefill, ragged and paged, matches the float64 reference", "[gp
   alibi.window_left = 40;
   alibi.page_size = 0;
   cases.push_back(alibi);
+  // Both skeletons: the planner's own choice (Hopper's on sm_90a) and mma.sync by name.
+  const size_t planned = cases.size();
+  for (size_t i = 0; i < planned; ++i) {
+    cases.push_back(cases[i]);
+    cases.back().backend = "fa2";
+  }
   uint32_t seed = 100;
   for (const auto& c : cases) {
     INFO(c.label());

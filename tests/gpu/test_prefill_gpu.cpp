@@ -50,6 +50,7 @@ double lse_tolerance(const Case& c) {
 struct Outcome {
   double o_rel = 0, lse_abs = 0;
   int chunks = 1;
+  std::string kernel;  // the plan's description (its kernels' names first)
   std::vector<float> out;
 };
 
@@ -121,6 +122,7 @@ Outcome run_case(const Runtime& rt, const Case& c, uint32_t seed) {
 
   Outcome r;
   r.chunks = plan.num_kv_chunks();
+  r.kernel = plan.describe();
   const auto out = decode(p.q_dtype, dout.download());
   const auto lse = decode(DType::F32, dlse.download());
   const PrefillRequestShape shape{p.num_qo_heads, p.num_kv_heads, p.head_dim, M, N};
@@ -242,15 +244,23 @@ void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
 
 TEST_CASE("single prefill matches the float64 reference across the grid", "[gpu][prefill]") {
   ATTNJIT_REQUIRE_GPU();
+  // Both skeletons: what the planner picks by itself (on sm_90a the Hopper
+  // one for 16-bit K/V), and mma.sync asked for by name.
+  const std::string backend = GENERATE(as<std::string>{}, "auto", "fa2");
+  INFO("backend " << backend);
   Runtime rt;
-  const auto cases = prefill_grid();
+  auto cases = prefill_grid();
+  for (auto& c : cases) c.p.options.backend = backend;
   prewarm(rt, cases);
+  const bool hopper = rt.engine().arch_of(0) == "sm_90a";
   std::map<std::string, std::pair<double, double>> worst;
   size_t passed = 0, split_cases = 0;
   uint32_t seed = 1;
   for (const auto& c : cases) {
     INFO(c.label());
     const Outcome e = run_case(rt, c, seed++);
+    const bool wgmma = backend == "auto" && hopper && dtype_size(c.p.kv_dtype) == 2;
+    CHECK((e.kernel.rfind("prefill_fa3_", 0) == 0) == wgmma);
     const bool ok = e.o_rel <= tolerance(c.p.q_dtype) && e.lse_abs <= lse_tolerance(c);
     CHECK(e.o_rel <= tolerance(c.p.q_dtype));
     CHECK(e.lse_abs <= lse_tolerance(c));
@@ -262,8 +272,8 @@ TEST_CASE("single prefill matches the float64 reference across the grid", "[gpu]
     w.second = std::max(w.second, e.lse_abs);
   }
   CHECK(split_cases > 0);  // the grid must exercise the KV split and the merge
-  std::string table = fmt::format("single prefill grid: {}/{} cases within tolerance ({} with split KV)\n", passed,
-                                  cases.size(), split_cases);
+  std::string table = fmt::format("single prefill grid, backend {}: {}/{} cases within tolerance ({} with split KV)\n",
+                                  backend, passed, cases.size(), split_cases);
   for (auto& [k, e] : worst)
     table += fmt::format("  {:<18} worst rel L2 err(o) {:.2e}  worst abs err(lse, base 2) {:.2e}\n", k, e.first, e.second);
   WARN(table);

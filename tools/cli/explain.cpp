@@ -104,6 +104,7 @@ void run_explain(const ExplainOptions& o) {
 
   if (o.kv_len > 0 || problem.contains("kv_len")) {
     ops::DeviceFigures figures;
+    figures.arch = arch;
     if (have_gpu) {
       figures.sm_count = engine.sm_count(0);
       figures.smem_per_block = engine.smem_per_block(0);

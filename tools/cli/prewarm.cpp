@@ -224,6 +224,13 @@ void run_prewarm(const PrewarmOptions& o) {
   detail::Engine& engine = rt.engine();
   const std::string arch = !o.arch.empty() ? o.arch : !list.arch.empty() ? list.arch : rt.default_arch();
   preflight_cache(engine.disk_cache(), o.allow_memory_only);
+  // Kernels of an arch-specific backend (Hopper prefill) only where they run.
+  const size_t listed = list.specs.size();
+  list.specs.erase(std::remove_if(list.specs.begin(), list.specs.end(),
+                                  [&](const KernelSpec& s) { return !s.supports_arch(arch); }),
+                   list.specs.end());
+  if (list.specs.size() < listed)
+    fmt::print(stderr, "note: skipped {} kernel(s) that do not run on {}\n", listed - list.specs.size(), arch);
 
   const size_t n = list.specs.size();
   std::vector<Outcome> outcomes(n);

@@ -80,7 +80,7 @@ def kv_loop(sass):
         m = re.search(r"BRA\s+`\((\.L_x_\d+)\)", text)
         if m and labels.get(m.group(1), i + 1) <= i:
             j = labels[m.group(1)]
-            mmas = sum("HMMA" in x for x in ins[j:i + 1])
+            mmas = sum("HMMA" in x or "HGMMA" in x for x in ins[j:i + 1])
             if best is None or mmas > best[0] or (mmas == best[0] and i - j < best[2] - best[1]):
                 best = (mmas, j, i)
     return ins, (ins[best[1]:best[2] + 1] if best else [])
@@ -102,6 +102,7 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--kv-dtype", default=None, help="bf16, f16, e4m3, e5m2 (default: --dtype)")
     ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--sm90", action="store_true", help="the Hopper (wgmma) skeleton, templates/prefill_sm90.cu.in")
     ap.add_argument("--dump", help="write the loop's SASS here")
     args = ap.parse_args()
     nvdisasm = shutil.which("nvdisasm") or next(iter(glob.glob(os.path.join(
@@ -114,11 +115,12 @@ def main():
               "POS_MODE": args.pos, "SOFT_CAP": str(args.soft_cap).lower(), "MASK_MODE": args.mask,
               "WINDOW": str(args.window).lower(), "KV_SOURCE": args.source, "STAGES": args.stages,
               "MIN_CTAS_PER_SM": args.min_ctas or (3 if args.head_dim == 64 else 1)}
-    source = open(os.path.join(ROOT, "templates", "prefill.cu.in")).read()
+    template = "prefill_sm90.cu.in" if args.sm90 else "prefill.cu.in"
+    source = open(os.path.join(ROOT, "templates", template)).read()
     for key, value in values.items():
         source = source.replace("{{" + key + "}}", str(value))
     if "{{" in source:
-        sys.exit("templates/prefill.cu.in has a placeholder this tool does not fill: " + source[source.index("{{"):][:40])
+        sys.exit(f"templates/{template} has a placeholder this tool does not fill: " + source[source.index("{{"):][:40])
     cubin, log = compile_cubin(source, args.kernels, args.arch)
     for line in log.splitlines():
         if "registers" in line or "spill" in line:

@@ -67,7 +67,8 @@ typedef struct attnjit_decode_options {
 /* Options of single_prefill_with_kv_cache, like attnjit_decode_options_t:
  * call attnjit_prefill_options_init first; a float left at 0 means "not
  * provided" (FlashInfer's default). allow_fp16_qk_reduction is accepted and
- * ignored (q.k always accumulates in fp32). */
+ * ignored (q.k always accumulates in fp32). The batch wrappers take their
+ * backend by name at creation instead. */
 typedef struct attnjit_prefill_options {
   uint32_t struct_size;              /* sizeof(attnjit_prefill_options_t), set by init */
   int32_t causal;                    /* 0 or 1; ignored with a custom mask */
@@ -78,7 +79,17 @@ typedef struct attnjit_prefill_options {
   float logits_soft_cap;
   float sm_scale;
   float rope_scale, rope_theta;
+  /* Added in 0.3 (callers built against older headers get 0, "auto"). */
+  int32_t backend;                   /* attnjit_prefill_backend_t */
 } attnjit_prefill_options_t;
+
+/* Prefill kernels: AUTO picks FA3 (Hopper warpgroup MMA) on sm_90 with 16-bit
+ * K/V, else FA2 (mma.sync, every arch from sm_80). */
+typedef enum attnjit_prefill_backend {
+  ATTNJIT_PREFILL_BACKEND_AUTO = 0,
+  ATTNJIT_PREFILL_BACKEND_FA2 = 1,
+  ATTNJIT_PREFILL_BACKEND_FA3 = 2,
+} attnjit_prefill_backend_t;
 
 ATTNJIT_API const char* attnjit_version(void);          /* "0.1.0" */
 ATTNJIT_API int attnjit_version_number(void);           /* ATTNJIT_VERSION_NUMBER of the loaded library */

@@ -37,7 +37,9 @@ struct PrefillOptions {
   std::optional<float> sm_scale;                // default 1/sqrt(head_dim)
   std::optional<float> rope_scale, rope_theta;  // default 1 and 1e4
   std::optional<float> k_scale, v_scale;        // fp8 KV calibration; default 1
-  std::string backend = "auto";                 // "auto" or "fa2"; "fa3" is not available yet
+  // "auto": fa3 on sm_90 with 16-bit K/V, else fa2; "fa2": mma.sync (every
+  // arch from sm_80); "fa3": Hopper's warpgroup MMA (sm_90a, 16-bit K/V).
+  std::string backend = "auto";
   bool return_lse = false;  // lse is base 2: log2(sum exp2(s * log2 e)), as decode's
 };
 

@@ -108,6 +108,17 @@ PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool
   o.sm_scale = provided(options->sm_scale, "sm_scale");
   o.rope_scale = provided(options->rope_scale, "rope_scale");
   o.rope_theta = provided(options->rope_theta, "rope_theta");
+  // backend: only in structs that have it (struct_size says so).
+  if (options->struct_size >= offsetof(attnjit_prefill_options_t, backend) + sizeof(int32_t)) {
+    switch (options->backend) {
+      case ATTNJIT_PREFILL_BACKEND_AUTO: o.backend = "auto"; break;
+      case ATTNJIT_PREFILL_BACKEND_FA2: o.backend = "fa2"; break;
+      case ATTNJIT_PREFILL_BACKEND_FA3: o.backend = "fa3"; break;
+      default:
+        invalid(fmt::format("options->backend={} is not a backend; allowed: 0 (auto), 1 (fa2), 2 (fa3)",
+                            options->backend));
+    }
+  }
   return o;
 }
 

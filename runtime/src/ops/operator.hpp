@@ -40,6 +40,8 @@ struct DeviceFigures {
   // A100 163 KB; sm_86/89/120: 99 KB). A kernel choice that would need more
   // falls back to one that fits where there is one.
   int smem_per_block = 227 * 1024;
+  // The arch its kernels compile for ("sm_90a": Hopper-only skeletons may run).
+  std::string arch = "sm_90a";
 };
 
 struct KernelLaunch {

@@ -39,6 +39,7 @@ struct DecodeKernel {
   const char* entry_name() const { return "attnjit_single_decode"; }
   std::string name() const;  // "decode_d128_g4_bf16_bf16_bf16_none_w4_tc" (+ "_t2" tokens, "_paged" / "_blocktable")
   int threads() const { return warps * 32; }
+  bool supports_arch(const std::string& /*arch*/) const { return true; }  // every known arch
   int dynamic_smem_bytes() const;
   nlohmann::json to_json() const;
   static DecodeKernel from_json(const nlohmann::json& j);

@@ -62,6 +62,9 @@ int KernelSpec::threads() const {
 int KernelSpec::dynamic_smem_bytes() const {
   return std::visit([](const auto& f) { return f.dynamic_smem_bytes(); }, family_);
 }
+bool KernelSpec::supports_arch(const std::string& arch) const {
+  return std::visit([&](const auto& f) { return f.supports_arch(arch); }, family_);
+}
 nlohmann::json KernelSpec::to_json() const {
   return std::visit([](const auto& f) { return f.to_json(); }, family_);
 }

@@ -37,6 +37,9 @@ class KernelSpec {
   std::string name() const;  // readable, unique among distinct specs
   int threads() const;
   int dynamic_smem_bytes() const;
+  // Whether the generated code compiles for `arch` (a known arch, "sm_90a");
+  // Engine::prepare refuses the others, prewarm skips them.
+  bool supports_arch(const std::string& arch) const;
   // {"family": "...", ...}; from_json dispatches on "family" over the closed
   // set and validates every field (Error(InvalidArgument) naming it).
   nlohmann::json to_json() const;

@@ -23,6 +23,7 @@ struct MergeKernel {
   const char* entry_name() const { return "attnjit_merge_states"; }
   std::string name() const;  // "merge_states_d128_bf16_w4" ("..._in_bf16" for 16-bit inputs)
   int threads() const { return warps * 32; }
+  bool supports_arch(const std::string& /*arch*/) const { return true; }  // every known arch
   int dynamic_smem_bytes() const { return 0; }
   nlohmann::json to_json() const;
   static MergeKernel from_json(const nlohmann::json& j);

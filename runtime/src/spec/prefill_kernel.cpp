@@ -17,7 +17,15 @@ const char* to_string(KVSource s) noexcept {
   return "?";
 }
 
+const char* to_string(PrefillBackend b) noexcept { return b == PrefillBackend::Fa3 ? "fa3" : "fa2"; }
+
 namespace {
+
+PrefillBackend parse_backend(const std::string& s) {
+  for (PrefillBackend b : {PrefillBackend::Fa2, PrefillBackend::Fa3})
+    if (s == to_string(b)) return b;
+  throw Error(Status::InvalidArgument, fmt::format("prefill spec.backend='{}' is not a backend; allowed: fa2, fa3", s));
+}
 
 KVSource parse_kv_source(const std::string& s) {
   for (KVSource k : {KVSource::Contiguous, KVSource::Ragged, KVSource::Paged})
@@ -39,19 +47,31 @@ const char* device_source(KVSource s) {
 }  // namespace
 
 std::string PrefillKernel::name() const {
+  if (backend == PrefillBackend::Fa3)
+    return fmt::format("prefill_fa3_d{}_s{}_{}{}_{}", head_dim, stages, variant.name(), window ? "_window" : "",
+                       to_string(kv_source));
   return fmt::format("prefill_d{}_m{}_s{}{}_{}{}_{}", head_dim, frags_m, stages,
                      min_ctas_per_sm > 1 ? fmt::format("_c{}", min_ctas_per_sm) : "", variant.name(),
                      window ? "_window" : "", to_string(kv_source));
 }
 
-int PrefillKernel::tile_q() const { return kernels::prefill_tile_q(frags_m); }
-int PrefillKernel::tile_kv() const { return kernels::prefill_tile_kv(head_dim, stages); }
-int PrefillKernel::dynamic_smem_bytes() const { return kernels::prefill_smem_bytes(head_dim, frags_m, stages); }
+int PrefillKernel::tile_q() const {
+  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_q() : kernels::prefill_tile_q(frags_m);
+}
+int PrefillKernel::tile_kv() const {
+  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_kv(head_dim)
+                                        : kernels::prefill_tile_kv(head_dim, stages);
+}
+int PrefillKernel::dynamic_smem_bytes() const {
+  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_smem_bytes(head_dim, stages)
+                                        : kernels::prefill_smem_bytes(head_dim, frags_m, stages);
+}
 
 nlohmann::json PrefillKernel::to_json() const {
   nlohmann::json j = {{"family", kFamily}, {"head_dim", head_dim},  {"frags_m", frags_m},
                       {"stages", stages},  {"window", window},      {"kv_source", to_string(kv_source)}};
   if (min_ctas_per_sm > 1) j["min_ctas_per_sm"] = min_ctas_per_sm;  // absent: 1 (specs written before it)
+  if (backend != PrefillBackend::Fa2) j["backend"] = to_string(backend);  // absent: fa2 (the same keys as before)
   variant.to_json(j);
   return j;
 }
@@ -65,6 +85,7 @@ PrefillKernel PrefillKernel::from_json(const nlohmann::json& j) {
   s.min_ctas_per_sm = spec_json::int_field(j, "min_ctas_per_sm", 1);
   s.window = spec_json::bool_field(j, "window", false);
   s.kv_source = parse_kv_source(spec_json::string_field(j, "kv_source", "contiguous"));
+  s.backend = parse_backend(spec_json::string_field(j, "backend", "fa2"));
   s.validate();
   return s;
 }
@@ -72,11 +93,11 @@ PrefillKernel PrefillKernel::from_json(const nlohmann::json& j) {
 std::vector<std::pair<std::string, std::string>> PrefillKernel::template_values() const {
   auto v = variant.template_values(true);
   v.insert(v.end(), {{"HEAD_DIM", std::to_string(head_dim)},
-                     {"FRAGS_M", std::to_string(frags_m)},
                      {"STAGES", std::to_string(stages)},
-                     {"MIN_CTAS_PER_SM", std::to_string(min_ctas_per_sm)},
                      {"WINDOW", window ? "true" : "false"},
                      {"KV_SOURCE", device_source(kv_source)}});
+  if (backend == PrefillBackend::Fa2)  // the Hopper skeleton's tile and occupancy are fixed
+    v.insert(v.end(), {{"FRAGS_M", std::to_string(frags_m)}, {"MIN_CTAS_PER_SM", std::to_string(min_ctas_per_sm)}});
   return v;
 }
 
@@ -95,6 +116,16 @@ void PrefillKernel::validate() const {
   if (head_dim == 256 && frags_m != 1) bad("frags_m", frags_m, "1 for head_dim 256");
   if (stages < 1 || stages > 4) bad("stages", stages, "1 (one K and one V buffer) to 4");
   if (min_ctas_per_sm < 1 || min_ctas_per_sm > 4) bad("min_ctas_per_sm", min_ctas_per_sm, "1 to 4");
+  if (backend == PrefillBackend::Fa3) {
+    if (dtype_size(variant.kv_dtype) != 2)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("prefill spec.kv_dtype={} is not supported by backend fa3; allowed: f16, bf16 (fp8 K/V "
+                              "takes fa2)",
+                              to_string(variant.kv_dtype)));
+    if (stages < 2 || stages > 4) bad("stages", stages, "2 to 4 with backend fa3");
+    if (frags_m != 1) bad("frags_m", frags_m, "1 with backend fa3 (its warpgroups own 64 rows each)");
+    if (min_ctas_per_sm != 1) bad("min_ctas_per_sm", min_ctas_per_sm, "1 with backend fa3");
+  }
 }
 
 }  // namespace attnjit

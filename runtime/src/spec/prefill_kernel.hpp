@@ -15,21 +15,30 @@ namespace attnjit {
 enum class KVSource : uint8_t { Contiguous, Ragged, Paged };
 const char* to_string(KVSource s) noexcept;  // "contiguous" / "ragged" / "paged"
 
+// The skeleton, by FlashInfer's backend names: "fa2" is mma.sync on every
+// arch from sm_80 (kernels/prefill.cuh), "fa3" Hopper's warpgroup MMA
+// (kernels/prefill_sm90.cuh), sm_90a only.
+enum class PrefillBackend : uint8_t { Fa2, Fa3 };
+const char* to_string(PrefillBackend b) noexcept;  // "fa2" / "fa3"
+
 struct PrefillKernel {
   static constexpr const char* kFamily = "prefill";
 
   VariantSpec variant;                       // mask: none / causal / custom
+  PrefillBackend backend = PrefillBackend::Fa2;
   int head_dim = 128;
-  int frags_m = 1;                           // 16-row MMA fragments per warp: a CTA tile of 64 * frags_m query rows
+  int frags_m = 1;                           // fa2: 16-row MMA fragments per warp, a CTA tile of 64 * frags_m query rows
   int stages = 2;                            // cp.async ring depth for K/V tiles
   int min_ctas_per_sm = 1;                   // __launch_bounds__' minimum: caps registers so that many fit
   bool window = false;                       // checks window_left per row (a run-time value)
   KVSource kv_source = KVSource::Contiguous;
 
-  const char* template_name() const { return "prefill.cu.in"; }
+  const char* template_name() const { return backend == PrefillBackend::Fa3 ? "prefill_sm90.cu.in" : "prefill.cu.in"; }
   const char* entry_name() const { return "attnjit_prefill"; }
-  std::string name() const;  // "prefill_d128_m1_s2_bf16_bf16_bf16_none_causal_contiguous"
-  int threads() const { return 128; }
+  std::string name() const;  // "prefill_d128_m1_s2_bf16_bf16_bf16_none_causal_contiguous", "prefill_fa3_d128_s2_..."
+  int threads() const { return backend == PrefillBackend::Fa3 ? 256 : 128; }
+  // Whether the generated code compiles and runs for `arch` ("sm_90a").
+  bool supports_arch(const std::string& arch) const { return backend == PrefillBackend::Fa2 || arch == "sm_90a"; }
   int tile_q() const;        // query rows (packed with the group's heads) per CTA
   int tile_kv() const;       // KV rows per pipeline stage
   int dynamic_smem_bytes() const;
@@ -39,7 +48,7 @@ struct PrefillKernel {
   void validate() const;
 
   bool operator==(const PrefillKernel& o) const {
-    return variant == o.variant && head_dim == o.head_dim && frags_m == o.frags_m && stages == o.stages &&
+    return variant == o.variant && backend == o.backend && head_dim == o.head_dim && frags_m == o.frags_m && stages == o.stages &&
            min_ctas_per_sm == o.min_ctas_per_sm && window == o.window && kv_source == o.kv_source;
   }
 };

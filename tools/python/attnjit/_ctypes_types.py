@@ -95,4 +95,5 @@ class PrefillOptions(ctypes.Structure):
         ("sm_scale", ctypes.c_float),
         ("rope_scale", ctypes.c_float),
         ("rope_theta", ctypes.c_float),
+        ("backend", ctypes.c_int32),  # 0 auto, 1 fa2, 2 fa3
     ]

@@ -7,16 +7,16 @@ from . import _runtime
 from ._dlpack import Borrowed
 from ._library import check, lib
 from .decode import _KV_LAYOUTS, _POS_ENCODINGS, _float
-from .errors import AttnjitError, Status, invalid_argument
+from .errors import invalid_argument
+
+
+_BACKENDS = {"auto": 0, "fa2": 1, "fa3": 2}  # attnjit_prefill_backend_t
 
 
 def _options(causal, kv_layout, pos_encoding_mode, allow_fp16_qk_reduction, window_left, logits_soft_cap, sm_scale,
              rope_scale, rope_theta, backend):
-    if backend == "fa3":
-        raise AttnjitError(Status.UNSUPPORTED, "backend='fa3' is not available yet (the Hopper backend comes later); "
-                                               "allowed: 'auto', 'fa2'")
-    if backend not in ("auto", "fa2"):
-        raise invalid_argument(f"backend={backend!r} is not a backend; allowed: 'auto', 'fa2' ('fa3' later)")
+    if backend not in _BACKENDS:
+        raise invalid_argument(f"backend={backend!r} is not a backend; allowed: 'auto', 'fa2', 'fa3'")
     if kv_layout not in _KV_LAYOUTS:
         raise invalid_argument(f"kv_layout={kv_layout!r} is not a KV layout; allowed: NHD, HND")
     if pos_encoding_mode not in _POS_ENCODINGS:
@@ -36,6 +36,7 @@ def _options(causal, kv_layout, pos_encoding_mode, allow_fp16_qk_reduction, wind
     o.sm_scale = _float("sm_scale", sm_scale)
     o.rope_scale = _float("rope_scale", rope_scale)
     o.rope_theta = _float("rope_theta", rope_theta)
+    o.backend = _BACKENDS[backend]
     return o
 
 

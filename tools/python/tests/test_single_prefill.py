@@ -69,5 +69,21 @@ def test_errors_name_the_argument():
         attnjit.single_prefill_with_kv_cache(q, k, k, causal=True)
     assert e.value.status == Status.INVALID_ARGUMENT and "qo_len=10 > kv_len=5" in str(e.value)
     with pytest.raises(AttnjitError) as e:
-        attnjit.single_prefill_with_kv_cache(q, k, k, backend="fa3")
-    assert e.value.status == Status.UNSUPPORTED
+        attnjit.single_prefill_with_kv_cache(q, k, k, backend="fa4")
+    assert e.value.status == Status.INVALID_ARGUMENT and "'fa3'" in str(e.value)
+
+
+def test_backends_agree():
+    """fa3 (Hopper's warpgroup MMA) where the GPU has it, else a clear UNSUPPORTED; fa2 everywhere."""
+    torch.manual_seed(3)
+    q = torch.randn(300, 8, 128, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(700, 2, 128, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(700, 2, 128, dtype=torch.bfloat16, device="cuda")
+    o2 = attnjit.single_prefill_with_kv_cache(q, k, v, causal=True, backend="fa2")
+    if torch.cuda.get_device_capability() != (9, 0):
+        with pytest.raises(AttnjitError) as e:
+            attnjit.single_prefill_with_kv_cache(q, k, v, causal=True, backend="fa3")
+        assert e.value.status == Status.UNSUPPORTED and "sm_90a" in str(e.value)
+        return
+    o3 = attnjit.single_prefill_with_kv_cache(q, k, v, causal=True, backend="fa3")
+    assert torch.allclose(o3.float(), o2.float(), rtol=2e-2, atol=2e-2)

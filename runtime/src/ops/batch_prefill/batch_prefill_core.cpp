@@ -118,6 +118,7 @@ void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vect
   auto& engine = rt->engine();
   DeviceFigures figures;
   figures.sm_count = engine.sm_count(device);
+  figures.arch = engine.arch_of(device);
   BatchPrefillLayout L = plan_batch_prefill(s, figures);
   if (captured && L.prefill.spec.name() != captured->name())
     invalid(fmt::format("plan(): the kernel would change from {} to {} (mask, positional encoding, soft cap, window or "

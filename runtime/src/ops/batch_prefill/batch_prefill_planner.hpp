@@ -57,7 +57,7 @@ void validate_batch_prefill(const BatchPrefillShape& s);
 
 // KV rows per chunk when the KV is not split in CUDA-graph mode: a multiple
 // of every KV tile that no int32 length reaches.
-constexpr int32_t kWholeKVChunk = (INT32_MAX / 64) * 64;
+constexpr int32_t kWholeKVChunk = (INT32_MAX / 128) * 128;
 
 // Checks an indptr array: batch + 1 entries, starting at 0, non-decreasing.
 void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch);

@@ -107,11 +107,8 @@ void put_prefill_options(nlohmann::json& j, const PrefillOptions& o) {
 }
 
 void validate_prefill_options(const PrefillOptions& o) {
-  if (o.backend == "fa3")
-    throw Error(Status::Unsupported, "backend='fa3' is not available yet (the Hopper backend comes later); allowed: "
-                                     "'auto', 'fa2'");
-  if (o.backend != "auto" && o.backend != "fa2")
-    invalid(fmt::format("backend='{}' is not a backend; allowed: 'auto', 'fa2' ('fa3' later)", o.backend));
+  if (o.backend != "auto" && o.backend != "fa2" && o.backend != "fa3")
+    invalid(fmt::format("backend='{}' is not a backend; allowed: 'auto', 'fa2', 'fa3'", o.backend));
   if (o.window_left < -1)
     invalid(fmt::format("window_left={} is not allowed; use -1 (no window) or >= 0", o.window_left));
   check_positive_finite(o.sm_scale, "sm_scale");
@@ -150,6 +147,24 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
   s.variant.mask = o.custom_mask ? MaskMode::Custom : o.causal ? MaskMode::Causal : MaskMode::None;
   s.window = o.window_left >= 0;
   return s;
+}
+
+PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch) {
+  const bool wgmma = arch == "sm_90a", kv16 = dtype_size(kv_dtype) == 2;
+  if (o.backend == "fa3") {
+    if (!wgmma)
+      throw Error(Status::Unsupported,
+                  fmt::format("backend='fa3' needs a Hopper GPU (sm_90a); this device is {}; allowed here: 'auto', "
+                              "'fa2'",
+                              arch));
+    if (!kv16)
+      throw Error(Status::Unsupported,
+                  fmt::format("backend='fa3' takes 16-bit K/V; kv dtype {} is not supported there; allowed: 'auto', "
+                              "'fa2'",
+                              to_string(kv_dtype)));
+    return PrefillBackend::Fa3;
+  }
+  return o.backend == "auto" && wgmma && kv16 ? PrefillBackend::Fa3 : PrefillBackend::Fa2;
 }
 
 kernels::VariantParams prefill_variant_params(const PrefillOptions& o, int head_dim) {

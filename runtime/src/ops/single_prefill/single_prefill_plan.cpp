@@ -28,6 +28,7 @@ SinglePrefillPlan::SinglePrefillPlan(const Runtime& rt, const SinglePrefillProbl
   impl_->problem = problem;
   ops::DeviceFigures figures;
   figures.sm_count = engine.sm_count(problem.device);
+  figures.arch = engine.arch_of(problem.device);
   impl_->layout = ops::plan_single_prefill(problem, figures);  // validates
   impl_->prefill = engine.load_on_device(impl_->layout.prefill.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);

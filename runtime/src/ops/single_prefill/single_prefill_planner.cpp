@@ -75,11 +75,20 @@ int prefill_min_ctas_per_sm(const PrefillKernel& k) {
 }
 
 void choose_prefill_pipeline(PrefillKernel& k) {
+  if (k.backend == PrefillBackend::Fa3) {
+    // One CTA per SM (two warpgroups at 190-252 registers); a 128-key K/V
+    // tile pair is 64 KB at d 128, so two stages.
+    k.frags_m = 1;
+    k.stages = 2;
+    k.min_ctas_per_sm = 1;
+    return;
+  }
   k.stages = prefill_stages(k.head_dim, k.frags_m);
   k.min_ctas_per_sm = prefill_min_ctas_per_sm(k);
 }
 
 int prefill_ctas_per_sm(const PrefillKernel& k) {
+  if (k.backend == PrefillBackend::Fa3) return 1;  // 256 threads at up to 252 registers
   // Shared memory as sm_90 has it (fit_per_sm; ~100 KB on sm_80): planned
   // for the larger; a smaller device just runs more waves.
   int by_smem = 1;
@@ -105,10 +114,19 @@ KVSplit plan_kv_split(int64_t ctas, int64_t kv_len, int tile_kv, int wave) {
 std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
   validate(p);
   std::vector<KernelSpec> out;
-  for (int fm : {1, 2}) {
-    if (fm != 1 && prefill_frags_m(p.head_dim, INT64_MAX) != fm) continue;
+  if (p.options.backend != "fa3") {
+    for (int fm : {1, 2}) {
+      if (fm != 1 && prefill_frags_m(p.head_dim, INT64_MAX) != fm) continue;
+      PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
+      k.frags_m = fm;
+      choose_prefill_pipeline(k);
+      out.emplace_back(k);
+    }
+  }
+  // The Hopper kernel where the options may pick it (prewarm keeps it for sm_90a only).
+  if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2) {
     PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
-    k.frags_m = fm;
+    k.backend = PrefillBackend::Fa3;
     choose_prefill_pipeline(k);
     out.emplace_back(k);
   }
@@ -122,6 +140,7 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const Dev
   const int group = p.num_qo_heads / p.num_kv_heads;
   const int64_t packed = p.qo_len * group;
   PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
+  k.backend = prefill_backend(p.options, p.kv_dtype, device.arch);
   k.frags_m = prefill_frags_m(p.head_dim, packed);
   choose_prefill_pipeline(k);
 
