@@ -33,7 +33,7 @@
 namespace attnjit {
 
 template <int HeadDim, class QT, class KVT, class OT, int PosMode, bool SoftCap, int MaskMode, bool Window,
-          template <class> class KVSourceT, int Stages>
+          template <class> class KVSourceT, int Stages, int CtasPerSm>
 struct PrefillSm90Traits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
@@ -44,7 +44,8 @@ struct PrefillSm90Traits {
   static constexpr int kThreads = kWarpGroups * 128;
   static constexpr int kRowsPerGroup = 64;
   static constexpr int kTileQ = kernels::prefill_sm90_tile_q();
-  static constexpr int kTileKV = kernels::prefill_sm90_tile_kv(HeadDim);
+  static constexpr int kTileKV = kernels::prefill_sm90_tile_kv(HeadDim, CtasPerSm);
+  static constexpr int kCtasPerSm = CtasPerSm;
   static constexpr int kStages = Stages;
   static constexpr int kLanesPerRow = HeadDim / 8;  // a thread copies one 16-byte slice of a row
   static constexpr int kRowsPerPass = kThreads / kLanesPerRow;

@@ -70,10 +70,12 @@ TEST_CASE("single prefill plan: an append of few tokens to a long cache splits t
           "[prefill][planner]") {
   const auto append = ops::plan_single_prefill(problem(16, 32768), {132});
   CHECK(append.num_chunks > 1);
-  // About one CTA per SM: chunks are whole KV tiles, so the count rounds (here
-  // 16 chunks x 8 heads on 132 SMs; rounding up to 17 would start a second wave).
-  CHECK(int64_t(append.num_q_tiles) * append.num_chunks * 8 >= 132 * 9 / 10);
-  CHECK(int64_t(append.num_q_tiles) * append.num_chunks * 8 <= 132);
+  // About one wave (chunks are whole KV tiles, so the count rounds; never a
+  // second wave for a few CTAs).
+  const auto* ak = append.prefill.spec.as<PrefillKernel>();
+  const int64_t wave = 132 * ops::prefill_ctas_per_sm(*ak);
+  CHECK(int64_t(append.num_q_tiles) * append.num_chunks * 8 >= wave * 9 / 10);
+  CHECK(int64_t(append.num_q_tiles) * append.num_chunks * 8 <= wave);
   const auto decode_like = ops::plan_single_prefill(problem(1, 100000, 8, 1), {132});
   CHECK(decode_like.num_chunks > 16);
   const auto long_prefill = ops::plan_single_prefill(problem(8192, 8192), {132});
@@ -234,9 +236,18 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
     CHECK(k.backend == PrefillBackend::Fa3);
     CHECK(k.threads() == 256);
     CHECK(k.tile_q() == 128);
-    CHECK(k.tile_kv() == (d <= 128 ? 128 : 64));
-    CHECK(k.dynamic_smem_bytes() + 1024 <= 228 * 1024);  // one CTA per SM
-    CHECK(ops::prefill_ctas_per_sm(k) == 1);
+    // Two CTAs per SM with 64-key tiles where registers allow (not 256-wide heads)
+    const int ctas = d <= 128 ? 2 : 1;
+    CHECK(ops::prefill_ctas_per_sm(k) == ctas);
+    CHECK(k.min_ctas_per_sm == ctas);
+    CHECK(k.tile_kv() == 64);
+    CHECK(ctas * (k.dynamic_smem_bytes() + 1024) <= 228 * 1024);
+    auto heavy = p;  // a variant that would spill under 128 registers: one CTA, 128-key tiles at d <= 128
+    heavy.options.pos_encoding_mode = PosEncoding::RopeLlama;
+    const PrefillKernel h = kernel(heavy, hopper);
+    CHECK(h.min_ctas_per_sm == 1);
+    CHECK(h.tile_kv() == (d <= 128 ? 128 : 64));
+    CHECK(h.dynamic_smem_bytes() + 1024 <= 228 * 1024);
     CHECK(k.supports_arch("sm_90a"));
     CHECK_FALSE(k.supports_arch("sm_80"));
     CHECK(PrefillKernel::from_json(k.to_json()) == k);

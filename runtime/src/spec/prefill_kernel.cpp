@@ -48,8 +48,9 @@ const char* device_source(KVSource s) {
 
 std::string PrefillKernel::name() const {
   if (backend == PrefillBackend::Fa3)
-    return fmt::format("prefill_fa3_d{}_s{}_{}{}_{}", head_dim, stages, variant.name(), window ? "_window" : "",
-                       to_string(kv_source));
+    return fmt::format("prefill_fa3_d{}_s{}{}_{}{}_{}", head_dim, stages,
+                       min_ctas_per_sm > 1 ? fmt::format("_c{}", min_ctas_per_sm) : "", variant.name(),
+                       window ? "_window" : "", to_string(kv_source));
   return fmt::format("prefill_d{}_m{}_s{}{}_{}{}_{}", head_dim, frags_m, stages,
                      min_ctas_per_sm > 1 ? fmt::format("_c{}", min_ctas_per_sm) : "", variant.name(),
                      window ? "_window" : "", to_string(kv_source));
@@ -59,11 +60,11 @@ int PrefillKernel::tile_q() const {
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_q() : kernels::prefill_tile_q(frags_m);
 }
 int PrefillKernel::tile_kv() const {
-  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_kv(head_dim)
+  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_kv(head_dim, min_ctas_per_sm)
                                         : kernels::prefill_tile_kv(head_dim, stages);
 }
 int PrefillKernel::dynamic_smem_bytes() const {
-  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_smem_bytes(head_dim, stages)
+  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_smem_bytes(head_dim, stages, min_ctas_per_sm)
                                         : kernels::prefill_smem_bytes(head_dim, frags_m, stages);
 }
 
@@ -95,9 +96,9 @@ std::vector<std::pair<std::string, std::string>> PrefillKernel::template_values(
   v.insert(v.end(), {{"HEAD_DIM", std::to_string(head_dim)},
                      {"STAGES", std::to_string(stages)},
                      {"WINDOW", window ? "true" : "false"},
-                     {"KV_SOURCE", device_source(kv_source)}});
-  if (backend == PrefillBackend::Fa2)  // the Hopper skeleton's tile and occupancy are fixed
-    v.insert(v.end(), {{"FRAGS_M", std::to_string(frags_m)}, {"MIN_CTAS_PER_SM", std::to_string(min_ctas_per_sm)}});
+                     {"KV_SOURCE", device_source(kv_source)},
+                     {"MIN_CTAS_PER_SM", std::to_string(min_ctas_per_sm)}});
+  if (backend == PrefillBackend::Fa2) v.insert(v.end(), {"FRAGS_M", std::to_string(frags_m)});  // fa3: 64 rows a warpgroup
   return v;
 }
 
@@ -124,7 +125,7 @@ void PrefillKernel::validate() const {
                               to_string(variant.kv_dtype)));
     if (stages < 2 || stages > 4) bad("stages", stages, "2 to 4 with backend fa3");
     if (frags_m != 1) bad("frags_m", frags_m, "1 with backend fa3 (its warpgroups own 64 rows each)");
-    if (min_ctas_per_sm != 1) bad("min_ctas_per_sm", min_ctas_per_sm, "1 with backend fa3");
+    if (min_ctas_per_sm > 2) bad("min_ctas_per_sm", min_ctas_per_sm, "1 or 2 with backend fa3");
   }
 }
 

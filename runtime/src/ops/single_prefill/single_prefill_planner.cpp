@@ -74,13 +74,23 @@ int prefill_min_ctas_per_sm(const PrefillKernel& k) {
   return k.head_dim == 64 && three_fit && light ? 3 : 1;
 }
 
+// The Hopper skeleton: two CTAs per SM (64-key tiles, registers capped at
+// 128) where the variant fits there without spilling in its loop (sm_90a,
+// ptxas: none for d 64 / d 128 without RoPE, a soft cap or a custom mask;
+// 27 spill loads per tile with all of them), so one CTA's prologue and
+// epilogue overlap the other's products; else one, with 128-key tiles
+// (190-252 registers). 256-wide heads: one (O alone is 128 registers).
+int prefill_sm90_ctas_per_sm(const PrefillKernel& k) {
+  const bool light = k.variant.mask != MaskMode::Custom && k.variant.pos_encoding == PosEncoding::None &&
+                     !k.variant.soft_cap;
+  return k.head_dim <= 128 && light ? 2 : 1;
+}
+
 void choose_prefill_pipeline(PrefillKernel& k) {
   if (k.backend == PrefillBackend::Fa3) {
-    // One CTA per SM (two warpgroups at 190-252 registers); a 128-key K/V
-    // tile pair is 64 KB at d 128, so two stages.
     k.frags_m = 1;
     k.stages = 2;
-    k.min_ctas_per_sm = 1;
+    k.min_ctas_per_sm = prefill_sm90_ctas_per_sm(k);
     return;
   }
   k.stages = prefill_stages(k.head_dim, k.frags_m);
@@ -88,7 +98,7 @@ void choose_prefill_pipeline(PrefillKernel& k) {
 }
 
 int prefill_ctas_per_sm(const PrefillKernel& k) {
-  if (k.backend == PrefillBackend::Fa3) return 1;  // 256 threads at up to 252 registers
+  if (k.backend == PrefillBackend::Fa3) return k.min_ctas_per_sm;  // registers: the launch bounds' figure
   // Shared memory as sm_90 has it (fit_per_sm; ~100 KB on sm_80): planned
   // for the larger; a smaller device just runs more waves.
   int by_smem = 1;
