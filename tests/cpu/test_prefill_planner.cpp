@@ -248,6 +248,12 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
     CHECK(h.min_ctas_per_sm == 1);
     CHECK(h.tile_kv() == (d <= 128 ? 128 : 64));
     CHECK(h.dynamic_smem_bytes() + 1024 <= 228 * 1024);
+    heavy.options.pos_encoding_mode = PosEncoding::Alibi;  // a few spill loads in a long loop: still two
+    heavy.options.logits_soft_cap = 30.f;
+    CHECK(kernel(heavy, hopper).min_ctas_per_sm == ctas);
+    heavy.options.causal = true;  // causal with a window spills: one
+    heavy.options.window_left = 128;
+    CHECK(kernel(heavy, hopper).min_ctas_per_sm == 1);
     CHECK(k.supports_arch("sm_90a"));
     CHECK_FALSE(k.supports_arch("sm_80"));
     CHECK(PrefillKernel::from_json(k.to_json()) == k);

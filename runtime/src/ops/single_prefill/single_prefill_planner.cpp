@@ -75,15 +75,20 @@ int prefill_min_ctas_per_sm(const PrefillKernel& k) {
 }
 
 // The Hopper skeleton: two CTAs per SM (64-key tiles, registers capped at
-// 128) where the variant fits there without spilling in its loop (sm_90a,
-// ptxas: none for d 64 / d 128 without RoPE, a soft cap or a custom mask;
-// 27 spill loads per tile with all of them), so one CTA's prologue and
-// epilogue overlap the other's products; else one, with 128-key tiles
-// (190-252 registers). 256-wide heads: one (O alone is 128 registers).
+// 128), so one CTA's prologue and epilogue overlap the other's products,
+// where the variant's KV loop keeps (almost) all of its state in registers
+// there; else one CTA, with 128-key tiles (190-252 registers). sm_90a,
+// ptxas, spill loads per KV tile at two CTAs (d 128): none to 2 for no
+// mask, causal, a window without causal, paged or ragged; 2-5 with a soft
+// cap or ALiBi (loops of 900-2300 instructions); 18 with RoPE, 19 with a
+// custom mask, 26 for causal with a window. 256-wide heads: one (O alone is
+// 128 registers). H100, d 128: 32 x 512 320 -> 380 TFLOP/s, 1 x 16384 473
+// -> 514 from one CTA to two (docs/PERFORMANCE.md).
 int prefill_sm90_ctas_per_sm(const PrefillKernel& k) {
-  const bool light = k.variant.mask != MaskMode::Custom && k.variant.pos_encoding == PosEncoding::None &&
-                     !k.variant.soft_cap;
-  return k.head_dim <= 128 && light ? 2 : 1;
+  const auto& v = k.variant;
+  const bool spills = v.pos_encoding == PosEncoding::RopeLlama || v.mask == MaskMode::Custom ||
+                      (v.mask == MaskMode::Causal && k.window);
+  return k.head_dim <= 128 && !spills ? 2 : 1;
 }
 
 void choose_prefill_pipeline(PrefillKernel& k) {
