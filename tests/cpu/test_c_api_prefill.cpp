@@ -3,6 +3,7 @@
 // is needed.
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <string>
 
 #include "attnjit/attnjit.h"
@@ -29,6 +30,7 @@ TEST_CASE("C API: prefill options start at FlashInfer's defaults", "[capi][prefi
   CHECK(o.pos_encoding_mode == ATTNJIT_POS_ENCODING_NONE);
   CHECK(o.window_left == -1);
   CHECK(o.sm_scale == 0.f);
+  CHECK(o.backend == ATTNJIT_PREFILL_BACKEND_AUTO);
   attnjit_prefill_options_init(nullptr);  // no crash
 }
 
@@ -50,6 +52,17 @@ TEST_CASE("C API: single prefill rejects bad options and problems, naming them",
   opts.struct_size = 0;
   CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("attnjit_prefill_options_init"));
+  attnjit_prefill_options_init(&opts);
+  opts.backend = 7;
+  CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("options->backend=7") && Catch::Contains("2 (fa3)"));
+  // A caller built against the 0.2 header (no backend field) reads as "auto".
+  attnjit_prefill_options_init(&opts);
+  opts.backend = 7;
+  opts.struct_size = offsetof(attnjit_prefill_options_t, backend);
+  opts.causal = 1;
+  CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);  // the problem's error, not the backend's
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_len=100 > kv_len=50"));
   attnjit_prefill_options_init(&opts);
   opts.pos_encoding_mode = 7;
   CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "attnjit/prefill.hpp"
+#include "engine.hpp"
 #include "error_capture.hpp"
 #include "ops/registry.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
@@ -264,6 +265,16 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
     p.options.backend = "auto";
     p.kv_dtype = DType::E4M3;
     CHECK(kernel(p, hopper).backend == PrefillBackend::Fa2);  // fp8 K/V
+  }
+  // The engine refuses to build the Hopper skeleton for another arch, before any compile
+  {
+    auto p = problem(1000, 4096);
+    const KernelSpec fa3 = kernel(p, hopper);
+    Config config;
+    config.cache.mode = CacheMode::Off;  // never touch the disk
+    detail::Engine engine(config);
+    const auto msg = error_of([&] { engine.prepare(fa3, "sm_80"); }, Status::Unsupported);
+    CHECK_THAT(msg, Catch::Contains("prefill_fa3_") && Catch::Contains("arch='sm_80'") && Catch::Contains("sm_90a"));
   }
   // prewarm's list holds both skeletons; it keeps the Hopper one for sm_90a only
   const auto specs = ops::single_prefill_kernels(problem(1000, 4096));
