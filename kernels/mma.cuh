@@ -95,6 +95,18 @@ ATTNJIT_DEVICE void store_smem8(uint32_t addr, const frag8& f) {
                pack2<T>(f.x[6], f.x[7]));
 }
 
+// Eight elements of type T from 16 bytes of shared memory, as floats.
+template <class T>
+ATTNJIT_DEVICE frag8 load_smem8(uint32_t addr) {
+  raw8<T> x;
+  const uint4 v = ld_shared_v4(addr);
+  x.r[0] = v.x;
+  x.r[1] = v.y;
+  x.r[2] = v.z;
+  x.r[3] = v.w;
+  return to_frag8(x);
+}
+
 // Eight elements already in a 16-bit type (widen8), 16 bytes to shared memory.
 template <class T>
 ATTNJIT_DEVICE void store_smem8(uint32_t addr, const raw8<T>& x) {

@@ -58,13 +58,7 @@ struct SmemTile {
   // that run on a staged tile: RoPE).
   template <class T>
   ATTNJIT_DEVICE frag8 load8_at(int row, int col) const {
-    raw8<T> x;
-    const uint4 v = ld_shared_v4(at(row, col));
-    x.r[0] = v.x;
-    x.r[1] = v.y;
-    x.r[2] = v.z;
-    x.r[3] = v.w;
-    return to_frag8(x);
+    return load_smem8<T>(at(row, col));
   }
   template <class T>
   ATTNJIT_DEVICE void store8_at(int row, int col, const frag8& f) const {
