@@ -91,14 +91,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   const int g = lane >> 2, t = lane & 3;
   const int slice = tid % Tr::kLanesPerRow, row_in_pass = tid / Tr::kLanesPerRow, dim0 = slice * 8;
 
-  const int group = p.group.d;
-  // Packed row pr: its query token and its query head.
-  auto token_head = [&](int pr, int& token, int& head) {
-    uint32_t tok, in_group;
-    p.group.divmod(pr, tok, in_group);
-    token = int(tok);
-    head = kv_head * group + int(in_group);
-  };
+  const PackedRows token_head(p, kv_head);  // packed row -> (query token, query head)
   const typename Tr::KVSource kv(p.kv, w.request);
   const PrefillExtent e = prefill_extent<kTQ, kTKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
   const int qo_begin = e.qo_begin, qo_len = e.qo_len, packed_len = e.packed_len, row0 = e.row0;
@@ -113,19 +106,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   auto k_tile = [&](int stage) { return Tile{smem + (kTQ + stage * kTKV) * Tile::kRowBytes}; };
   auto v_tile = [&](int stage) { return Tile{smem + (kTQ + (kS + stage) * kTKV) * Tile::kRowBytes}; };
 
-  // Q tile: packed rows past the request are zero-filled.
-  {
-    const char* q = static_cast<const char*>(p.q);
-#pragma unroll
-    for (int s = 0; s < Tr::kQPasses; ++s) {
-      const int r = s * Tr::kRowsPerPass + row_in_pass, pr = row0 + r;
-      const bool valid = pr < packed_len;
-      int token, head;
-      token_head(valid ? pr : 0, token, head);
-      const char* src = q + (int64_t(qo_begin + token) * p.q_stride_n + int64_t(head) * p.q_stride_h + dim0) * 2;
-      cp_async_16(q_tile.at(r, dim0), src, valid);
-    }
-  }
+  prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass>(p, token_head, row0, packed_len, qo_begin, q_tile, row_in_pass,
+                                                  dim0);
 
   const auto kv_slice = kv.slice(kv_head, dim0);
   // A thread copies kKVPasses consecutive rows of the tile (its slice of
@@ -359,52 +341,16 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   cp_async_wait<0>();  // empty groups, or Q when no tile ran: nothing may land in the staging below
   __syncthreads();
 
-  // Epilogue. Unsplit: the normalized rows go through the warp's own Q rows
+  // Epilogue (PrefillOutput): unsplit rows go through the warp's own Q rows
   // (only this warp read them) so the global stores are 16 bytes wide.
-  // Split: normalized fp32 partial states straight from the fragments.
-  const bool split = p.num_chunks > 1;
+  const PrefillOutput<D, typename Tr::o_t, Tile> out{p, token_head, row0, packed_len, qo_begin, w.chunk,
+                                                      p.num_chunks > 1, q_tile};
 #pragma unroll
-  for (int m = 0; m < FM; ++m) {
+  for (int m = 0; m < FM; ++m)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h, pr = row0 + r;
-      const float d = rows[m].d[h];
-      const float inv = d > 0.f ? p.var.v_scale / d : 0.f;
-      const bool valid = pr < packed_len;
-      int token, head;
-      token_head(valid ? pr : 0, token, head);
-      const int64_t row = int64_t(qo_begin + token) * p.num_qo_heads + head;
-      if (!split) {
-#pragma unroll
-        for (int n = 0; n < D / 8; ++n)
-          st_shared_u32(q_tile.at(r, n * 8 + 2 * t),
-                        pack2<typename Tr::o_t>(o[m][n].x[2 * h] * inv, o[m][n].x[2 * h + 1] * inv));
-      } else if (valid) {
-        float* dst = p.partial_o + (int64_t(w.chunk) * p.num_rows + row) * D;
-#pragma unroll
-        for (int n = 0; n < D / 8; ++n)
-          *reinterpret_cast<float2*>(dst + n * 8 + 2 * t) = make_float2(o[m][n].x[2 * h] * inv, o[m][n].x[2 * h + 1] * inv);
-      }
-      if (valid && t == 0) {
-        const float lse = d > 0.f ? rows[m].m[h] + ptx_log2(d) : neg_inf();
-        if (split) p.partial_lse[int64_t(w.chunk) * p.num_rows + row] = lse;
-        else if (p.lse) p.lse[row] = lse;
-      }
-    }
-  }
-  if (!split) {
-    __syncwarp();
-    char* out = static_cast<char*>(p.o);
-    for (int item = lane; item < Tr::kRowsPerWarp * Tr::kLanesPerRow; item += 32) {
-      const int r = warp * Tr::kRowsPerWarp + item / Tr::kLanesPerRow, d0 = (item % Tr::kLanesPerRow) * 8;
-      const int pr = row0 + r;
-      if (pr >= packed_len) continue;
-      int token, head;
-      token_head(pr, token, head);
-      *reinterpret_cast<uint4*>(out + ((qo_begin + token) * p.o_stride_n + head * p.o_stride_h + d0) * 2) =
-          ld_shared_v4(q_tile.at(r, d0));
-    }
-  }
+    for (int h = 0; h < 2; ++h)
+      out.row(o[m], h, warp * Tr::kRowsPerWarp + m * 16 + g + 8 * h, t, rows[m].m[h], rows[m].d[h]);
+  out.template flush<Tr::kRowsPerWarp>(warp * Tr::kRowsPerWarp, lane);
 }
 
 // The CTA's items (prefill_schedule.cuh), each one tile of this skeleton.

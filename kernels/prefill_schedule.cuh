@@ -1,10 +1,16 @@
-// What a prefill CTA works on, shared by the prefill skeletons (prefill.cuh
-// on mma.sync, prefill_sm90.cuh on wgmma): its items (request, query tile,
-// KV chunk, KV head) from the planner's work list, the grid, or in
-// CUDA-graph mode a counter; and for one item the query rows and the KV
-// tiles it covers (PrefillExtent).
+// What a prefill CTA works on, and the edges of its work, shared by the
+// prefill skeletons (prefill.cuh on mma.sync, prefill_sm90.cuh on wgmma):
+// its items (request, query tile, KV chunk, KV head) from the planner's work
+// list, the grid, or in CUDA-graph mode a counter; for one item the query
+// rows and the KV tiles it covers (PrefillExtent), the packed-row addressing
+// (PackedRows), staging its Q tile (prefill_stage_q) and writing its rows or
+// partial states (PrefillOutput). The tile types only need at(row, col).
 #pragma once
+#include "cp_async.cuh"
 #include "kv_source.cuh"
+#include "math.cuh"
+#include "mma.cuh"
+#include "numeric.cuh"
 #include "prefill_params.h"
 
 namespace attnjit {
@@ -42,6 +48,97 @@ ATTNJIT_DEVICE PrefillWork prefill_graph_work(const kernels::PrefillParams& p, i
   }
   return {lo, tile - p.tile_indptr[lo], 0, j % num_kv_heads};
 }
+
+// A KV head's packed rows: packed row pr is query token pr / group, query
+// head kv_head * group + pr % group (the GQA group shares one tile).
+struct PackedRows {
+  const kernels::PrefillParams& p;
+  int group, kv_head;
+  ATTNJIT_DEVICE PackedRows(const kernels::PrefillParams& params, int kv_head_)
+      : p(params), group(params.group.d), kv_head(kv_head_) {}
+  ATTNJIT_DEVICE void operator()(int pr, int& token, int& head) const {
+    uint32_t tok, in_group;
+    p.group.divmod(pr, tok, in_group);
+    token = int(tok);
+    head = kv_head * group + int(in_group);
+  }
+};
+
+// The tile's Q rows into `tile` (any shared-memory tile with at(row, col))
+// by cp.async, Passes passes of RowsPerPass rows; a thread copies the 16
+// bytes from dim0 of its row in each. Packed rows past the request are
+// zero-filled.
+template <int Passes, int RowsPerPass, class Tile>
+ATTNJIT_DEVICE void prefill_stage_q(const kernels::PrefillParams& p, const PackedRows& token_head, int row0,
+                                    int packed_len, int qo_begin, const Tile& tile, int row_in_pass, int dim0) {
+  const char* q = static_cast<const char*>(p.q);
+#pragma unroll
+  for (int s = 0; s < Passes; ++s) {
+    const int r = s * RowsPerPass + row_in_pass, pr = row0 + r;
+    const bool valid = pr < packed_len;
+    int token, head;
+    token_head(valid ? pr : 0, token, head);
+    const char* src = q + (int64_t(qo_begin + token) * p.q_stride_n + int64_t(head) * p.q_stride_h + dim0) * 2;
+    cp_async_16(tile.at(r, dim0), src, valid);
+  }
+}
+
+// Where a tile's output goes. Unsplit, each row is normalized into the
+// staging tile (the warp's own Q rows, which nothing reads any more) and
+// flush() then stores whole rows 16 bytes at a time; split, the normalized
+// f32 partial state goes straight from the fragments, with its lse.
+template <int D, class OT, class Tile>
+struct PrefillOutput {
+  const kernels::PrefillParams& p;
+  const PackedRows& token_head;
+  int row0, packed_len, qo_begin, chunk;
+  bool split;
+  Tile staging;
+
+  // Tile row r, held by this thread (t = lane % 4) as half h of the
+  // fragments o, with its running max m and sum d.
+  ATTNJIT_DEVICE void row(const frag_c (&o)[D / 8], int h, int r, int t, float m, float d) const {
+    const int pr = row0 + r;
+    const float inv = d > 0.f ? p.var.v_scale / d : 0.f;
+    const bool valid = pr < packed_len;
+    int token, head;
+    token_head(valid ? pr : 0, token, head);
+    const int64_t out_row = int64_t(qo_begin + token) * p.num_qo_heads + head;
+    if (!split) {
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        st_shared_u32(staging.at(r, n * 8 + 2 * t), pack2<OT>(o[n].x[2 * h] * inv, o[n].x[2 * h + 1] * inv));
+    } else if (valid) {
+      float* dst = p.partial_o + (int64_t(chunk) * p.num_rows + out_row) * D;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<float2*>(dst + n * 8 + 2 * t) = make_float2(o[n].x[2 * h] * inv, o[n].x[2 * h + 1] * inv);
+    }
+    if (valid && t == 0) {
+      const float lse = d > 0.f ? m + ptx_log2(d) : neg_inf();
+      if (split) p.partial_lse[int64_t(chunk) * p.num_rows + out_row] = lse;
+      else if (p.lse) p.lse[out_row] = lse;
+    }
+  }
+
+  // Unsplit: the warp's Rows staged rows from row_begin to o.
+  template <int Rows>
+  ATTNJIT_DEVICE void flush(int row_begin, int lane) const {
+    if (split) return;
+    constexpr int kLanesPerRow = D / 8;
+    __syncwarp();
+    char* out = static_cast<char*>(p.o);
+    for (int item = lane; item < Rows * kLanesPerRow; item += 32) {
+      const int r = row_begin + item / kLanesPerRow, d0 = (item % kLanesPerRow) * 8;
+      const int pr = row0 + r;
+      if (pr >= packed_len) continue;
+      int token, head;
+      token_head(pr, token, head);
+      *reinterpret_cast<uint4*>(out + ((qo_begin + token) * p.o_stride_n + head * p.o_stride_h + d0) * 2) =
+          ld_shared_v4(staging.at(r, d0));
+    }
+  }
+};
 
 // One item's extent: the request's query rows, the tile's first packed row
 // (packed row pr is token pr / group, head pr % group of the KV head's

@@ -80,13 +80,7 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
   const int warp_row0 = group_row0 + (warp & 3) * 16;      // the warp's 16 rows of it
   const int slice = tid % Tr::kLanesPerRow, row_in_pass = tid / Tr::kLanesPerRow, dim0 = slice * 8;
 
-  const int group = p.group.d;
-  auto token_head = [&](int pr, int& token, int& head) {
-    uint32_t tok, in_group;
-    p.group.divmod(pr, tok, in_group);
-    token = int(tok);
-    head = kv_head * group + int(in_group);
-  };
+  const PackedRows token_head(p, kv_head);  // packed row -> (query token, query head)
   const typename Tr::KVSource kv(p.kv, w.request);
   const PrefillExtent e = prefill_extent<kTQ, kTKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
   if (e.row0 >= e.packed_len) return;  // a batch's padding item: the whole CTA leaves
@@ -96,19 +90,8 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
   auto k_tile = [&](int stage) { return KVTile{smem + QTile::kBytes + stage * KVTile::kBytes}; };
   auto v_tile = [&](int stage) { return KVTile{smem + QTile::kBytes + (kS + stage) * KVTile::kBytes}; };
 
-  // Q tile: packed rows past the request are zero-filled.
-  {
-    const char* q = static_cast<const char*>(p.q);
-#pragma unroll
-    for (int s = 0; s < Tr::kQPasses; ++s) {
-      const int r = s * Tr::kRowsPerPass + row_in_pass, pr = e.row0 + r;
-      const bool valid = pr < e.packed_len;
-      int token, head;
-      token_head(valid ? pr : 0, token, head);
-      const char* src = q + (int64_t(e.qo_begin + token) * p.q_stride_n + int64_t(head) * p.q_stride_h + dim0) * 2;
-      cp_async_16(q_tile.at(r, dim0), src, valid);
-    }
-  }
+  prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass>(p, token_head, e.row0, e.packed_len, e.qo_begin, q_tile,
+                                                  row_in_pass, dim0);
 
   // K/V rows as in prefill.cuh: kKVPasses consecutive rows per thread from
   // one running address (one page lookup per page).
@@ -236,48 +219,13 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
   cp_async_wait<0>();  // empty groups, or Q when no tile ran: nothing may land in the staging below
   __syncthreads();
 
-  // Epilogue as in prefill.cuh: unsplit, the normalized rows go through the
-  // warp's own Q rows (read by no one any more) for 16-byte global stores;
-  // split, normalized f32 partial states straight from the fragments.
-  const bool split = p.num_chunks > 1;
+  // Epilogue (PrefillOutput): unsplit rows go through the warp's own Q rows,
+  // which no product reads any more.
+  const PrefillOutput<D, typename Tr::o_t, QTile> out{p, token_head, e.row0, e.packed_len, e.qo_begin, w.chunk,
+                                                       p.num_chunks > 1, q_tile};
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = warp_row0 + g + 8 * h, pr = e.row0 + r;
-    const float d = rows.d[h];
-    const float inv = d > 0.f ? p.var.v_scale / d : 0.f;
-    const bool valid = pr < e.packed_len;
-    int token, head;
-    token_head(valid ? pr : 0, token, head);
-    const int64_t row = int64_t(e.qo_begin + token) * p.num_qo_heads + head;
-    if (!split) {
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n)
-        st_shared_u32(q_tile.at(r, n * 8 + 2 * t), pack2<typename Tr::o_t>(o[n].x[2 * h] * inv, o[n].x[2 * h + 1] * inv));
-    } else if (valid) {
-      float* dst = p.partial_o + (int64_t(w.chunk) * p.num_rows + row) * D;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n)
-        *reinterpret_cast<float2*>(dst + n * 8 + 2 * t) = make_float2(o[n].x[2 * h] * inv, o[n].x[2 * h + 1] * inv);
-    }
-    if (valid && t == 0) {
-      const float lse = d > 0.f ? rows.m[h] + ptx_log2(d) : neg_inf();
-      if (split) p.partial_lse[int64_t(w.chunk) * p.num_rows + row] = lse;
-      else if (p.lse) p.lse[row] = lse;
-    }
-  }
-  if (!split) {
-    __syncwarp();
-    char* out = static_cast<char*>(p.o);
-    for (int item = lane; item < 16 * Tr::kLanesPerRow; item += 32) {
-      const int r = warp_row0 + item / Tr::kLanesPerRow, d0 = (item % Tr::kLanesPerRow) * 8;
-      const int pr = e.row0 + r;
-      if (pr >= e.packed_len) continue;
-      int token, head;
-      token_head(pr, token, head);
-      *reinterpret_cast<uint4*>(out + ((e.qo_begin + token) * p.o_stride_n + head * p.o_stride_h + d0) * 2) =
-          ld_shared_v4(q_tile.at(r, d0));
-    }
-  }
+  for (int h = 0; h < 2; ++h) out.row(o, h, warp_row0 + g + 8 * h, t, rows.m[h], rows.d[h]);
+  out.template flush<16>(warp_row0, lane);
 }
 
 template <class Tr>
