@@ -37,8 +37,10 @@ struct PrefillKernel {
   const char* entry_name() const { return "attnjit_prefill"; }
   std::string name() const;  // "prefill_d128_m1_s2_bf16_bf16_bf16_none_causal_contiguous", "prefill_fa3_d128_s2_..."
   int threads() const { return backend == PrefillBackend::Fa3 ? 256 : 128; }
-  // Whether the generated code compiles and runs for `arch` ("sm_90a").
-  bool supports_arch(const std::string& arch) const { return backend == PrefillBackend::Fa2 || arch == "sm_90a"; }
+  // Whether the generated code compiles and runs for `arch` ("sm_90a"): fa2
+  // everywhere, fa3 where wgmma exists (the planner asks the same).
+  static bool fa3_runs_on(const std::string& arch) { return arch == "sm_90a"; }
+  bool supports_arch(const std::string& arch) const { return backend == PrefillBackend::Fa2 || fa3_runs_on(arch); }
   int tile_q() const;        // query rows (packed with the group's heads) per CTA
   int tile_kv() const;       // KV rows per pipeline stage
   int dynamic_smem_bytes() const;

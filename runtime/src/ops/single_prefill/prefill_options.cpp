@@ -150,7 +150,7 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
 }
 
 PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch) {
-  const bool wgmma = arch == "sm_90a", kv16 = dtype_size(kv_dtype) == 2;
+  const bool wgmma = PrefillKernel::fa3_runs_on(arch), kv16 = dtype_size(kv_dtype) == 2;
   if (o.backend == "fa3") {
     if (!wgmma)
       throw Error(Status::Unsupported,
