@@ -259,20 +259,22 @@ def add_sdpa(res, qs, ks, vs, causal, flops):
         add_tflops(res, label, call, flops)
 
 
-def bench_prefill(h, n, causal, copy, d=128, dtype=torch.bfloat16):
-    """TFLOP/s on one request of n query and n KV tokens (causal counts half)."""
+def bench_prefill(h, n, causal, copy, d=128, dtype=torch.bfloat16, with_flashinfer=True, backend="auto"):
+    """TFLOP/s on one request of n query and n KV tokens (causal counts half), h heads; attnjit with
+    `backend` ("auto": the planner's choice)."""
     flops = 4.0 * n * n * h * d * (0.5 if causal else 1.0)
     q = torch.randn(n, h, d, dtype=dtype, device="cuda")
     k = torch.randn(n, h, d, dtype=dtype, device="cuda")
     v = torch.randn(n, h, d, dtype=dtype, device="cuda")
     res = {}
 
-    add_tflops(res, "attnjit", lambda: attnjit.single_prefill_with_kv_cache(q, k, v, causal=causal), flops)
-    if flashinfer is not None:
+    add_tflops(res, "attnjit", lambda: attnjit.single_prefill_with_kv_cache(q, k, v, causal=causal, backend=backend),
+               flops)
+    if flashinfer is not None and with_flashinfer:
         add_tflops(res, "flashinfer fa2",
                    lambda: flashinfer.single_prefill_with_kv_cache(q, k, v, causal=causal, backend="fa2"), flops)
     add_sdpa(res, *(x.transpose(0, 1).unsqueeze(0) for x in (q, k, v)), causal, flops)
-    return {"op": "single_prefill", "heads": h, "qo_len": n, "kv_len": n, "causal": causal, "results": res}
+    return {"op": "single_prefill", "head_dim": d, "heads": h, "qo_len": n, "kv_len": n, "causal": causal, "results": res}
 
 
 # ------------------------------------------------- batch prefill, FlashAttention's grid
@@ -386,6 +388,10 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--only", choices=["single", "batch", "prefill", "prefill_grid", "paged"], default=None)
     ap.add_argument("--grid-head-dims", default="64,128,256", help="head dims of the prefill grid")
+    ap.add_argument("--attnjit-backend", default="auto", choices=["auto", "fa2", "fa3"],
+                    help="attnjit's prefill backend in the single prefill rows")
+    ap.add_argument("--grid-seqlens", default="512,1024,2048,4096,8192,16384",
+                    help="sequence lengths of the prefill grid (batch prefill and single prefill)")
     ap.add_argument("--flashinfer-head-dims", default="64,128,256",
                     help="head dims at which FlashInfer runs in the prefill grid (each one is an nvcc JIT compile)")
     args = ap.parse_args()
@@ -412,14 +418,18 @@ def main():
         rows.append(bench_speculative(32, 8, [4096] * 64, copy))
         print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "prefill"):
-        for n in (4096, 16384):
-            for causal in (False, True):
-                rows.append(bench_prefill(16, n, causal, copy))
-                print(json.dumps(rows[-1]), flush=True)
+        # Single prefill on FlashAttention's grid points: one request of n tokens, 2048 / d heads.
+        fi_dims = {int(x) for x in args.flashinfer_head_dims.split(",") if x}
+        for d in (int(x) for x in args.grid_head_dims.split(",")):
+            for n in (int(x) for x in args.grid_seqlens.split(",")):
+                for causal in (False, True):
+                    rows.append(bench_prefill(2048 // d, n, causal, copy, d=d, with_flashinfer=d in fi_dims,
+                                              backend=args.attnjit_backend))
+                    print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "prefill_grid"):
         fi_dims = {int(x) for x in args.flashinfer_head_dims.split(",") if x}
         for d in (int(x) for x in args.grid_head_dims.split(",")):
-            for n in (512, 1024, 2048, 4096, 8192, 16384):
+            for n in (int(x) for x in args.grid_seqlens.split(",")):
                 for causal in (False, True):
                     rows.append(bench_prefill_grid(d, n, causal, d in fi_dims))
                     print(json.dumps(rows[-1]), flush=True)
@@ -446,10 +456,10 @@ def main():
                   "TFLOP/s " + " | ".join(cells))
             continue
         if r["op"] == "single_prefill":
-            cells = [f"{name}: " + (f"{x['us']:.0f} us {x['tflops']:.0f} TFLOP/s" if "us" in x else x["error"][:80])
+            cells = [f"{name}: " + (f"{x['tflops']:.0f}" if "us" in x else x["error"][:80])
                      for name, x in r["results"].items()]
-            print(f"prefill 16 heads d128 {r['qo_len']}x{r['kv_len']} {'causal' if r['causal'] else 'full':<6} "
-                  + " | ".join(cells))
+            print(f"single prefill d{r['head_dim']} {r['heads']} heads {r['qo_len']}x{r['kv_len']} "
+                  f"{'causal' if r['causal'] else 'full':<6} TFLOP/s " + " | ".join(cells))
             continue
         what = (f"single {r['num_qo_heads']}/{r['num_kv_heads']} n={r['kv_len']}" if r["op"] == "single_decode"
                 else f"batch {r['batch']} {r['num_qo_heads']}/{r['num_kv_heads']} {r.get('kv_dtype', 'bfloat16')}"

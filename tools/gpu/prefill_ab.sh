@@ -2,7 +2,8 @@
 # A/B of prefill kernel builds in one device session: each library named in
 # LIBS (paths to libattnjit.so builds, e.g. HEAD against a working tree)
 # runs FlashAttention's grid at head_dim 128 (or, with ONLY=paged, the paged
-# prefill benchmark) through tools/bench/compare_peers.py
+# prefill benchmark; with ONLY=prefill, single prefill on the grid's points,
+# BACKEND=fa2|fa3 forcing attnjit's backend there; GRID_SEQS its lengths)
 # beside FlashInfer fa2 and SDPA, in separate processes one after the other
 # (the same GPU, minutes apart). Then, in this order: the Catch2 tests in
 # TESTS (if set), compute-sanitizer memcheck + racecheck over the Catch2 specs
@@ -18,8 +19,9 @@ for lib in ${LIBS:-.gpu/libattnjit.so}; do
   echo "== $lib"
   ATTNJIT_CACHE_DIR=/tmp/cache-$name ATTNJIT_LIBRARY=$PWD/$lib \
     timeout 240 python3 tools/bench/compare_peers.py --only ${ONLY:-prefill_grid} --grid-head-dims ${GRID_DIMS:-128} \
+    --grid-seqlens ${GRID_SEQS:-512,1024,2048,4096,8192,16384} --attnjit-backend ${BACKEND:-auto} \
     --flashinfer-head-dims ${GRID_DIMS:-128} --json "$OUT/grid_$name.json" >"$OUT/grid_$name.log" 2>&1 || status=1
-  grep -E "^prefill grid|^paged|GEMM" "$OUT/grid_$name.log"
+  grep -E "^prefill grid|^single prefill|^paged|GEMM" "$OUT/grid_$name.log"
 done
 if [ -n "${TESTS:-}" ]; then
   echo "== Catch2 $TESTS"
