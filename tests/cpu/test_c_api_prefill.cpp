@@ -76,6 +76,24 @@ TEST_CASE("C API: single prefill rejects bad options and problems, naming them",
                                              nullptr, 0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
 }
 
+TEST_CASE("C API: single prefill's workspace query checks its arguments like the call", "[capi][prefill][errors]") {
+  Runtime r;
+  DLTensorMaker q({100, 8, 128}), k({50, 2, 128}), v({50, 2, 128});
+  attnjit_prefill_options_t opts;
+  attnjit_prefill_options_init(&opts);
+  size_t bytes = 7;
+  CHECK(attnjit_single_prefill_workspace_bytes(nullptr, q.get(), k.get(), v.get(), &opts, 0, 0, &bytes) ==
+        ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(attnjit_single_prefill_workspace_bytes(r.rt, q.get(), k.get(), v.get(), &opts, 0, 0, nullptr) ==
+        ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("out"));
+  opts.causal = 1;  // the problem's own errors come before any device is asked
+  CHECK(attnjit_single_prefill_workspace_bytes(r.rt, q.get(), k.get(), v.get(), &opts, 0, 0, &bytes) ==
+        ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_len=100 > kv_len=50"));
+  CHECK(bytes == 7);  // nothing written on failure
+}
+
 TEST_CASE("C API: batch prefill handles check their arguments", "[capi][prefill][batch][errors]") {
   Runtime r;
   alignas(256) static char ws[256];

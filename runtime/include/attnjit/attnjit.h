@@ -151,6 +151,16 @@ ATTNJIT_API attnjit_status_t attnjit_single_prefill_with_kv_cache(
     const attnjit_prefill_options_t* options, const void* packed_custom_mask, size_t packed_custom_mask_bytes,
     void* workspace, size_t workspace_bytes, void* stream);
 
+/* The workspace bytes the call above needs for these tensors and options
+ * (0: none), from the same memoized plan (it compiles on first use).
+ * return_lse / has_custom_mask: 1 when the call will pass lse / a mask. A
+ * caller that allocates this much stream-ordered (torch's allocator,
+ * cudaMallocAsync) and passes it keeps the call capturable in a CUDA graph;
+ * with workspace NULL the runtime leases its own, which capture refuses. */
+ATTNJIT_API attnjit_status_t attnjit_single_prefill_workspace_bytes(
+    attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k, const DLTensor* v,
+    const attnjit_prefill_options_t* options, int return_lse, int has_custom_mask, size_t* out);
+
 /* Batch prefill (FlashInfer's BatchPrefillWith{Ragged,Paged}KVCacheWrapper):
  * create once with the caller's workspace (partial states and the uploaded
  * index arrays), plan per batch layout, run per layer (launches only). */

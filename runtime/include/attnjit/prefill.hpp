@@ -94,6 +94,15 @@ class ATTNJIT_API SinglePrefillPlan {
   std::unique_ptr<Impl> impl_;
 };
 
+// The workspace bytes single_prefill_with_kv_cache needs for these tensors
+// and options (0: none), from the same memoized plan: a caller that
+// allocates it stream-ordered (torch's allocator, cudaMallocAsync) and
+// passes it keeps the one-call form capturable in a CUDA graph, which the
+// Runtime's own leases are not. has_lse / has_mask as the call will pass them.
+ATTNJIT_API size_t single_prefill_workspace_bytes(const Runtime& rt, const TensorView& q, const TensorView& k,
+                                                  const TensorView& v, const PrefillOptions& options, bool has_lse,
+                                                  bool has_mask);
+
 // Plans (cached per problem) and runs; a null workspace leases one from the Runtime.
 // options.custom_mask is set from `mask`, options.return_lse from `lse`.
 ATTNJIT_API void single_prefill_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k,

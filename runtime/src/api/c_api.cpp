@@ -219,6 +219,21 @@ attnjit_status_t attnjit_single_prefill_with_kv_cache(attnjit_runtime_t* rt, con
   });
 }
 
+attnjit_status_t attnjit_single_prefill_workspace_bytes(attnjit_runtime_t* rt, const DLTensor* q,
+                                                       const DLTensor* k, const DLTensor* v,
+                                                       const attnjit_prefill_options_t* options, int return_lse,
+                                                       int has_custom_mask, size_t* out) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_single_prefill_workspace_bytes";
+    require_non_null(rt, fn, "rt", kRuntimeHandle);
+    require_non_null(out, fn, "out", "a size_t to write");
+    const attnjit::PrefillOptions opts = attnjit::capi::to_prefill_options(options, return_lse != 0);
+    *out = attnjit::single_prefill_workspace_bytes(rt->runtime, attnjit::from_dlpack(q, "q"),
+                                                   attnjit::from_dlpack(k, "k"), attnjit::from_dlpack(v, "v"), opts,
+                                                   return_lse != 0, has_custom_mask != 0);
+  });
+}
+
 attnjit_status_t attnjit_dltensor_view_as(const DLTensor* src, const char* dtype, DLTensor* out) {
   return guard([&] {
     constexpr const char* fn = "attnjit_dltensor_view_as";

@@ -73,6 +73,8 @@ def _declare(lib):
         "attnjit_single_prefill_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, popts, c_void_p, c_size_t, c_void_p,
                     c_size_t, c_void_p]),
+        "attnjit_single_prefill_workspace_bytes": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, popts, c_int, c_int, ctypes.POINTER(c_size_t)]),
         "attnjit_batch_prefill_create": (c_int, [c_void_p, c_int, c_void_p, c_size_t, c_int, c_char_p, c_int, pp]),
         "attnjit_batch_prefill_plan": (
             c_int, [c_void_p, i32p, i32p, c_size_t, i32p, c_size_t, i32p, c_int, c_int, c_int, c_int, popts, c_char_p,

@@ -85,10 +85,18 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
     lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if return_lse else None
     with Borrowed() as borrowed, torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream
+        tq, tk, tv = borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v")
+        # A split plan's partial states go in a workspace from torch's
+        # allocator: stream-ordered, and taken from the graph's pool while
+        # capturing, so this call records into a CUDA graph as FlashInfer's does.
+        need = ctypes.c_size_t(0)
+        check(lib().attnjit_single_prefill_workspace_bytes(_runtime.handle(), tq, tk, tv, ctypes.byref(options),
+                                                           int(return_lse), int(mask is not None), ctypes.byref(need)))
+        ws = torch.empty(need.value, dtype=torch.uint8, device=q.device) if need.value else None
         check(lib().attnjit_single_prefill_with_kv_cache(
-            _runtime.handle(), borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
-            borrowed.tensor(o, "o"), borrowed.optional(lse, "lse"), ctypes.byref(options),
-            None if mask is None else mask.data_ptr(), 0 if mask is None else mask.numel(), None, 0, stream))
+            _runtime.handle(), tq, tk, tv, borrowed.tensor(o, "o"), borrowed.optional(lse, "lse"),
+            ctypes.byref(options), None if mask is None else mask.data_ptr(), 0 if mask is None else mask.numel(),
+            None if ws is None else ws.data_ptr(), need.value, stream))
     return (o, lse) if return_lse else o
 
 

@@ -132,12 +132,14 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   }
 }
 
-void single_prefill_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k, const TensorView& v,
-                                  const TensorView& o, const TensorView* lse, const PrefillOptions& options,
-                                  Stream stream, const PackedMask* mask, void* workspace, size_t workspace_bytes) {
+namespace {
+// The plan for these tensors and options, made once per problem and kept by the engine.
+std::shared_ptr<const SinglePrefillPlan> memoized_plan(const Runtime& rt, const TensorView& q, const TensorView& k,
+                                                       const TensorView& v, const PrefillOptions& options,
+                                                       bool has_lse, bool has_mask) {
   PrefillOptions opts = options;
-  opts.return_lse = lse != nullptr;
-  opts.custom_mask = mask && mask->data;
+  opts.return_lse = has_lse;
+  opts.custom_mask = has_mask;
   const SinglePrefillProblem p = ops::single_prefill_problem_from_tensors(q, k, v, opts);
   auto& engine = rt.engine();
   const std::string key = ops::to_json(p).dump();
@@ -146,11 +148,25 @@ void single_prefill_with_kv_cache(const Runtime& rt, const TensorView& q, const 
     plan = std::make_shared<const SinglePrefillPlan>(rt, p);
     engine.remember_plan(key, plan);
   }
+  return plan;
+}
+}  // namespace
+
+size_t single_prefill_workspace_bytes(const Runtime& rt, const TensorView& q, const TensorView& k,
+                                      const TensorView& v, const PrefillOptions& options, bool has_lse,
+                                      bool has_mask) {
+  return memoized_plan(rt, q, k, v, options, has_lse, has_mask)->workspace_bytes();
+}
+
+void single_prefill_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k, const TensorView& v,
+                                  const TensorView& o, const TensorView* lse, const PrefillOptions& options,
+                                  Stream stream, const PackedMask* mask, void* workspace, size_t workspace_bytes) {
+  const auto plan = memoized_plan(rt, q, k, v, options, lse != nullptr, mask && mask->data);
   if (workspace || plan->workspace_bytes() == 0) {
     plan->run(q, k, v, o, lse, mask, workspace, workspace_bytes, stream);
     return;
   }
-  auto lease = engine.workspace_pool(p.device).acquire(plan->workspace_bytes(), stream);
+  auto lease = rt.engine().workspace_pool(plan->problem().device).acquire(plan->workspace_bytes(), stream);
   plan->run(q, k, v, o, lse, mask, lease.get(), lease.bytes(), stream);
 }
 
