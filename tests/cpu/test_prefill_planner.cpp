@@ -84,6 +84,17 @@ TEST_CASE("single prefill plan: an append of few tokens to a long cache splits t
   CHECK_FALSE(long_prefill.merge.has_value());
   const auto short_kv = ops::plan_single_prefill(problem(4, 300), {132});
   CHECK(short_kv.num_chunks == 1);  // too few keys to be worth a merge
+  // A short square prefill leaves SMs idle, but splitting it cost more than
+  // it bought on an H100 (512 x 512, d 64: 60 TFLOP/s split, 146 unsplit):
+  // FlashAttention's grid points as one request, on both backends.
+  for (const char* arch : {"sm_90a", "sm_80"})
+    for (int64_t n : {512, 1024, 2048})
+      for (int d : {64, 128, 256}) {
+        INFO(arch << " n=" << n << " d=" << d);
+        ops::DeviceFigures dev;
+        dev.arch = arch;
+        CHECK(ops::plan_single_prefill(problem(n, n, 2048 / d, 2048 / d, d), dev).num_chunks == 1);
+      }
 }
 
 TEST_CASE("single prefill plan: tiles of equal cost run one KV head's side by side", "[prefill][planner]") {

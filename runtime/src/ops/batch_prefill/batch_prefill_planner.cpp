@@ -131,7 +131,8 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
   int64_t tiles = 0;
   for (size_t b = 0; b < batch; ++b) tiles += (int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group + tq - 1) / tq;
   const int wave = device.sm_count * prefill_ctas_per_sm(k);
-  const KVSplit split = plan_kv_split(tiles * s.num_kv_heads, std::max<int64_t>(max_kv, 1), k.tile_kv(), wave);
+  const KVSplit split = plan_kv_split({tiles * s.num_kv_heads, std::max<int64_t>(max_kv, 1), nnz_qo * s.num_qo_heads,
+                                      k.tile_q(), k.tile_kv(), s.head_dim, wave});
   L.num_chunks = split.num_chunks;
   L.chunk_size = split.chunk_size;
 

@@ -41,6 +41,13 @@ struct KVSplit {
   int num_chunks = 1;
   int chunk_size = 0;
 };
-KVSplit plan_kv_split(int64_t ctas, int64_t kv_len, int tile_kv, int wave);
+// What a KV split is chosen from: the CTAs of the unsplit grid, the longest
+// KV, the kernel's tile shape, how many CTAs the device runs at once, and
+// the output rows a merge would combine (tokens x query heads).
+struct SplitProblem {
+  int64_t ctas, kv_len, rows;
+  int tile_q, tile_kv, head_dim, wave;
+};
+KVSplit plan_kv_split(const SplitProblem& s);
 
 }  // namespace attnjit::ops
