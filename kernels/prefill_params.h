@@ -80,17 +80,18 @@ ATTNJIT_HOST_DEVICE constexpr int prefill_smem_bytes(int head_dim, int frags_m, 
   return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim, stages)) * (head_dim + 8) * 2;
 }
 
-// The Hopper skeleton (prefill_sm90.cuh): two warpgroups of 64 query rows,
-// tiles in 128-byte swizzled blocks (no padding) from a 1024-byte aligned
-// base: 1 KB more than the tiles, for the alignment. KV tiles of 128 rows
-// at one CTA per SM; 64 rows for 256-wide heads (their O is already 128
+// The Hopper skeleton (prefill_sm90.cuh): one or two warpgroups of 64 query
+// rows, tiles in 128-byte swizzled blocks (no padding) from a 1024-byte
+// aligned base: 1 KB more than the tiles, for the alignment. KV tiles of 128
+// rows at one CTA per SM; 64 rows for 256-wide heads (their O is already 128
 // accumulators per thread) and at two CTAs per SM (128 registers a thread).
-ATTNJIT_HOST_DEVICE constexpr int prefill_sm90_tile_q() { return 128; }
+ATTNJIT_HOST_DEVICE constexpr int prefill_sm90_tile_q(int warpgroups) { return 64 * warpgroups; }
 ATTNJIT_HOST_DEVICE constexpr int prefill_sm90_tile_kv(int head_dim, int ctas_per_sm) {
   return head_dim <= 128 && ctas_per_sm == 1 ? 128 : 64;
 }
-ATTNJIT_HOST_DEVICE constexpr int prefill_sm90_smem_bytes(int head_dim, int stages, int ctas_per_sm) {
-  return 1024 + (prefill_sm90_tile_q() + 2 * stages * prefill_sm90_tile_kv(head_dim, ctas_per_sm)) * head_dim * 2;
+ATTNJIT_HOST_DEVICE constexpr int prefill_sm90_smem_bytes(int head_dim, int warpgroups, int stages, int ctas_per_sm) {
+  return 1024 +
+         (prefill_sm90_tile_q(warpgroups) + 2 * stages * prefill_sm90_tile_kv(head_dim, ctas_per_sm)) * head_dim * 2;
 }
 
 }  // namespace kernels

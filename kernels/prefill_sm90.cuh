@@ -3,8 +3,9 @@
 // skeleton (prefill.cuh), with the products issued by warpgroups and read
 // straight from shared memory.
 //
-// Two warpgroups each own 64 of the CTA's 128 query rows (packed with the
-// KV head's group as in prefill.cuh). Per KV tile of kTileKV rows:
+// Each warpgroup owns 64 of the CTA's query rows (packed with the KV head's
+// group as in prefill.cuh): two of them (128 rows) by default, one where
+// 128-row tiles would leave most SMs idle. Per KV tile of kTileKV rows:
 //
 //   S = Q K^T          wgmma m64 x kTileKV x 16 per 16 dims, Q and K from
 //                      shared memory (K-major descriptors), f32 accumulators
@@ -33,17 +34,18 @@
 namespace attnjit {
 
 template <int HeadDim, class QT, class KVT, class OT, int PosMode, bool SoftCap, int MaskMode, bool Window,
-          template <class> class KVSourceT, int Stages, int CtasPerSm>
+          template <class> class KVSourceT, int WarpGroups, int Stages, int CtasPerSm>
 struct PrefillSm90Traits {
+  static_assert(WarpGroups == 1 || WarpGroups == 2, "one or two warpgroups of 64 query rows");
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
   static_assert(storage_bytes<QT>::value == 2 && storage_bytes<KVT>::value == 2,
                 "16-bit q and K/V (the tensor cores' input type; fp8 K/V takes the mma.sync skeleton)");
   static constexpr int kHeadDim = HeadDim;
-  static constexpr int kWarpGroups = 2;
+  static constexpr int kWarpGroups = WarpGroups;
   static constexpr int kThreads = kWarpGroups * 128;
   static constexpr int kRowsPerGroup = 64;
-  static constexpr int kTileQ = kernels::prefill_sm90_tile_q();
+  static constexpr int kTileQ = kernels::prefill_sm90_tile_q(WarpGroups);
   static constexpr int kTileKV = kernels::prefill_sm90_tile_kv(HeadDim, CtasPerSm);
   static constexpr int kCtasPerSm = CtasPerSm;
   static constexpr int kStages = Stages;

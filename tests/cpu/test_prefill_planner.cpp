@@ -246,6 +246,7 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
     auto p = problem(1000, 4096, 32, 8, d);
     const PrefillKernel k = kernel(p, hopper);  // auto on sm_90a with 16-bit K/V: the Hopper skeleton
     CHECK(k.backend == PrefillBackend::Fa3);
+    CHECK(k.frags_m == 2);  // two warpgroups
     CHECK(k.threads() == 256);
     CHECK(k.tile_q() == 128);
     // Two CTAs per SM with 64-key tiles where registers allow (not 256-wide heads)
@@ -287,12 +288,33 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
     const auto msg = error_of([&] { engine.prepare(fa3, "sm_80"); }, Status::Unsupported);
     CHECK_THAT(msg, Catch::Contains("prefill_fa3_") && Catch::Contains("arch='sm_80'") && Catch::Contains("sm_90a"));
   }
-  // prewarm's list holds both skeletons; it keeps the Hopper one for sm_90a only
+  // prewarm's list holds both skeletons (fa3 at one and two warpgroups); it keeps the Hopper one for sm_90a only
   const auto specs = ops::single_prefill_kernels(problem(1000, 4096));
   CHECK(std::count_if(specs.begin(), specs.end(), [](const KernelSpec& s) {
           const auto* k = s.as<PrefillKernel>();
           return k && k->backend == PrefillBackend::Fa3;
-        }) == 1);
+        }) == 2);
+}
+
+TEST_CASE("single prefill plan, fa3: one warpgroup where 128-row tiles leave most SMs idle",
+          "[prefill][planner]") {
+  const ops::DeviceFigures hopper{132};
+  auto single = [&](int64_t n, int heads, int d) {
+    return *ops::plan_single_prefill(problem(n, n, heads, heads, d), hopper).prefill.spec.as<PrefillKernel>();
+  };
+  // 512 tokens: 4 tiles of 128 rows x 16 heads = 64 CTAs <= 132 / 2: one warpgroup, 128 CTAs of 64 rows.
+  const PrefillKernel small = single(512, 16, 128);
+  CHECK(small.frags_m == 1);
+  CHECK(small.tile_q() == 64);
+  CHECK(small.threads() == 128);
+  CHECK(small.dynamic_smem_bytes() < single(4096, 16, 128).dynamic_smem_bytes());
+  CHECK(PrefillKernel::from_json(small.to_json()) == small);
+  CHECK(small.name().find("_w1_") != std::string::npos);
+  CHECK(single(512, 8, 256).frags_m == 1);   // 32 CTAs
+  CHECK(single(1024, 8, 256).frags_m == 1);  // 64
+  CHECK(single(512, 32, 64).frags_m == 2);   // 128: already a CTA for almost every SM
+  CHECK(single(4096, 16, 128).frags_m == 2);
+  CHECK(single(4096, 16, 128).threads() == 256);
 }
 
 TEST_CASE("single prefill plan, fa2: the query tile follows the packed query length", "[prefill][planner]") {

@@ -90,7 +90,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernels", default=os.path.join(ROOT, "kernels"))
     ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--frags-m", type=int, default=2)
+    ap.add_argument("--frags-m", type=int, default=2, help="fa2: 16-row fragments per warp; --sm90: warpgroups")
     ap.add_argument("--mask", type=int, default=0)
     ap.add_argument("--pos", type=int, default=0)
     ap.add_argument("--soft-cap", action="store_true")
@@ -111,6 +111,7 @@ def main():
         sys.exit("nvdisasm not found: pip install nvidia-cuda-nvdisasm, or put it on PATH")
     # The runtime's own template (templates/prefill.cu.in), filled as PrefillKernel::template_values does.
     values = {"NAME": "prefill_sass", "SPEC_JSON": "{}", "HEAD_DIM": args.head_dim, "FRAGS_M": args.frags_m,
+              "WARP_GROUPS": args.frags_m,
               "Q_TYPE": args.dtype, "KV_TYPE": args.kv_dtype or args.dtype, "O_TYPE": args.dtype,
               "POS_MODE": args.pos, "SOFT_CAP": str(args.soft_cap).lower(), "MASK_MODE": args.mask,
               "WINDOW": str(args.window).lower(), "KV_SOURCE": args.source, "STAGES": args.stages,

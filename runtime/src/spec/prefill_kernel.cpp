@@ -48,7 +48,7 @@ const char* device_source(KVSource s) {
 
 std::string PrefillKernel::name() const {
   if (backend == PrefillBackend::Fa3)
-    return fmt::format("prefill_fa3_d{}_s{}{}_{}{}_{}", head_dim, stages,
+    return fmt::format("prefill_fa3_d{}_w{}_s{}{}_{}{}_{}", head_dim, frags_m, stages,
                        min_ctas_per_sm > 1 ? fmt::format("_c{}", min_ctas_per_sm) : "", variant.name(),
                        window ? "_window" : "", to_string(kv_source));
   return fmt::format("prefill_d{}_m{}_s{}{}_{}{}_{}", head_dim, frags_m, stages,
@@ -57,14 +57,14 @@ std::string PrefillKernel::name() const {
 }
 
 int PrefillKernel::tile_q() const {
-  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_q() : kernels::prefill_tile_q(frags_m);
+  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_q(frags_m) : kernels::prefill_tile_q(frags_m);
 }
 int PrefillKernel::tile_kv() const {
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_kv(head_dim, min_ctas_per_sm)
                                         : kernels::prefill_tile_kv(head_dim, stages);
 }
 int PrefillKernel::dynamic_smem_bytes() const {
-  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_smem_bytes(head_dim, stages, min_ctas_per_sm)
+  return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_smem_bytes(head_dim, frags_m, stages, min_ctas_per_sm)
                                         : kernels::prefill_smem_bytes(head_dim, frags_m, stages);
 }
 
@@ -98,7 +98,8 @@ std::vector<std::pair<std::string, std::string>> PrefillKernel::template_values(
                      {"WINDOW", window ? "true" : "false"},
                      {"KV_SOURCE", device_source(kv_source)},
                      {"MIN_CTAS_PER_SM", std::to_string(min_ctas_per_sm)}});
-  if (backend == PrefillBackend::Fa2) v.insert(v.end(), {"FRAGS_M", std::to_string(frags_m)});  // fa3: 64 rows a warpgroup
+  // 64 query rows a warp's fragment (fa2) or a warpgroup (fa3): either way tile_q = 64 x frags_m.
+  v.insert(v.end(), {backend == PrefillBackend::Fa2 ? "FRAGS_M" : "WARP_GROUPS", std::to_string(frags_m)});
   return v;
 }
 
@@ -114,7 +115,7 @@ void PrefillKernel::validate() const {
   if (head_dim != 64 && head_dim != 128 && head_dim != 256) bad("head_dim", head_dim, "64, 128, 256");
   if (frags_m != 1 && frags_m != 2) bad("frags_m", frags_m, "1, 2");
   // 256-wide heads: two fragments' O would need 256 accumulator registers per thread.
-  if (head_dim == 256 && frags_m != 1) bad("frags_m", frags_m, "1 for head_dim 256");
+  if (backend == PrefillBackend::Fa2 && head_dim == 256 && frags_m != 1) bad("frags_m", frags_m, "1 for head_dim 256");
   if (stages < 1 || stages > 4) bad("stages", stages, "1 (one K and one V buffer) to 4");
   if (min_ctas_per_sm < 1 || min_ctas_per_sm > 4) bad("min_ctas_per_sm", min_ctas_per_sm, "1 to 4");
   if (backend == PrefillBackend::Fa3) {
@@ -124,7 +125,6 @@ void PrefillKernel::validate() const {
                               "takes fa2)",
                               to_string(variant.kv_dtype)));
     if (stages < 2 || stages > 4) bad("stages", stages, "2 to 4 with backend fa3");
-    if (frags_m != 1) bad("frags_m", frags_m, "1 with backend fa3 (its warpgroups own 64 rows each)");
     if (min_ctas_per_sm > 2) bad("min_ctas_per_sm", min_ctas_per_sm, "1 or 2 with backend fa3");
   }
 }

@@ -27,7 +27,7 @@ struct PrefillKernel {
   VariantSpec variant;                       // mask: none / causal / custom
   PrefillBackend backend = PrefillBackend::Fa2;
   int head_dim = 128;
-  int frags_m = 1;                           // fa2: 16-row MMA fragments per warp, a CTA tile of 64 * frags_m query rows
+  int frags_m = 1;  // a CTA tile of 64 * frags_m query rows: fa2's 16-row fragments per warp, fa3's warpgroups
   int stages = 2;                            // cp.async ring depth for K/V tiles
   int min_ctas_per_sm = 1;                   // __launch_bounds__' minimum: caps registers so that many fit
   bool window = false;                       // checks window_left per row (a run-time value)
@@ -36,7 +36,7 @@ struct PrefillKernel {
   const char* template_name() const { return backend == PrefillBackend::Fa3 ? "prefill_sm90.cu.in" : "prefill.cu.in"; }
   const char* entry_name() const { return "attnjit_prefill"; }
   std::string name() const;  // "prefill_d128_m1_s2_bf16_bf16_bf16_none_causal_contiguous", "prefill_fa3_d128_s2_..."
-  int threads() const { return backend == PrefillBackend::Fa3 ? 256 : 128; }
+  int threads() const { return backend == PrefillBackend::Fa3 ? 128 * frags_m : 128; }
   // Whether the generated code compiles and runs for `arch` ("sm_90a"): fa2
   // everywhere, fa3 where wgmma exists (the planner asks the same).
   static bool fa3_runs_on(const std::string& arch) { return arch == "sm_90a"; }

@@ -123,13 +123,18 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
   }
   k.frags_m = prefill_frags_m(s.head_dim, max_packed);
   choose_prefill_pipeline(k);
+  auto count_tiles = [&](int tq) {
+    int64_t n = 0;
+    for (size_t b = 0; b < batch; ++b) n += (int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group + tq - 1) / tq;
+    return n;
+  };
+  fit_fa3_tile(k, count_tiles(k.tile_q()) * s.num_kv_heads, device.sm_count);
   const int tq = k.tile_q();
 
   // Query tiles of every request; the KV split (one chunk size for the batch,
   // so the merge sees the same number of partial states for every row) only
   // when those tiles leave the device idle.
-  int64_t tiles = 0;
-  for (size_t b = 0; b < batch; ++b) tiles += (int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group + tq - 1) / tq;
+  const int64_t tiles = count_tiles(tq);
   const int wave = device.sm_count * prefill_ctas_per_sm(k);
   const KVSplit split = plan_kv_split({tiles * s.num_kv_heads, std::max<int64_t>(max_kv, 1), nnz_qo * s.num_qo_heads,
                                       k.tile_q(), k.tile_kv(), s.head_dim, wave});

@@ -37,6 +37,7 @@ int prefill_stages(int head_dim, int frags_m);  // K/V pipeline depth
 int prefill_min_ctas_per_sm(const PrefillKernel& k);  // from its head_dim, tiles, stages and variant
 void choose_prefill_pipeline(PrefillKernel& k);  // stages and min_ctas_per_sm from head_dim and frags_m
 int prefill_ctas_per_sm(const PrefillKernel& k);
+void fit_fa3_tile(PrefillKernel& k, int64_t ctas_at_128_rows, int sm_count);  // one warpgroup for small grids
 struct KVSplit {
   int num_chunks = 1;
   int chunk_size = 0;
