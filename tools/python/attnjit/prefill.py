@@ -70,7 +70,9 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
     (NHD) or [num_kv_heads, kv_len, head_dim] (HND). causal aligns the queries
     to the end of the KV. Returns o [qo_len, num_qo_heads, head_dim], or
     (o, lse) with lse float32 [qo_len, num_qo_heads] in base 2. Runs on
-    torch's current stream of q's device. Raises AttnjitError.
+    torch's current stream of q's device; records into a CUDA graph (the
+    plan compiles on the first call, so make one before capturing). Raises
+    AttnjitError.
     """
     import torch
 
