@@ -58,30 +58,68 @@ def captured(fn, sets, iters):
         return None
 
 
-def timed(fn, sets, iters=20, reps=15, graph=True):
-    """Median microseconds per call of fn(i), i rotating over `sets` inputs; in a CUDA graph unless
-    graph=False (or capture fails), else with CUDA events around plain calls."""
+def prepared(fn, sets, iters, graph=True):
+    """(run, how): run() enqueues `iters` calls of fn(i), i rotating over `sets` inputs, as one CUDA graph
+    replay unless graph=False (or capture fails), else as plain calls ("events")."""
     for i in range(3):
         fn(i % sets)  # warm-up: compiles, plans, first-touch
     torch.cuda.synchronize()
     run = captured(fn, sets, iters) if graph else None
-    how = "graph" if run else "events"
-    if run is None:
-        def run():
-            for i in range(iters):
-                fn(i % sets)
+    if run is not None:
+        return run, "graph"
+
+    def plain():
+        for i in range(iters):
+            fn(i % sets)
+    return plain, "events"
+
+
+def median_us(runs, iters, reps):
+    """Median microseconds per call of each run() in `runs` (name -> run), the contenders interleaved rep
+    by rep, so that clock and thermal drift over a run falls on all of them alike."""
     for _ in range(3):
-        run()
+        for run in runs.values():
+            run()
     torch.cuda.synchronize()
-    times = []
+    times = {name: [] for name in runs}
     for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        run()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / iters)
-    return statistics.median(times), how
+        for name, run in runs.items():
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            run()
+            b.record()
+            b.synchronize()
+            times[name].append(a.elapsed_time(b) * 1000.0 / iters)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def timed(fn, sets, iters=20, reps=15, graph=True):
+    """Median microseconds per call of fn(i), i rotating over `sets` inputs (prepared, then median_us)."""
+    run, how = prepared(fn, sets, iters, graph)
+    return median_us({"x": run}, iters, reps)["x"], how
+
+
+class Contenders:
+    """The compute-bound rows' contenders on one input set: each added one is warmed up and captured at
+    once (or its error kept), then measure() times them all interleaved (median_us) into res[name] as
+    microseconds and TFLOP/s."""
+
+    def __init__(self, res, flops, iters=5, reps=10):
+        self.res, self.flops, self.iters, self.reps, self.runs, self.how = res, flops, iters, reps, {}, {}
+
+    def add(self, name, fn):
+        try:
+            self.runs[name], self.how[name] = prepared(lambda i: fn(), 1, self.iters)
+        except Exception as e:
+            self.res[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+
+    def error(self, name, e):
+        self.res[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+
+    def measure(self):
+        for name, us in median_us(self.runs, self.iters, self.reps).items():
+            self.res[name] = {"us": us, "how": self.how[name], "tflops": self.flops / (us * 1e-6) / 1e12}
+        self.runs.clear()
 
 
 def gemm_rate(n=8192, dtype=torch.bfloat16):
@@ -241,22 +279,13 @@ def bench_speculative(hq, hkv, lens, copy, d=128, page=16, q_lens=(1, 4)):
 
 
 # ---------------------------------------------------------------- single prefill
-def add_tflops(res, name, fn, flops):
-    """res[name]: median time of fn() (compute-bound: one input set) and its TFLOP/s, or the error."""
-    try:
-        us, how = timed(lambda i: fn(), 1, iters=5, reps=10)
-        res[name] = {"us": us, "how": how, "tflops": flops / (us * 1e-6) / 1e12}
-    except Exception as e:
-        res[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
-
-
-def add_sdpa(res, qs, ks, vs, causal, flops):
-    """SDPA's flash and cuDNN backends on [b, h, s, d] tensors."""
+def add_sdpa(c, qs, ks, vs, causal):
+    """SDPA's flash and cuDNN backends on [b, h, s, d] tensors, as Contenders c."""
     for backend, label in ((SDPBackend.FLASH_ATTENTION, "sdpa flash"), (SDPBackend.CUDNN_ATTENTION, "sdpa cudnn")):
         def call(backend=backend):
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
-        add_tflops(res, label, call, flops)
+        c.add(label, call)
 
 
 def bench_prefill(h, n, causal, copy, d=128, dtype=torch.bfloat16, with_flashinfer=True, backend="auto"):
@@ -267,13 +296,12 @@ def bench_prefill(h, n, causal, copy, d=128, dtype=torch.bfloat16, with_flashinf
     k = torch.randn(n, h, d, dtype=dtype, device="cuda")
     v = torch.randn(n, h, d, dtype=dtype, device="cuda")
     res = {}
-
-    add_tflops(res, "attnjit", lambda: attnjit.single_prefill_with_kv_cache(q, k, v, causal=causal, backend=backend),
-               flops)
+    c = Contenders(res, flops)
+    c.add("attnjit", lambda: attnjit.single_prefill_with_kv_cache(q, k, v, causal=causal, backend=backend))
     if flashinfer is not None and with_flashinfer:
-        add_tflops(res, "flashinfer fa2",
-                   lambda: flashinfer.single_prefill_with_kv_cache(q, k, v, causal=causal, backend="fa2"), flops)
-    add_sdpa(res, *(x.transpose(0, 1).unsqueeze(0) for x in (q, k, v)), causal, flops)
+        c.add("flashinfer fa2", lambda: flashinfer.single_prefill_with_kv_cache(q, k, v, causal=causal, backend="fa2"))
+    add_sdpa(c, *(x.transpose(0, 1).unsqueeze(0) for x in (q, k, v)), causal)
+    c.measure()
     return {"op": "single_prefill", "head_dim": d, "heads": h, "qo_len": n, "kv_len": n, "causal": causal, "results": res}
 
 
@@ -289,23 +317,25 @@ def bench_prefill_grid(d, seqlen, causal, with_flashinfer, dtype=torch.bfloat16,
     v = torch.randn_like(q)
     indptr = torch.arange(0, b * seqlen + 1, seqlen, dtype=torch.int32, device="cuda")
     res = {}
+    c = Contenders(res, flops)
 
     ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     try:
         w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD")
         w.plan(indptr, indptr, h, h, d, causal=causal, q_data_type=dtype)
-        add_tflops(res, "attnjit", lambda: w.run(q, k, v), flops)
+        c.add("attnjit", lambda: w.run(q, k, v))
     except Exception as e:
-        res["attnjit"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        c.error("attnjit", e)
     if flashinfer is not None and with_flashinfer:
         fws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
         try:
             fw = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(fws, "NHD", backend="fa2")
             fw.plan(indptr, indptr, h, h, d, causal=causal, q_data_type=dtype)
-            add_tflops(res, "flashinfer fa2", lambda: fw.run(q, k, v), flops)
+            c.add("flashinfer fa2", lambda: fw.run(q, k, v))
         except Exception as e:
-            res["flashinfer fa2"] = {"error": f"{type(e).__name__}: {e}"[:300]}
-    add_sdpa(res, *(x.view(b, seqlen, h, d).transpose(1, 2) for x in (q, k, v)), causal, flops)
+            c.error("flashinfer fa2", e)
+    add_sdpa(c, *(x.view(b, seqlen, h, d).transpose(1, 2) for x in (q, k, v)), causal)
+    c.measure()
     return {"op": "batch_prefill", "head_dim": d, "heads": h, "batch": b, "seqlen": seqlen, "causal": causal,
             "results": res}
 
@@ -335,13 +365,14 @@ def bench_paged_prefill(label, qo_lens, kv_lens, h, hk, causal, with_flashinfer,
     cache = torch.randn(int(kv_indptr[-1]), 2, page, hk, d, dtype=dtype, device="cuda")
     plan_args = (qo_indptr, kv_indptr, ids, last, h, hk, d, page)
     res = {}
+    c = Contenders(res, flops)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     try:
         w = attnjit.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
         w.plan(*plan_args, causal=causal, q_data_type=dtype)
-        add_tflops(res, "attnjit paged", lambda: w.run(q, cache), flops)
+        c.add("attnjit paged", lambda: w.run(q, cache))
     except Exception as e:
-        res["attnjit paged"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        c.error("attnjit paged", e)
     try:
         batch = len(qo_lens)
         bufs = dict(qo_indptr_buf=torch.empty(batch + 1, dtype=torch.int32, device="cuda"),
@@ -351,18 +382,18 @@ def bench_paged_prefill(label, qo_lens, kv_lens, h, hk, causal, with_flashinfer,
         gw = attnjit.BatchPrefillWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"),
                                                          "NHD", use_cuda_graph=True, **bufs)
         gw.plan(*plan_args, causal=causal, q_data_type=dtype)
-        add_tflops(res, "attnjit paged cuda-graph mode", lambda: gw.run(q, cache), flops)
+        c.add("attnjit paged cuda-graph mode", lambda: gw.run(q, cache))
     except Exception as e:
-        res["attnjit paged cuda-graph mode"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        c.error("attnjit paged cuda-graph mode", e)
     if flashinfer is not None and with_flashinfer:
         try:
             fw = flashinfer.BatchPrefillWithPagedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8,
                                                                             device="cuda"), "NHD", backend="fa2")
             fw.plan(*(x.cuda() if isinstance(x, torch.Tensor) else x for x in plan_args), causal=causal,
                     q_data_type=dtype)
-            add_tflops(res, "flashinfer fa2 paged", lambda: fw.run(q, cache), flops)
+            c.add("flashinfer fa2 paged", lambda: fw.run(q, cache))
         except Exception as e:
-            res["flashinfer fa2 paged"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            c.error("flashinfer fa2 paged", e)
     # Ragged on the same rows, gathered into contiguous K/V.
     rows = []
     for b in range(len(kv_lens)):
@@ -376,9 +407,10 @@ def bench_paged_prefill(label, qo_lens, kv_lens, h, hk, causal, with_flashinfer,
         rw = attnjit.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"),
                                                           "NHD")
         rw.plan(qo_indptr, kv_rows, h, hk, d, causal=causal, q_data_type=dtype)
-        add_tflops(res, "attnjit ragged", lambda: rw.run(q, k, v), flops)
+        c.add("attnjit ragged", lambda: rw.run(q, k, v))
     except Exception as e:
-        res["attnjit ragged"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        c.error("attnjit ragged", e)
+    c.measure()
     return {"op": "paged_prefill", "case": label, "heads": h, "kv_heads": hk, "head_dim": d, "page_size": page,
             "causal": causal, "results": res}
 
