@@ -3,7 +3,8 @@
 // its items (request, query tile, KV chunk, KV head) from the planner's work
 // list, the grid, or in CUDA-graph mode a counter; for one item the query
 // rows and the KV tiles it covers (PrefillExtent), the packed-row addressing
-// (PackedRows), staging its Q tile (prefill_stage_q) and writing its rows or
+// (PackedRows), staging its Q tile (prefill_stage_q), rotating staged rows
+// (prefill_rotate_staged) and writing its rows or
 // partial states (PrefillOutput). The tile types only need at(row, col).
 #pragma once
 #include "cp_async.cuh"
@@ -80,6 +81,22 @@ ATTNJIT_DEVICE void prefill_stage_q(const kernels::PrefillParams& p, const Packe
     token_head(valid ? pr : 0, token, head);
     const char* src = q + (int64_t(qo_begin + token) * p.q_stride_n + int64_t(head) * p.q_stride_h + dim0) * 2;
     cp_async_16(tile.at(r, dim0), src, valid);
+  }
+}
+
+// A staged tile's rows rewritten in place (RoPE on Q once, on every K tile
+// as it lands): Passes passes of RowsPerPass rows, a thread rotating the
+// eight elements from dim0 of its row in each; rotate(f, r) gets them as
+// floats with the row's index in the tile. The caller publishes the tile
+// (a barrier, and on Hopper the async-proxy fence) before the MMAs read it.
+template <int Passes, int RowsPerPass, class T, class Tile, class Rotate>
+ATTNJIT_DEVICE void prefill_rotate_staged(const Tile& tile, int row_in_pass, int dim0, Rotate rotate) {
+#pragma unroll
+  for (int s = 0; s < Passes; ++s) {
+    const int r = s * RowsPerPass + row_in_pass;
+    frag8 f = tile.template load8_at<T>(r, dim0);
+    rotate(f, r);
+    tile.template store8_at<T>(r, dim0, f);
   }
 }
 

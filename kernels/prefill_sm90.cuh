@@ -150,22 +150,13 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
     const KVTile kt = k_tile(stage), vt = v_tile(stage);
     if constexpr (Variant::kRope) {
       // Rotate the staged rows in place: Q once, every K tile as it lands.
-      if (it == 0) {
-#pragma unroll
-        for (int s = 0; s < Tr::kQPasses; ++s) {
-          const int r = s * Tr::kRowsPerPass + row_in_pass;
-          frag8 f = q_tile.template load8_at<T>(r, dim0);
+      if (it == 0)
+        prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T>(q_tile, row_in_pass, dim0, [&](frag8& f, int r) {
           var[0].template transform_query<D>(f, e.pos_offset + token_of(e.row0 + r), dim0, kRopePartner);
-          q_tile.template store8_at<T>(r, dim0, f);
-        }
-      }
-#pragma unroll
-      for (int s = 0; s < Tr::kKVPasses; ++s) {
-        const int r = s * Tr::kRowsPerPass + row_in_pass;
-        frag8 f = kt.template load8_at<T>(r, dim0);
+        });
+      prefill_rotate_staged<Tr::kKVPasses, Tr::kRowsPerPass, T>(kt, row_in_pass, dim0, [&](frag8& f, int r) {
         var[0].template transform_key<D>(f, base + r, dim0, kRopePartner);
-        kt.template store8_at<T>(r, dim0, f);
-      }
+      });
       fence_proxy_async_shared();
       __syncthreads();
     }
