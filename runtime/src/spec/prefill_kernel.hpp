@@ -50,8 +50,9 @@ struct PrefillKernel {
   void validate() const;
 
   bool operator==(const PrefillKernel& o) const {
-    return variant == o.variant && backend == o.backend && head_dim == o.head_dim && frags_m == o.frags_m && stages == o.stages &&
-           min_ctas_per_sm == o.min_ctas_per_sm && window == o.window && kv_source == o.kv_source;
+    return variant == o.variant && backend == o.backend && head_dim == o.head_dim && frags_m == o.frags_m &&
+           stages == o.stages && min_ctas_per_sm == o.min_ctas_per_sm && window == o.window &&
+           kv_source == o.kv_source;
   }
 };
 
