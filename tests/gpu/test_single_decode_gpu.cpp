@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <future>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -103,11 +105,19 @@ void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
   std::atomic<size_t> next{0};
   std::vector<std::thread> pool;
   const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
+  std::mutex failed_mutex;
+  std::exception_ptr failed;  // a compile error reaches the test, not std::terminate
   for (unsigned w = 0; w < workers; ++w)
     pool.emplace_back([&] {
-      for (size_t i; (i = next++) < list.size();) rt.engine().prepare(list[i], arch);
+      try {
+        for (size_t i; (i = next++) < list.size();) rt.engine().prepare(list[i], arch);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(failed_mutex);
+        if (!failed) failed = std::current_exception();
+      }
     });
   for (auto& t : pool) t.join();
+  if (failed) std::rethrow_exception(failed);
 }
 
 }  // namespace

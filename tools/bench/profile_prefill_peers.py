@@ -8,7 +8,9 @@ is timed):
 
 --who flashinfer profiles FlashInfer's kernel (-k regex:BatchPrefill).
 --paged: the same shape through the paged wrappers (page size 16, pages
-shuffled in memory), to set paged against ragged.
+shuffled in memory), to set paged against ragged. --single: one request of
+--seq tokens through single_prefill_with_kv_cache (the single prefill grid's
+shape; ncu -k regex:SinglePrefill for FlashInfer's kernel).
 """
 import argparse
 
@@ -21,10 +23,11 @@ ap.add_argument("--head-dim", type=int, default=128)
 ap.add_argument("--causal", action="store_true")
 ap.add_argument("--iters", type=int, default=4)
 ap.add_argument("--paged", action="store_true")
+ap.add_argument("--single", action="store_true")
 args = ap.parse_args()
 
 d, n = args.head_dim, args.seq
-batch, heads = 16384 // n, 2048 // d
+batch, heads = (1 if args.single else 16384 // n), 2048 // d
 gen = torch.Generator(device="cuda").manual_seed(0)
 q, k, v = (torch.randn(batch * n, heads, d, dtype=torch.bfloat16, device="cuda", generator=gen) for _ in range(3))
 indptr = torch.arange(0, batch * n + 1, n, dtype=torch.int32, device="cuda")
@@ -35,7 +38,10 @@ if args.who == "attnjit":
 else:
     import flashinfer as lib
     kw = {"backend": "fa2"}
-if args.paged:
+if args.single:
+    def call():
+        lib.single_prefill_with_kv_cache(q, k, v, causal=args.causal, **kw)
+elif args.paged:
     page = 16
     num_pages = batch * n // page
     perm = torch.randperm(num_pages, device="cuda", generator=gen).to(torch.int32)
@@ -48,10 +54,12 @@ if args.paged:
     w = lib.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", **kw)
     w.plan(indptr, kv_indptr, perm, last, heads, heads, d, page, causal=args.causal, q_data_type=torch.bfloat16)
     kv = ((k_cache, v_cache),)
+    call = lambda: w.run(q, *kv)  # noqa: E731
 else:
     w = lib.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD", **kw)
     w.plan(indptr, indptr, heads, heads, d, causal=args.causal, q_data_type=torch.bfloat16)
     kv = (k, v)
+    call = lambda: w.run(q, *kv)  # noqa: E731
 for _ in range(args.iters):
-    w.run(q, *kv)
+    call()
 torch.cuda.synchronize()
