@@ -74,7 +74,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   const int kv_len = kv.length();
   const int q_pos = kv_len - 1;
   const DecodeWork work = resolve_work(item, p.var.window_left, kv_len);
-  const char* q_base = static_cast<const char*>(p.q) + queries.q_row(0) * p.q_stride_b * kQBytes;
+  const char* q_base = static_cast<const char*>(p.q) + queries.q_elem(p, 0) * kQBytes;
   const kernels::VariantParams var = decode_variant_params(p);  // the scale factor read once, here
 
   // The query heads, transformed (RoPE) and pre-scaled once.

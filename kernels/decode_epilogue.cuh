@@ -40,7 +40,7 @@ ATTNJIT_DEVICE void merge_warps_and_store(const float* states, const DecodeWork&
     for (int i = 0; i < 8; ++i) out.x[i] *= v_scale;
     if (work.slot < 0) {
       const int64_t row = rows.q_row(r);
-      store8<OT>(static_cast<char*>(p.o) + (row * p.o_stride_b + head * p.o_stride_h + d0) * storage_bytes<OT>::value,
+      store8<OT>(static_cast<char*>(p.o) + (rows.o_elem(p, r) + head * p.o_stride_h + d0) * storage_bytes<OT>::value,
                  out);
       if (p.lse && d0 == 0) p.lse[row * p.num_qo_heads + head] = acc.lse();
     } else {

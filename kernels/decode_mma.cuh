@@ -183,7 +183,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     qf.zero();
     if (r < Tr::kRows && queries.stored(r))
       qf = load8<typename Tr::q_t>(static_cast<const char*>(p.q) +
-                                   (queries.q_row(r) * p.q_stride_b + queries.head(r) * p.q_stride_h + d0) * 2);
+                                   (queries.q_elem(p, r) + queries.head(r) * p.q_stride_h + d0) * 2);
     var_lo.template transform_query<D>(qf, queries.q_pos(r, kv_len), d0, kQSlices / 2);  // depends on the position only
     if constexpr (Tr::kSplitQK) {
       const split8<T> parts(qf);

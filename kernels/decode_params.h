@@ -22,8 +22,8 @@ struct alignas(16) DecodeWorkItem {
 };
 
 struct DecodeParams {
-  const void* q;        // query token (row) t, head h at q + t * q_stride_b + h * q_stride_h
-  void* o;              // likewise with o_stride_b / o_stride_h
+  const void* q;        // query token (row) t, head h at q + t * q_stride_b + h * q_stride_h (or q_row_offsets)
+  void* o;              // likewise with o_stride_b / o_stride_h (or o_row_offsets)
   float* lse;           // [tokens, num_qo_heads], base 2; may be null
   // [slots, q_len, num_qo_heads, head_dim]: slot s, token t of its request,
   // head h at row (s * q_len + t) * num_qo_heads + h (decode_queries.cuh)
@@ -53,6 +53,12 @@ struct DecodeParams {
   // hold q_len tokens per slot either way. 0 (a zero-filled struct) means 1.
   int32_t q_len;
   const int32_t* q_indptr;
+  // cuDNN's ragged batch_offsets_q / batch_offsets_o: null, or where token
+  // row t of q (o) starts, in elements, replacing t * q_stride_b (o_stride_b);
+  // heads keep their stride from there. Device data: the host cannot check
+  // that a row stays inside its tensor.
+  const int32_t* q_row_offsets;
+  const int32_t* o_row_offsets;
   // TensorRT-LLM's bmm1_scale / bmm2_scale given as device float32 tensors:
   // null, or one float each that multiplies var.sm_scale / var.v_scale (the
   // host then leaves only the factors it folds in itself there, 1 for

@@ -9,7 +9,8 @@
 // blockIdx.x enumerates head blocks fastest, then token tiles, so every CTA
 // of a KV head reads the same K/V rows, back to back (L2).
 //
-//   q / o row        q_first + t     (q_first: q_indptr[request], or request * q_len)
+//   q / o row        q_first + t     (q_first: q_indptr[request], or request * q_len),
+//                    at row * stride or at the row's ragged offset (q_elem, o_elem)
 //   lse              (q_first + t) * num_qo_heads + head
 //   partial state    (slot * max_q_len + t) * num_qo_heads + head
 #pragma once
@@ -55,6 +56,15 @@ struct DecodeQueryRows {
   // tokens than keys (it then sees nothing).
   ATTNJIT_DEVICE int q_pos(int r, int kv_len) const { return kv_len - q_len + token(r); }
   ATTNJIT_DEVICE int64_t q_row(int r) const { return q_first + token(r); }
+  // Where row r's token starts in q / o, in elements (decode_params.h: the ragged offsets).
+  ATTNJIT_DEVICE int64_t q_elem(const kernels::DecodeParams& p, int r) const {
+    const int64_t t = q_row(r);
+    return p.q_row_offsets ? int64_t(p.q_row_offsets[t]) : t * p.q_stride_b;
+  }
+  ATTNJIT_DEVICE int64_t o_elem(const kernels::DecodeParams& p, int r) const {
+    const int64_t t = q_row(r);
+    return p.o_row_offsets ? int64_t(p.o_row_offsets[t]) : t * p.o_stride_b;
+  }
   ATTNJIT_DEVICE int64_t partial_row(int slot, int r, int num_qo_heads) const {
     return (int64_t(slot) * max_q_len + token(r)) * num_qo_heads + head(r);
   }

@@ -57,7 +57,7 @@ ATTNJIT_DEVICE bool merge_row_output(const kernels::MergeParams& p, int row, int
   } else {
     token = int64_t(request) * (rows_per_request / p.heads_per_token) + t;
   }
-  at.out = token * p.o_stride_token + h * p.o_stride_row;
+  at.out = (p.o_token_offsets ? int64_t(p.o_token_offsets[token]) : token * p.o_stride_token) + h * p.o_stride_row;
   at.lse_out = token * p.heads_per_token + h;
   at.head = h;
   return true;

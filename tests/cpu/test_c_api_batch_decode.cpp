@@ -3,7 +3,8 @@
 // device, shape or strides, TensorRT-LLM's sinks and enable_pdl (the _v2
 // entry point), the 5-D cache split, and the C++ checks reached
 // through the C functions -- each refused with a message naming the
-// argument, its value and what is allowed. Nothing here reaches a kernel:
+// argument, its value and what is allowed; cuDNN's ragged batch offsets of q
+// and out (its _v2 entry point) likewise. Nothing here reaches a kernel:
 // every call fails in validation before a plan would need a device.
 #include "cpu/trtllm_c_inputs.hpp"  // first: includes dlpack through the compat shim
 
@@ -26,6 +27,7 @@ using attnjit::test::TrtllmInputs;
 using RuntimeHandle = attnjit::test::CRuntime;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
+using Catch::Matchers::StartsWith;
 namespace t = attnjit::test;
 
 namespace {
@@ -65,6 +67,11 @@ struct CudnnInputs {
     return attnjit_cudnn_batch_decode_with_kv_cache(rt, q.get(), k.get(), v.get(), scale, t::fake_device_pointer(),
                                                     128 << 20, max_sequence_kv, lens.get(), tables.get(), out.get(),
                                                     nullptr);
+  }
+  attnjit_status_t call_v2(attnjit_runtime_t* rt, const DLTensor* offsets_q, const DLTensor* offsets_o) {
+    return attnjit_cudnn_batch_decode_with_kv_cache_v2(rt, q.get(), k.get(), v.get(), scale, t::fake_device_pointer(),
+                                                       128 << 20, max_sequence_kv, lens.get(), tables.get(),
+                                                       offsets_q, offsets_o, out.get(), nullptr);
   }
 };
 
@@ -470,6 +477,129 @@ TEST_CASE("cudnn checks scale, its arrays and its two-tensor cache", "[capi]") {
     in.tables.strides({8, 1});
     CHECK(in.call(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(last_error(), Contains("block_tables: strides [8, 1] are not allowed for shape [2, 4]"));
+  }
+}
+
+TEST_CASE("cudnn _v2 checks batch_offsets_q and batch_offsets_o, naming them", "[capi]") {
+  RuntimeHandle h;
+  CudnnInputs in;  // q [2, 8, 128] on cuda:0: batch_size 2
+  // Past every C check the C++ call refuses max_sequence_kv=65 (4 pages of
+  // 16): reaching that error shows the offsets were accepted.
+  in.max_sequence_kv = 65;
+  const std::string past_the_c_checks = "max_sequence_kv=65 is not allowed; block_tables hold 4 pages of 16 rows";
+  DLTensorMaker per_request({2}, kI32), cumulative({3}, kI32);
+
+  SECTION("[batch_size] and cuDNN's cumulative [batch_size + 1] get through, each alone or both") {
+    for (DLTensorMaker* offsets : {&per_request, &cumulative}) {
+      CHECK(in.call_v2(h.rt, offsets->get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+      CHECK_THAT(last_error(), Contains(past_the_c_checks));
+      CHECK(in.call_v2(h.rt, nullptr, offsets->get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+      CHECK_THAT(last_error(), Contains(past_the_c_checks));
+    }
+    CHECK(in.call_v2(h.rt, per_request.get(), cumulative.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains(past_the_c_checks));
+    cumulative.strides({1});  // an explicit unit stride is contiguous too
+    CHECK(in.call_v2(h.rt, cumulative.get(), per_request.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains(past_the_c_checks));
+  }
+  SECTION("the first entry point, and _v2 with NULL offsets, get as far as before") {
+    CHECK(in.call(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains(past_the_c_checks));
+    CHECK(in.call_v2(h.rt, nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains(past_the_c_checks));
+    // A bad offsets tensor cannot reach the first entry point: it has no such parameter.
+    in.max_sequence_kv = 0;
+    CHECK(in.call(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("max_sequence_kv=0 is not allowed; allowed: >= 1"));
+  }
+  SECTION("_v2 names itself in its errors; the first keeps its name") {
+    CHECK(in.call_v2(nullptr, per_request.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("attnjit_cudnn_batch_decode_with_kv_cache_v2: rt is NULL"));
+    CHECK(attnjit_cudnn_batch_decode_with_kv_cache_v2(h.rt, in.q.get(), in.k.get(), nullptr, in.scale,
+                                                      t::fake_device_pointer(), 1 << 20, 64, in.lens.get(),
+                                                      in.tables.get(), nullptr, nullptr, in.out.get(), nullptr) ==
+          ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("attnjit_cudnn_batch_decode_with_kv_cache_v2: v_cache is NULL"));
+    CHECK(in.call(nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("attnjit_cudnn_batch_decode_with_kv_cache: rt is NULL"));
+  }
+  SECTION("dtype: int32 only") {
+    DLTensorMaker wide({2}, kI64), unsigned32({2}, kU32), floats({2}, t::kF32);
+    CHECK(in.call_v2(h.rt, wide.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("batch_offsets_q: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; "
+                                    "allowed: int32 (kDLInt, 32)"));
+    CHECK(in.call_v2(h.rt, nullptr, unsigned32.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("batch_offsets_o: dtype (code=1 kDLUInt, bits=32, lanes=1) is not allowed; "
+                                    "allowed: int32 (kDLInt, 32)"));
+    CHECK(in.call_v2(h.rt, floats.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("batch_offsets_q: dtype (code=2 kDLFloat, bits=32, lanes=1) is not allowed"));
+  }
+  SECTION("length: batch_size or batch_size + 1") {
+    for (int64_t n : {0, 1, 4}) {
+      INFO("length " << n);
+      DLTensorMaker offsets({n}, kI32);
+      CHECK(in.call_v2(h.rt, offsets.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+      CHECK_THAT(last_error(), Equals("batch_offsets_q: shape [" + std::to_string(n) +
+                                      "] is not allowed; allowed: [batch_size] or [batch_size + 1] (cuDNN's "
+                                      "cumulative form) with batch_size=2 from the query"));
+      CHECK(in.call_v2(h.rt, nullptr, offsets.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+      CHECK_THAT(last_error(), Contains("batch_offsets_o: shape [" + std::to_string(n) + "] is not allowed"));
+    }
+  }
+  SECTION("rank: 1-D only") {
+    DLTensorMaker column({2, 1}, kI32), row({1, 3}, kI32), scalar({}, kI32);
+    CHECK(in.call_v2(h.rt, column.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("batch_offsets_q: shape [2, 1] is not allowed; allowed: [batch_size] or "
+                                    "[batch_size + 1] (cuDNN's cumulative form) with batch_size=2 from the query"));
+    CHECK(in.call_v2(h.rt, nullptr, row.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("batch_offsets_o: shape [1, 3] is not allowed"));
+    CHECK(in.call_v2(h.rt, scalar.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("batch_offsets_q: ndim=0"));
+  }
+  SECTION("device: the query's CUDA device") {
+    per_request.device({kDLCPU, 0});
+    CHECK(in.call_v2(h.rt, per_request.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("batch_offsets_q: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA (it "
+                                    "is read by the kernel)"));
+    cumulative.device({kDLCUDA, 1});
+    CHECK(in.call_v2(h.rt, nullptr, cumulative.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("batch_offsets_o: device cuda:1 differs from the query's device cuda:0; they "
+                                    "must be equal"));
+  }
+  SECTION("contiguity, data and alignment") {
+    cumulative.strides({2});
+    CHECK(in.call_v2(h.rt, cumulative.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("batch_offsets_q: strides [2] are not allowed for shape [3]; allowed: contiguous "
+                                    "(row-major)"));
+    per_request.data(nullptr);
+    CHECK(in.call_v2(h.rt, nullptr, per_request.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("batch_offsets_o: data is NULL"));
+    per_request.data(t::fake_device_pointer()).byte_offset(2);
+    CHECK(in.call_v2(h.rt, nullptr, per_request.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), StartsWith("batch_offsets_o: address "));
+    CHECK_THAT(last_error(), Contains("is not allowed; allowed: a multiple of 4 bytes (the element size)"));
+  }
+  SECTION("order: the arrays before them, then batch_offsets_q, then batch_offsets_o") {
+    DLTensorMaker wide({2}, kI64), short_one({1}, kI32);
+    CHECK(in.call_v2(h.rt, short_one.get(), wide.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), StartsWith("batch_offsets_q: shape [1] is not allowed"));
+    in.tables = DLTensorMaker({3, 4}, kI32);
+    CHECK(in.call_v2(h.rt, short_one.get(), wide.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), StartsWith("block_tables: shape [3, 4] is not allowed"));
+  }
+  SECTION("batch_size comes from q") {
+    in.q = DLTensorMaker({3, 8, 128});
+    in.out = DLTensorMaker({3, 8, 128});
+    in.lens = DLTensorMaker({3}, kI32);
+    in.tables = DLTensorMaker({3, 4}, kI32);
+    DLTensorMaker four({4}, kI32), five({5}, kI32);
+    CHECK(in.call_v2(h.rt, four.get(), per_request.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("batch_offsets_o: shape [2] is not allowed; allowed: [batch_size] or "
+                                    "[batch_size + 1] (cuDNN's cumulative form) with batch_size=3 from the query"));
+    CHECK(in.call_v2(h.rt, five.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("batch_offsets_q: shape [5] is not allowed"));
+    CHECK(in.call_v2(h.rt, four.get(), cumulative.get()) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains(past_the_c_checks));
   }
 }
 

@@ -40,10 +40,12 @@ struct Case {
   int window_left = -1;
   bool sinks = false;            // TensorRT-LLM only: sink_logit(h) per head
   std::optional<bool> pdl;       // TensorRT-LLM only: enable_pdl (unset: on from sm_90)
+  bool ragged = false;           // cuDNN only: q and out rows at shuffled batch_offsets_q / _o, padded apart
   std::string label() const {
-    return fmt::format("{} batch={} ps={} {}q/{}kv d={} {}/{} {} tc={} window={} sinks={} pdl={} lens[0]={}",
+    return fmt::format("{} batch={} ps={} {}q/{}kv d={} {}/{} {} tc={} window={} sinks={} pdl={} ragged={} lens[0]={}",
                        name(entry), lens.size(), page_size, hq, hkv, d, to_string(q), to_string(kv),
-                       to_string(layout), tc, window_left, sinks, pdl ? (*pdl ? "on" : "off") : "auto", lens[0]);
+                       to_string(layout), tc, window_left, sinks, pdl ? (*pdl ? "on" : "off") : "auto", ragged,
+                       lens[0]);
   }
 };
 
@@ -105,13 +107,49 @@ Errors compare(const Case& c, const Batch& b, const std::vector<double>& out, co
   return e;
 }
 
+// cuDNN's ragged rows: request b's row of q (out) in slot perm[b] of a
+// buffer whose rows are `stride` elements apart (a gap after each), at element
+// offsets[b] = perm[b] * stride; [batch + 1] entries, cuDNN's cumulative form
+// (the last one is never read).
+struct RaggedRows {
+  int64_t stride;
+  std::vector<int32_t> offsets;
+};
+RaggedRows ragged_rows(int64_t batch, int64_t row_elems, uint32_t seed) {
+  RaggedRows r{row_elems + 24, std::vector<int32_t>(size_t(batch) + 1)};
+  std::vector<int32_t> perm(static_cast<size_t>(batch));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
+  for (int64_t i = 0; i < batch; ++i) r.offsets[size_t(i)] = int32_t(perm[size_t(i)] * r.stride);
+  r.offsets.back() = int32_t(batch * r.stride);
+  return r;
+}
+
+// Rows of `bytes` (row_bytes each, packed) to / from the ragged slots.
+std::vector<uint8_t> scatter_rows(const std::vector<uint8_t>& bytes, const RaggedRows& r, size_t row_bytes,
+                                  size_t elem) {
+  std::vector<uint8_t> big((r.offsets.size() - 1) * r.stride * elem, 0xFF);
+  for (size_t i = 0; i + 1 < r.offsets.size(); ++i)
+    std::memcpy(&big[size_t(r.offsets[i]) * elem], &bytes[i * row_bytes], row_bytes);
+  return big;
+}
+std::vector<uint8_t> gather_rows(const std::vector<uint8_t>& big, const RaggedRows& r, size_t row_bytes, size_t elem) {
+  std::vector<uint8_t> bytes((r.offsets.size() - 1) * row_bytes);
+  for (size_t i = 0; i + 1 < r.offsets.size(); ++i)
+    std::memcpy(&bytes[i * row_bytes], &big[size_t(r.offsets[i]) * elem], row_bytes);
+  return bytes;
+}
+
 // out_bits: the output's bytes as the GPU wrote them (for bitwise comparisons).
 Errors run_case(const Runtime& rt, const Case& c, uint32_t seed, std::vector<uint8_t>* out_bits = nullptr) {
   cuda::ScopedDevice scope(0);
   const Batch b = make_batch(c, seed);
   const int64_t B = c.lens.size(), H = c.hq, Hk = c.hkv, D = c.d, ps = c.page_size, P = b.num_pages;
-  DeviceBuffer dq(b.qb.size()), dk(b.kb.size()), dv(b.vb.size()), dout(B * H * D * dtype_size(c.q)), dlse(B * H * 4);
-  dq.upload(b.qb);
+  const size_t qe = dtype_size(c.q), row_bytes = size_t(H * D) * qe;
+  const RaggedRows rq = ragged_rows(B, H * D, seed), ro = ragged_rows(B, H * D, seed + 7777);
+  DeviceBuffer dq(c.ragged ? B * rq.stride * qe : b.qb.size()), dk(b.kb.size()), dv(b.vb.size()),
+      dout(c.ragged ? B * ro.stride * qe : B * H * D * qe), dlse(B * H * 4);
+  dq.upload(c.ragged ? scatter_rows(b.qb, rq, row_bytes, qe) : b.qb);
   dk.upload(b.kb);
   dv.upload(b.vb);
   dout.poison();
@@ -122,9 +160,14 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed, std::vector<uin
   auto cache_view = [&](void* data) {
     return nhd ? make_tensor(data, c.kv, {P, ps, Hk, D}) : make_tensor(data, c.kv, {P, Hk, ps, D});
   };
-  const TensorView tq = make_tensor(dq.get(), c.q, {B, H, D});
+  TensorView tq = make_tensor(dq.get(), c.q, {B, H, D});
   const TensorView tk = cache_view(dk.get()), tv = cache_view(dv.get());
-  const TensorView to = make_tensor(dout.get(), c.q, {B, H, D}), tl = make_tensor(dlse.get(), DType::F32, {B, H});
+  TensorView to = make_tensor(dout.get(), c.q, {B, H, D});
+  const TensorView tl = make_tensor(dlse.get(), DType::F32, {B, H});
+  if (c.ragged) {  // rows `stride` apart: the offsets stay inside the tensors
+    tq.strides[0] = rq.stride;
+    to.strides[0] = ro.stride;
+  }
   DeviceBuffer ws(128 << 20);
   const bool with_lse = c.entry != Entry::Cudnn;
   if (c.entry == Entry::FlashInfer) {
@@ -171,13 +214,26 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed, std::vector<uin
       a.actual_seq_lens_kv = static_cast<const int32_t*>(lens.get());
       a.block_tables = static_cast<const int32_t*>(table.get());
       a.max_pages_per_seq = b.max_pages;
+      const DeviceBuffer q_offsets = upload_ints(rq.offsets), o_offsets = upload_ints(ro.offsets);
+      if (c.ragged) {
+        a.batch_offsets_q = static_cast<const int32_t*>(q_offsets.get());
+        a.batch_offsets_o = static_cast<const int32_t*>(o_offsets.get());
+      }
       cudnn_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to);
+      ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the offsets go out of scope
     }
     ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the tables go out of scope
   }
   ATTNJIT_CU(cuda::driver().CtxSynchronize());
-  if (out_bits) *out_bits = dout.download();
-  const auto out = decode(c.q, dout.download());
+  std::vector<uint8_t> out_bytes = dout.download();
+  if (c.ragged) {
+    // Nothing but the rows may be written: every gap byte keeps its poison.
+    const auto untouched = scatter_rows(gather_rows(out_bytes, ro, row_bytes, qe), ro, row_bytes, qe);
+    if (untouched != out_bytes) return {INFINITY, INFINITY};
+    out_bytes = gather_rows(out_bytes, ro, row_bytes, qe);
+  }
+  if (out_bits) *out_bits = out_bytes;
+  const auto out = decode(c.q, out_bytes);
   const auto lse = decode(DType::F32, dlse.download());
   return compare(c, b, out, with_lse ? &lse : nullptr);
 }
@@ -221,15 +277,30 @@ std::vector<Case> grid() {
     c.sinks = e == Entry::TrtLlm;  // split KV: the merge kernel adds the sinks
     cases.push_back(c);
   }
+  // cuDNN's ragged batch_offsets_q / _o: shuffled, padded rows; one fits a
+  // CTA per request, one splits its long request (the merge kernel writes that
+  // row), CUDA and tensor cores.
+  for (bool tc : {false, true}) {
+    Case c;
+    c.entry = Entry::Cudnn;
+    c.layout = KVLayout::HND;
+    c.hq = tc ? 32 : 5;
+    c.hkv = tc ? 8 : 5;
+    c.tc = tc;
+    c.ragged = true;
+    c.lens = tc ? std::vector<int32_t>{9000, 3, 129, 700, 1} : std::vector<int32_t>{17, 300, 1, 64};
+    cases.push_back(c);
+  }
   // ATTNJIT_TEST_GRID=reduced (compute-sanitizer, 10-100x slower): every
   // fifth case, which cycles entry point, dtype, head dim, group, page size,
   // tensor cores and fp8, plus every tenth from the ninth (the windows), and
   // the first skewed batch.
   if (const char* g = std::getenv("ATTNJIT_TEST_GRID"); g && std::string(g) == "reduced") {
     std::vector<Case> reduced;
-    for (size_t i = 0; i + 3 < cases.size(); ++i)
+    for (size_t i = 0; i + 5 < cases.size(); ++i)
       if (i % 5 == 0 || i % 10 == 9) reduced.push_back(cases[i]);
-    reduced.push_back(cases[cases.size() - 3]);
+    reduced.push_back(cases[cases.size() - 5]);
+    reduced.push_back(cases.back());  // ragged, split
     return reduced;
   }
   return cases;

@@ -7,7 +7,8 @@
  *  - attnjit_trtllm_batch_decode_with_kv_cache (block tables + seq_lens;
  *    _v2 adds attention sinks and programmatic dependent launch, _v3
  *    speculative decoding's query lengths and device-tensor scales);
- *  - attnjit_cudnn_batch_decode_with_kv_cache (block tables + actual_seq_lens_kv).
+ *  - attnjit_cudnn_batch_decode_with_kv_cache (block tables + actual_seq_lens_kv;
+ *    _v2 adds cuDNN's ragged batch offsets of q and out).
  *
  * The KV cache is a pair of 4-D tensors k_cache, v_cache ([pages, page_size,
  * kv_heads, head_dim] for NHD, [pages, kv_heads, page_size, head_dim] for
@@ -172,6 +173,31 @@ ATTNJIT_API attnjit_status_t attnjit_cudnn_batch_decode_with_kv_cache(
     attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k_cache, const DLTensor* v_cache, float scale,
     void* workspace, size_t workspace_bytes, int64_t max_sequence_kv, const DLTensor* actual_seq_lens_kv,
     const DLTensor* block_tables, DLTensor* out, void* stream);
+
+/* attnjit_cudnn_batch_decode_with_kv_cache with cuDNN's ragged batch offsets
+ * of the query and the output (attnjit_cudnn_batch_decode_with_kv_cache is
+ * this with both NULL), FlashInfer's batch_offsets_q / batch_offsets_o.
+ *  - batch_offsets_q, batch_offsets_o: NULL (none: request b's row at
+ *    b * stride(0), as in the first function), or int32 on q's device, 1-D,
+ *    contiguous, of batch_size entries or batch_size + 1 (cuDNN's cumulative
+ *    form, e.g. FlashInfer's arange(0, batch_size + 1) * num_qo_heads *
+ *    head_dim; only the first batch_size entries are read). batch_size is
+ *    q's shape[0]. Entry b is the offset, in elements of q (resp. out), not
+ *    bytes, from q's (out's) data pointer (byte_offset applied) to request
+ *    b's row; head h of that row is at that offset + h * stride(1). The two
+ *    are independent: either may be NULL.
+ *  - The offsets are device data the host does not read: an offset that puts
+ *    a row outside q's (out's) memory, or misaligns it, is undefined
+ *    behaviour, like a bad block table. Output rows that overlap give
+ *    unspecified results.
+ * cuDNN's batch_offsets_k / batch_offsets_v have no parameter: they address
+ * a non-paged cache, and this function takes K and V as pages through
+ * block_tables. */
+ATTNJIT_API attnjit_status_t attnjit_cudnn_batch_decode_with_kv_cache_v2(
+    attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k_cache, const DLTensor* v_cache, float scale,
+    void* workspace, size_t workspace_bytes, int64_t max_sequence_kv, const DLTensor* actual_seq_lens_kv,
+    const DLTensor* block_tables, const DLTensor* batch_offsets_q, const DLTensor* batch_offsets_o, DLTensor* out,
+    void* stream);
 
 #ifdef __cplusplus
 }

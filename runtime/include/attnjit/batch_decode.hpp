@@ -123,6 +123,11 @@ struct BatchDecodeLaunchExtras {
   // max_q_len of them. Not read by the host: a longer request is undefined
   // behaviour, as a bad seq_lens.
   const int32_t* cum_seq_lens_q = nullptr;
+  // [tokens] int32 on the device, or null (row t at t * stride(0)): where token
+  // row t of q (of out) starts, in elements; heads keep stride(1) from there
+  // (cuDNN's ragged batch_offsets_q / batch_offsets_o). Not read by the host.
+  const int32_t* q_row_offsets = nullptr;
+  const int32_t* o_row_offsets = nullptr;
   // One float32 each on the device, or null: factors of the planned sm_scale
   // (TensorRT-LLM's bmm1_scale tensor; plan with sm_scale 1 for it to be the
   // whole scale) and of the output (bmm2_scale; v_scale 1). The kernels read
@@ -237,6 +242,11 @@ struct TrtllmDecodeArgs {
   // request at most max_q_len tokens; batch_size (the length of seq_lens) is
   // then required, as the query's rows no longer give it.
   const int32_t* cum_seq_lens_q = nullptr;
+  // [tokens] int32 on the device, or null (row t at t * stride(0)): where token
+  // row t of q (of out) starts, in elements; heads keep stride(1) from there
+  // (cuDNN's ragged batch_offsets_q / batch_offsets_o). Not read by the host.
+  const int32_t* q_row_offsets = nullptr;
+  const int32_t* o_row_offsets = nullptr;
   int max_q_len = 0;
   int batch_size = 0;                     // required with cum_seq_lens_q; else 0 (query rows / q_len_per_req) or that
   std::optional<bool> enable_pdl;         // programmatic dependent launch; unset: on where the GPU has it (sm_90+)
@@ -262,8 +272,14 @@ struct CudnnDecodeArgs {
   const int32_t* block_tables = nullptr;
   int64_t max_pages_per_seq = 0;
   bool is_cuda_graph_compatible = false;  // always true here: the launch depends on nothing but the shapes
-  const int32_t* batch_offsets_q = nullptr;  // ragged offsets: not supported yet (error)
+  // Ragged offsets, int32 on the device, [batch] or cuDNN's cumulative [batch + 1]
+  // (only the first batch entries are read): request b's q (out) row starts at
+  // element batch_offsets_q[b] (batch_offsets_o[b]) instead of b * stride(0).
+  // Not read by the host: an offset outside the tensor is undefined behaviour.
+  const int32_t* batch_offsets_q = nullptr;
   const int32_t* batch_offsets_o = nullptr;
+  // K / V come paged through block_tables, where a per-request element offset
+  // has no meaning: an error when set.
   const int32_t* batch_offsets_k = nullptr;
   const int32_t* batch_offsets_v = nullptr;
 };

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -173,6 +174,54 @@ void trtllm_decode(const char* fn, attnjit_runtime_t* rt, const DLTensor* query,
                                              lv ? &*lv : nullptr, as_stream(stream));
 }
 
+// cuDNN's ragged offsets (_v2's batch_offsets_q / batch_offsets_o): NULL, or
+// int32 on the query's device, 1-D, [batch_size] or cuDNN's cumulative
+// [batch_size + 1] (the kernels read the first batch_size entries). Entry b
+// is the element offset of request b's row; the values stay on the device,
+// unchecked, as a block table's do.
+const int32_t* batch_offsets(const DLTensor* t, const char* arg, int64_t batch, int device) {
+  if (t == nullptr) return nullptr;
+  const auto a = attnjit::capi::device_int32_array(t, arg);
+  if (a.shape.size() != 1 || (a.shape[0] != batch && a.shape[0] != batch + 1))
+    invalid(fmt::format("{}: shape {} is not allowed; allowed: [batch_size] or [batch_size + 1] (cuDNN's cumulative "
+                        "form) with batch_size={} from the query",
+                        arg, a.shape, batch));
+  same_device(a, arg, device);
+  if (reinterpret_cast<uintptr_t>(a.data) % sizeof(int32_t) != 0)
+    invalid(fmt::format("{}: address {} is not allowed; allowed: a multiple of 4 bytes (the element size)", arg,
+                        static_cast<const void*>(a.data)));
+  return a.data;
+}
+
+// The two cuDNN entry points, one path (the first passes no offsets).
+void cudnn_decode(const char* fn, attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k_cache,
+                  const DLTensor* v_cache, float scale, void* workspace, size_t workspace_bytes,
+                  int64_t max_sequence_kv, const DLTensor* actual_seq_lens_kv, const DLTensor* block_tables,
+                  const DLTensor* batch_offsets_q, const DLTensor* batch_offsets_o, DLTensor* out, void* stream) {
+  require_non_null(rt, fn, "rt", attnjit::capi::kRuntimeHandle);
+  require_non_null(v_cache, fn, "v_cache", "a DLTensor* (cuDNN takes K and V as two tensors)");
+  attnjit::CudnnDecodeArgs a;
+  if (!std::isfinite(scale) || !(scale > 0.f))
+    invalid(fmt::format("scale={} is not allowed; allowed: a finite value > 0 (typically 1/sqrt(head_dim))", scale));
+  a.scale = scale;
+  const auto qv = attnjit::from_dlpack(q, "q");
+  const int64_t batch = rows_of(qv, "q", "batch_size");
+  const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
+  const auto lens = attnjit::capi::device_int32_array(actual_seq_lens_kv, "actual_seq_lens_kv", true);
+  lengths(lens, "actual_seq_lens_kv", batch, qv.device);
+  a.actual_seq_lens_kv = lens.data;
+  const auto table = attnjit::capi::device_int32_array(block_tables, "block_tables");
+  a.max_pages_per_seq = block_table(table, "block_tables", batch, qv.device, true);
+  a.block_tables = table.data;
+  a.batch_offsets_q = batch_offsets(batch_offsets_q, "batch_offsets_q", batch, qv.device);
+  a.batch_offsets_o = batch_offsets(batch_offsets_o, "batch_offsets_o", batch, qv.device);
+  if (max_sequence_kv < 1) invalid(fmt::format("max_sequence_kv={} is not allowed; allowed: >= 1", max_sequence_kv));
+  a.max_sequence_kv = max_sequence_kv;
+  a.is_cuda_graph_compatible = true;
+  attnjit::cudnn_batch_decode_with_kv_cache(rt->runtime, qv, kc, vc, workspace, workspace_bytes, a,
+                                            attnjit::from_dlpack(out, "out"), as_stream(stream));
+}
+
 }  // namespace
 
 extern "C" {
@@ -327,27 +376,20 @@ attnjit_status_t attnjit_cudnn_batch_decode_with_kv_cache(attnjit_runtime_t* rt,
                                                           const DLTensor* actual_seq_lens_kv,
                                                           const DLTensor* block_tables, DLTensor* out, void* stream) {
   return guard([&] {
-    constexpr const char* fn = "attnjit_cudnn_batch_decode_with_kv_cache";
-    require_non_null(rt, fn, "rt", attnjit::capi::kRuntimeHandle);
-    require_non_null(v_cache, fn, "v_cache", "a DLTensor* (cuDNN takes K and V as two tensors)");
-    attnjit::CudnnDecodeArgs a;
-    if (!std::isfinite(scale) || !(scale > 0.f))
-      invalid(fmt::format("scale={} is not allowed; allowed: a finite value > 0 (typically 1/sqrt(head_dim))", scale));
-    a.scale = scale;
-    const auto qv = attnjit::from_dlpack(q, "q");
-    const int64_t batch = rows_of(qv, "q", "batch_size");
-    const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
-    const auto lens = attnjit::capi::device_int32_array(actual_seq_lens_kv, "actual_seq_lens_kv", true);
-    lengths(lens, "actual_seq_lens_kv", batch, qv.device);
-    a.actual_seq_lens_kv = lens.data;
-    const auto table = attnjit::capi::device_int32_array(block_tables, "block_tables");
-    a.max_pages_per_seq = block_table(table, "block_tables", batch, qv.device, true);
-    a.block_tables = table.data;
-    if (max_sequence_kv < 1) invalid(fmt::format("max_sequence_kv={} is not allowed; allowed: >= 1", max_sequence_kv));
-    a.max_sequence_kv = max_sequence_kv;
-    a.is_cuda_graph_compatible = true;
-    attnjit::cudnn_batch_decode_with_kv_cache(rt->runtime, qv, kc, vc, workspace, workspace_bytes, a,
-                                              attnjit::from_dlpack(out, "out"), as_stream(stream));
+    cudnn_decode("attnjit_cudnn_batch_decode_with_kv_cache", rt, q, k_cache, v_cache, scale, workspace,
+                 workspace_bytes, max_sequence_kv, actual_seq_lens_kv, block_tables, nullptr, nullptr, out, stream);
+  });
+}
+
+attnjit_status_t attnjit_cudnn_batch_decode_with_kv_cache_v2(
+    attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k_cache, const DLTensor* v_cache, float scale,
+    void* workspace, size_t workspace_bytes, int64_t max_sequence_kv, const DLTensor* actual_seq_lens_kv,
+    const DLTensor* block_tables, const DLTensor* batch_offsets_q, const DLTensor* batch_offsets_o, DLTensor* out,
+    void* stream) {
+  return guard([&] {
+    cudnn_decode("attnjit_cudnn_batch_decode_with_kv_cache_v2", rt, q, k_cache, v_cache, scale, workspace,
+                 workspace_bytes, max_sequence_kv, actual_seq_lens_kv, block_tables, batch_offsets_q,
+                 batch_offsets_o, out, stream);
   });
 }
 

@@ -120,6 +120,9 @@ def _declare(lib):
         "attnjit_cudnn_batch_decode_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, c_void_p, c_size_t, ctypes.c_int64,
                     c_void_p, c_void_p, c_void_p, c_void_p]),
+        "attnjit_cudnn_batch_decode_with_kv_cache_v2": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, c_void_p, c_size_t, ctypes.c_int64,
+                    c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
         # attnjit_merge_state.h
         "attnjit_merge_state": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),

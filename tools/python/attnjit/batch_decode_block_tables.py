@@ -2,7 +2,9 @@
 with FlashInfer's signatures, over the C API (attnjit_batch_decode.h;
 TensorRT-LLM's through attnjit_trtllm_batch_decode_with_kv_cache_v3, which
 takes sinks, enable_pdl, speculative decoding's query lengths and
-device-tensor scales).
+device-tensor scales; cuDNN's through
+attnjit_cudnn_batch_decode_with_kv_cache_v2, which takes the ragged batch
+offsets of q and out).
 
 Both are one call: the library memoizes the plan per problem and splits
 every request the same way (the lengths stay on the device), so a call is
@@ -150,12 +152,26 @@ def cudnn_batch_decode_with_kv_cache(q, k_cache, v_cache, scale, workspace_buffe
     v_cache [pages, num_kv_heads, page_size, head_dim]; actual_seq_lens_kv [batch] (or [batch, 1, 1, 1]; a
     CPU tensor is copied to q's device); block_tables [batch, max_pages]. Returns out.
 
+    batch_offsets_q, batch_offsets_o: cuDNN's ragged offsets, an integer tensor of batch or batch + 1
+    entries (the cumulative form, as FlashInfer's ``torch.arange(0, batch + 1) * num_qo_heads * head_dim``;
+    only the first batch entries are read), converted to int32 on q's device (a copy only when it is not
+    so already). Entry b is the offset, in elements (not bytes) from q's (out's) first element, of request
+    b's row; head h of that row is at that offset + h * stride(1). None: row b at b * stride(0). The values
+    are not checked (they stay on the device): an offset that puts a row outside q's (out's) memory is
+    undefined behaviour, as a bad block table. When out is None it is allocated like q, contiguous, so
+    batch_offsets_o then addresses that fresh [batch, num_qo_heads, head_dim] tensor.
+    batch_offsets_k, batch_offsets_v are refused (UNSUPPORTED): this entry point takes the paged K/V cache
+    through block_tables, and ragged K/V offsets address a non-paged cache.
+
     is_cuda_graph_compatible is accepted either way: attnjit's launch depends only on the shapes, so every
     call is graph-compatible.
     """
     torch = require_torch()
-    A.refuse_if_given(batch_offsets_q=batch_offsets_q, batch_offsets_o=batch_offsets_o,
-                      batch_offsets_k=batch_offsets_k, batch_offsets_v=batch_offsets_v)
+    for name, value in (("batch_offsets_k", batch_offsets_k), ("batch_offsets_v", batch_offsets_v)):
+        if value is not None:
+            raise A.unsupported(f"{name}={A._short(value)} is not supported: this entry point takes the paged K/V "
+                                "cache through block_tables, and ragged K/V offsets address a non-paged cache; "
+                                "allowed: None")
     A.flag("is_cuda_graph_compatible", is_cuda_graph_compatible)
     if actual_seq_lens_kv is None:
         raise invalid_argument("actual_seq_lens_kv: is None; allowed: an int32 tensor [batch_size] of KV lengths")
@@ -173,10 +189,15 @@ def cudnn_batch_decode_with_kv_cache(q, k_cache, v_cache, scale, workspace_buffe
     out = _out(torch, q, out, q.dtype)
     lens = A.device_int32(torch, "actual_seq_lens_kv", actual_seq_lens_kv, q.device, allow_uint32=True)
     tables = A.device_int32(torch, "block_tables", block_tables, q.device)
+    if batch_offsets_q is not None:
+        batch_offsets_q = A.device_int32(torch, "batch_offsets_q", batch_offsets_q, q.device)
+    if batch_offsets_o is not None:
+        batch_offsets_o = A.device_int32(torch, "batch_offsets_o", batch_offsets_o, q.device)
     with Borrowed() as borrowed, current_stream(torch, q.device) as stream:
-        check(lib().attnjit_cudnn_batch_decode_with_kv_cache(
+        check(lib().attnjit_cudnn_batch_decode_with_kv_cache_v2(
             _runtime.handle(), borrowed.tensor(q, "q"), borrowed.tensor(k_cache, "k_cache"),
             borrowed.tensor(v_cache, "v_cache"), scale, ws, ws_bytes, max_sequence_kv,
             borrowed.tensor(lens, "actual_seq_lens_kv"), borrowed.tensor(tables, "block_tables"),
-            borrowed.tensor(out, "out"), stream))
+            borrowed.optional(batch_offsets_q, "batch_offsets_q"),
+            borrowed.optional(batch_offsets_o, "batch_offsets_o"), borrowed.tensor(out, "out"), stream))
     return out

@@ -2,8 +2,10 @@
 reference: page sizes 1 and 16, GQA group 4, NHD and HND, lengths off page
 boundaries and of 1, pages shuffled in memory, lse (base 2), a CUDA graph
 replayed after a new plan(), TensorRT-LLM's attention sinks against a
-reference with the extra logit, and enable_pdl on and off giving the same
-bits. Skips without torch or a CUDA device.
+reference with the extra logit, enable_pdl on and off giving the same
+bits, and cuDNN's ragged batch_offsets_q / batch_offsets_o (rows placed
+anywhere in q and out) giving the same bits as no offsets. Skips without
+torch or a CUDA device.
 
 Outputs are checked finite after the allocator's free memory was poisoned
 with NaN, so an unwritten output cannot pass; tolerances as
@@ -179,6 +181,125 @@ def test_cudnn(page_size):
         q, batch.kv[:, 0], batch.kv[:, 1], scale, workspace(), max_sequence_kv=max(LENS),
         actual_seq_lens_kv=batch.seq_lens.view(-1, 1, 1, 1), block_tables=batch.block_tables)
     check(o, None, o_ref, None, dtype)
+
+
+def _ragged_layout(order, gaps, row, unit):
+    """cuDNN's ragged offsets over a flat buffer: request b's row of `row` elements at place order[b], the
+    places in sequence with gaps[p] * unit unused elements before place p. Returns (offsets, stride0, size):
+    stride0 (a multiple of unit) and size such that a [batch, H, D] view with strides (stride0, D, 1) spans
+    the whole buffer, as a tensor FlashInfer hands over with its offsets does."""
+    starts, end = [], 0
+    for gap in gaps:
+        end += gap * unit
+        starts.append(end)
+        end += row
+    batch = len(order)
+    stride0 = -(-(end - row) // ((batch - 1) * unit)) * unit  # ceil to a multiple of unit
+    return [starts[place] for place in order], stride0, (batch - 1) * stride0 + row
+
+
+def _ragged_tensor(shape, stride0, size, dtype):
+    """A NaN-filled flat buffer of `size` elements and the [batch, H, D] view of it with strides (stride0, D, 1)."""
+    flat = torch.full((size,), float("nan"), dtype=dtype, device=DEVICE)
+    return flat, flat.as_strided(shape, (stride0, shape[2], 1))
+
+
+def _cudnn_call(batch, q, scale, ws, **extra):
+    o = attnjit.cudnn_batch_decode_with_kv_cache(
+        q, batch.kv[:, 0], batch.kv[:, 1], scale, ws, max_sequence_kv=max(batch.lens),
+        actual_seq_lens_kv=batch.seq_lens, block_tables=batch.block_tables, **extra)
+    torch.cuda.synchronize()
+    return o
+
+
+def _assert_same(got, expected):
+    assert torch.isfinite(got).all(), "rows read or written away from the offsets (NaN from the buffer's gaps)"
+    diff = (got.double() - expected.double()).abs().max().item()
+    assert diff <= 1e-6, f"the offsets changed the output: max difference {diff:.2e}"
+
+
+# With SPLIT_LENS the long requests are cut into chunks, so the merge kernel writes those rows of out.
+@pytest.mark.parametrize("lens", [LENS, SPLIT_LENS], ids=["short", "split"])
+@pytest.mark.parametrize("which", ["q", "o", "both"])
+def test_cudnn_batch_offsets_place_rows_anywhere(lens, which):
+    dtype, num_kv_heads, head_dim = torch.float16, 2, 128
+    num_qo_heads = 4 * num_kv_heads
+    batch = PagedBatch(lens, 16, num_kv_heads, head_dim, dtype, "HND", seed=80 + len(lens))
+    q = make_q(len(lens), num_qo_heads, head_dim, dtype, seed=11)
+    scale = 1.0 / math.sqrt(head_dim)
+    ws = workspace()
+    expected = _cudnn_call(batch, q, scale, ws)  # contiguous, no offsets
+    o_ref, _ = reference(q, batch, scale)
+    check(expected, None, o_ref, None, dtype)
+
+    row = num_qo_heads * head_dim
+    # Rows in a permuted order with uneven gaps, a different layout for q and for out.
+    q_offsets, q_stride0, q_size = _ragged_layout([3, 0, 5, 1, 4, 2], [1, 0, 3, 2, 0, 1], row, head_dim)
+    o_offsets, o_stride0, o_size = _ragged_layout([5, 2, 0, 4, 1, 3], [0, 2, 1, 0, 4, 1], row, head_dim)
+    extra = {}
+    if which in ("q", "both"):
+        q_flat, q_in = _ragged_tensor(q.shape, q_stride0, q_size, dtype)
+        for b, offset in enumerate(q_offsets):
+            q_flat[offset:offset + row] = q[b].reshape(-1)
+        # int64 on the host: converted to int32 on q's device, as other index tensors are.
+        extra["batch_offsets_q"] = torch.tensor(q_offsets, dtype=torch.int64)
+    else:
+        q_in = q
+    if which in ("o", "both"):
+        o_flat, out = _ragged_tensor(q.shape, o_stride0, o_size, dtype)
+        extra["batch_offsets_o"] = torch.tensor(o_offsets, dtype=torch.int32, device=DEVICE)
+    else:
+        out = torch.full_like(q, float("nan"))
+    result = _cudnn_call(batch, q_in, scale, ws, out=out, **extra)
+    assert result is out
+    if which in ("o", "both"):
+        got = torch.stack([o_flat[offset:offset + row].view(num_qo_heads, head_dim) for offset in o_offsets])
+        written = torch.zeros(o_size, dtype=torch.bool, device=DEVICE)
+        for offset in o_offsets:
+            written[offset:offset + row] = True
+        assert torch.isnan(o_flat[~written]).all(), "out was written outside the rows its offsets name"
+    else:
+        got = out
+    _assert_same(got, expected)
+
+
+@pytest.mark.parametrize("lens", [LENS, SPLIT_LENS], ids=["short", "split"])
+def test_cudnn_batch_offsets_flashinfer_cumulative_form(lens):
+    # FlashInfer's own tests: ragged_q = arange(0, batch_size + 1) * (num_qo_heads * head_dim), for q and out
+    # alike, batch_size + 1 entries of which the first batch_size are read. The same rows as no offsets.
+    dtype, num_kv_heads, head_dim = torch.bfloat16, 2, 128
+    num_qo_heads = 4 * num_kv_heads
+    batch = PagedBatch(lens, 16, num_kv_heads, head_dim, dtype, "HND", seed=90 + len(lens))
+    q = make_q(len(lens), num_qo_heads, head_dim, dtype, seed=12)
+    scale = 1.0 / math.sqrt(head_dim)
+    ws = workspace()
+    expected = _cudnn_call(batch, q, scale, ws)
+    ragged = torch.arange(0, len(lens) + 1, device=DEVICE, dtype=torch.int32) * (num_qo_heads * head_dim)
+    out = torch.full_like(q, float("nan"))
+    result = _cudnn_call(batch, q, scale, ws, out=out, batch_offsets_q=ragged, batch_offsets_o=ragged)
+    assert result is out
+    _assert_same(out, expected)
+    # And out allocated by the call (out=None), addressed by the offsets.
+    _assert_same(_cudnn_call(batch, q, scale, ws, batch_offsets_q=ragged, batch_offsets_o=ragged), expected)
+
+
+def test_cudnn_batch_offsets_of_the_paged_cache_are_refused():
+    dtype = torch.float16
+    batch = PagedBatch([5, 9], 16, 2, 64, dtype, "HND", seed=95)
+    q = make_q(2, 8, 64, dtype, seed=13)
+    offsets = torch.arange(0, 3, device=DEVICE, dtype=torch.int32) * (8 * 64)
+    for name in ("batch_offsets_k", "batch_offsets_v"):
+        with pytest.raises(AttnjitError) as info:
+            _cudnn_call(batch, q, 0.125, workspace(), **{name: offsets})
+        assert info.value.status == Status.UNSUPPORTED
+        assert info.value.message.startswith(f"{name}=<tensor of shape [3]> is not supported")
+        assert "block_tables" in info.value.message
+    # A wrong length of batch_offsets_q is the library's error, naming it.
+    with pytest.raises(AttnjitError) as info:
+        _cudnn_call(batch, q, 0.125, workspace(), batch_offsets_q=offsets[:1])
+    assert info.value.status == Status.INVALID_ARGUMENT
+    assert info.value.message.startswith("batch_offsets_q: shape [1] is not allowed; allowed: [batch_size] or "
+                                         "[batch_size + 1]")
 
 
 def test_wrapper_cuda_graph_replays_after_a_new_plan():

@@ -178,6 +178,41 @@ def test_trtllm_v3_refuses_bad_query_lengths_and_scale_tensors_naming_them():
     assert _error() == "bmm2_scale: shape [2] is not allowed; allowed: [] or [1] (one float32 value)"
 
 
+def test_cudnn_v2_checks_batch_offsets_naming_them():
+    q, _a = _dltensor([2, 8, 128])
+    k, _b = _dltensor([10, 2, 16, 128])
+    tables, _c = _dltensor([2, 4], code=0, bits=32)
+    lens, _d = _dltensor([2], code=0, bits=32)
+    per_request, _e = _dltensor([2], code=0, bits=32)
+    cumulative, _f = _dltensor([3], code=0, bits=32)  # cuDNN's [batch_size + 1]
+    too_long, _g = _dltensor([4], code=0, bits=32)
+    wide, _h = _dltensor([3], code=0, bits=64)
+    on_host, _i = _dltensor([2], code=0, bits=32, device_type=1)
+
+    def call(offsets_q, offsets_o, max_sequence_kv=65, rt=True):
+        return lib().attnjit_cudnn_batch_decode_with_kv_cache_v2(
+            _runtime.handle() if rt else None, ctypes.byref(q), ctypes.byref(k), ctypes.byref(k), 0.1,
+            0x7F0000000000, 1 << 20, max_sequence_kv, ctypes.byref(lens), ctypes.byref(tables),
+            None if offsets_q is None else ctypes.byref(offsets_q),
+            None if offsets_o is None else ctypes.byref(offsets_o), ctypes.byref(q), None)
+
+    # Past the C checks the library refuses max_sequence_kv=65 (4 pages of 16): the offsets were accepted.
+    past_the_c_checks = "max_sequence_kv=65 is not allowed; block_tables hold 4 pages of 16 rows"
+    for offsets_q, offsets_o in [(None, None), (per_request, None), (None, cumulative), (cumulative, per_request)]:
+        assert call(offsets_q, offsets_o) == Status.INVALID_ARGUMENT
+        assert past_the_c_checks in _error()
+    assert call(too_long, None) == Status.INVALID_ARGUMENT
+    assert _error() == ("batch_offsets_q: shape [4] is not allowed; allowed: [batch_size] or [batch_size + 1] "
+                        "(cuDNN's cumulative form) with batch_size=2 from the query")
+    assert call(None, wide) == Status.INVALID_ARGUMENT
+    assert _error() == ("batch_offsets_o: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32 "
+                        "(kDLInt, 32)")
+    assert call(on_host, None) == Status.INVALID_ARGUMENT
+    assert _error().startswith("batch_offsets_q: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA")
+    assert call(per_request, None, rt=False) == Status.INVALID_ARGUMENT
+    assert "attnjit_cudnn_batch_decode_with_kv_cache_v2: rt is NULL" in _error()
+
+
 # --- the Python entry points' own checks: need torch (CPU-only is enough), no GPU ---
 
 @pytest.fixture
@@ -296,9 +331,14 @@ def test_cudnn_refuses_by_name(torch):
     k = torch.zeros(10, 2, 16, 128, dtype=torch.float16)
     ws = torch.zeros(16, dtype=torch.uint8)
     lens, tables = torch.ones(2, dtype=torch.int32), torch.zeros(2, 4, dtype=torch.int32)
-    with pytest.raises(AttnjitError, match="batch_offsets_k=.* is not supported"):
-        attnjit.cudnn_batch_decode_with_kv_cache(q, k, k, 0.1, ws, max_sequence_kv=64, actual_seq_lens_kv=lens,
-                                                 block_tables=tables, batch_offsets_k=lens)
+    # K/V offsets have no meaning for a paged cache: refused as unsupported, saying why.
+    for name in ("batch_offsets_k", "batch_offsets_v"):
+        with pytest.raises(AttnjitError) as info:
+            attnjit.cudnn_batch_decode_with_kv_cache(q, k, k, 0.1, ws, max_sequence_kv=64, actual_seq_lens_kv=lens,
+                                                     block_tables=tables, **{name: lens})
+        assert info.value.status == Status.UNSUPPORTED
+        assert info.value.message.startswith(f"{name}=<tensor of shape [2]> is not supported: this entry point "
+                                             "takes the paged K/V cache through block_tables")
     with pytest.raises(AttnjitError, match="block_tables=None .* is not supported"):
         attnjit.cudnn_batch_decode_with_kv_cache(q, k, k, 0.1, ws, max_sequence_kv=64, actual_seq_lens_kv=lens)
     with pytest.raises(AttnjitError, match="scale=-1.0 is not allowed"):
@@ -307,6 +347,23 @@ def test_cudnn_refuses_by_name(torch):
     with pytest.raises(AttnjitError, match="q: device cpu is not allowed; allowed: a CUDA tensor"):
         attnjit.cudnn_batch_decode_with_kv_cache(q, k, k, 0.1, ws, max_sequence_kv=64, actual_seq_lens_kv=lens,
                                                  block_tables=tables)
+
+
+@pytest.mark.parametrize("form", ["q", "o", "both-cumulative", "int64"])
+def test_cudnn_accepts_batch_offsets_q_and_o(torch, form):
+    q = torch.zeros(2, 8, 128, dtype=torch.float16)
+    k = torch.zeros(10, 2, 16, 128, dtype=torch.float16)
+    per_request = torch.tensor([1024, 0], dtype=torch.int32)
+    cumulative = torch.arange(0, 3, dtype=torch.int32) * (8 * 128)
+    extra = {"q": dict(batch_offsets_q=per_request),
+             "o": dict(batch_offsets_o=per_request),
+             "both-cumulative": dict(batch_offsets_q=cumulative, batch_offsets_o=cumulative),
+             "int64": dict(batch_offsets_q=cumulative.long(), batch_offsets_o=per_request.long())}[form]
+    # Accepted arguments get as far as q's device check (no GPU here).
+    with pytest.raises(AttnjitError, match="q: device cpu is not allowed; allowed: a CUDA tensor"):
+        attnjit.cudnn_batch_decode_with_kv_cache(q, k, k, 0.1, torch.zeros(16, dtype=torch.uint8), max_sequence_kv=64,
+                                                 actual_seq_lens_kv=torch.ones(2, dtype=torch.int32),
+                                                 block_tables=torch.zeros(2, 4, dtype=torch.int32), **extra)
 
 
 def test_wrapper_refuses_by_name_before_device_work(torch):

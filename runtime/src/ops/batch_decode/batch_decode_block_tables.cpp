@@ -130,9 +130,12 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
 void cudnn_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k_cache,
                                       const TensorView& v_cache, void* workspace, size_t workspace_bytes,
                                       const CudnnDecodeArgs& a, const TensorView& out, Stream stream) {
-  for (auto [ptr, name] : {std::pair{a.batch_offsets_q, "batch_offsets_q"}, std::pair{a.batch_offsets_o, "batch_offsets_o"},
-                           std::pair{a.batch_offsets_k, "batch_offsets_k"}, std::pair{a.batch_offsets_v, "batch_offsets_v"}})
-    if (ptr) unsupported(fmt::format("{}: ragged batch offsets are not supported yet; allowed: none (nullptr)", name));
+  for (auto [ptr, name] : {std::pair{a.batch_offsets_k, "batch_offsets_k"}, std::pair{a.batch_offsets_v, "batch_offsets_v"}})
+    if (ptr)
+      unsupported(fmt::format("{} is set: K/V come paged through block_tables here, where a per-request element "
+                              "offset has no meaning (ragged K/V offsets address a non-paged cache); allowed: none "
+                              "(nullptr)",
+                              name));
   if (!a.block_tables || !a.actual_seq_lens_kv)
     invalid(fmt::format("{} is null; a device int32 array is required",
                         a.block_tables ? "actual_seq_lens_kv" : "block_tables"));
@@ -153,7 +156,10 @@ void cudnn_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& q, co
   kv.k_block_table = kv.v_block_table = a.block_tables;
   kv.block_table_stride = a.max_pages_per_seq;
   kv.seq_lens = a.actual_seq_lens_kv;
-  plan->run(q, kv, out, nullptr, workspace, workspace_bytes, stream);
+  BatchDecodeLaunchExtras extras;
+  extras.q_row_offsets = a.batch_offsets_q;  // one token per request: request b's row is token row b
+  extras.o_row_offsets = a.batch_offsets_o;
+  plan->run(q, kv, out, nullptr, workspace, workspace_bytes, stream, 1.f, 1.f, extras);
 }
 
 }  // namespace attnjit

@@ -195,6 +195,8 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.group_size = static_cast<int32_t>(H / Hk);
   dp.q_len = static_cast<int32_t>(q_len);
   dp.q_indptr = extras.cum_seq_lens_q;
+  dp.q_row_offsets = extras.q_row_offsets;
+  dp.o_row_offsets = extras.o_row_offsets;
   dp.sm_scale_factor = extras.bmm1_scale;
   dp.v_scale_factor = extras.bmm2_scale;
 
@@ -216,6 +218,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
     mp.o_stride_token = o.strides[0];
     mp.o_stride_row = o.strides[1];
     mp.q_indptr = extras.cum_seq_lens_q;
+    mp.o_token_offsets = extras.o_row_offsets;
     mp.num_splits = L.uniform_splits;
     mp.rows_per_request = static_cast<int32_t>(q_len * H);
     ops::LaunchShape merge_shape = L.merge.shape;
