@@ -218,17 +218,24 @@ def _assert_same(got, expected):
     assert diff <= 1e-6, f"the offsets changed the output: max difference {diff:.2e}"
 
 
+def _cudnn_case(lens, dtype, batch_seed, q_seed):
+    """A GQA-4 batch (2 KV heads, d 128, pages of 16, HND), its query, and the call's result without
+    offsets: (batch, q, scale, ws, expected)."""
+    num_kv_heads, head_dim = 2, 128
+    batch = PagedBatch(lens, 16, num_kv_heads, head_dim, dtype, "HND", seed=batch_seed)
+    q = make_q(len(lens), 4 * num_kv_heads, head_dim, dtype, seed=q_seed)
+    scale = 1.0 / math.sqrt(head_dim)
+    ws = workspace()
+    return batch, q, scale, ws, _cudnn_call(batch, q, scale, ws)
+
+
 # With SPLIT_LENS the long requests are cut into chunks, so the merge kernel writes those rows of out.
 @pytest.mark.parametrize("lens", [LENS, SPLIT_LENS], ids=["short", "split"])
 @pytest.mark.parametrize("which", ["q", "o", "both"])
 def test_cudnn_batch_offsets_place_rows_anywhere(lens, which):
-    dtype, num_kv_heads, head_dim = torch.float16, 2, 128
-    num_qo_heads = 4 * num_kv_heads
-    batch = PagedBatch(lens, 16, num_kv_heads, head_dim, dtype, "HND", seed=80 + len(lens))
-    q = make_q(len(lens), num_qo_heads, head_dim, dtype, seed=11)
-    scale = 1.0 / math.sqrt(head_dim)
-    ws = workspace()
-    expected = _cudnn_call(batch, q, scale, ws)  # contiguous, no offsets
+    dtype = torch.float16
+    batch, q, scale, ws, expected = _cudnn_case(lens, dtype, 80 + len(lens), 11)  # contiguous, no offsets
+    _, num_qo_heads, head_dim = q.shape
     o_ref, _ = reference(q, batch, scale)
     check(expected, None, o_ref, None, dtype)
 
@@ -267,13 +274,8 @@ def test_cudnn_batch_offsets_place_rows_anywhere(lens, which):
 def test_cudnn_batch_offsets_flashinfer_cumulative_form(lens):
     # FlashInfer's own tests: ragged_q = arange(0, batch_size + 1) * (num_qo_heads * head_dim), for q and out
     # alike, batch_size + 1 entries of which the first batch_size are read. The same rows as no offsets.
-    dtype, num_kv_heads, head_dim = torch.bfloat16, 2, 128
-    num_qo_heads = 4 * num_kv_heads
-    batch = PagedBatch(lens, 16, num_kv_heads, head_dim, dtype, "HND", seed=90 + len(lens))
-    q = make_q(len(lens), num_qo_heads, head_dim, dtype, seed=12)
-    scale = 1.0 / math.sqrt(head_dim)
-    ws = workspace()
-    expected = _cudnn_call(batch, q, scale, ws)
+    batch, q, scale, ws, expected = _cudnn_case(lens, torch.bfloat16, 90 + len(lens), 12)
+    _, num_qo_heads, head_dim = q.shape
     ragged = torch.arange(0, len(lens) + 1, device=DEVICE, dtype=torch.int32) * (num_qo_heads * head_dim)
     out = torch.full_like(q, float("nan"))
     result = _cudnn_call(batch, q, scale, ws, out=out, batch_offsets_q=ragged, batch_offsets_o=ragged)
