@@ -45,6 +45,7 @@ struct BatchDecodeLayout {
 struct BatchDecodePartition {
   std::vector<kernels::DecodeWorkItem> items;  // real items, then padding (request -1) up to max_items in graph mode
   std::vector<int32_t> merge_indptr;           // per request: its partial slots; padded to batch_size + 1
+  std::vector<int32_t> merge_requests;         // the requests that were split, in order: the merge's only rows
   int batch = 0;
   int chunk_size = 0;
   int num_items = 0;  // real items
