@@ -242,11 +242,6 @@ struct TrtllmDecodeArgs {
   // request at most max_q_len tokens; batch_size (the length of seq_lens) is
   // then required, as the query's rows no longer give it.
   const int32_t* cum_seq_lens_q = nullptr;
-  // [tokens] int32 on the device, or null (row t at t * stride(0)): where token
-  // row t of q (of out) starts, in elements; heads keep stride(1) from there
-  // (cuDNN's ragged batch_offsets_q / batch_offsets_o). Not read by the host.
-  const int32_t* q_row_offsets = nullptr;
-  const int32_t* o_row_offsets = nullptr;
   int max_q_len = 0;
   int batch_size = 0;                     // required with cum_seq_lens_q; else 0 (query rows / q_len_per_req) or that
   std::optional<bool> enable_pdl;         // programmatic dependent launch; unset: on where the GPU has it (sm_90+)
