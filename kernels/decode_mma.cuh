@@ -1,10 +1,16 @@
-// Decode attention on tensor cores, for grouped-query heads: the kHeads query
-// heads sharing a KV head are the M dimension (padded to 16) of
-// mma.m16n8k16, so q.k and p.v for 16 KV rows cost a few MMAs per warp
-// instead of kHeads x (dot products + shuffles) per row. With several query
-// tokens per request (speculative decoding), the rows are kTokens tokens x
-// kHeads heads (decode_queries.cuh), each row with its own position, which the
-// variant's causal mask compares with the key's.
+// Decode attention on tensor cores, for grouped-query heads. The MMAs are
+// key-major (key_major_softmax.cuh): S^T = K Q^T and O^T = V^T P^T, with 16
+// keys, or 16 head dims, as the M dimension of mma.m16n8k16 and the CTA's
+// query rows (the kHeads heads sharing a KV head) as N, 8 per n-tile. The
+// query-major form (S = Q K^T) padded a GQA group of 4 to M = 16 and held O
+// in 64 registers for 4 rows; key-major, N pads 4 rows to 8 only, O^T takes
+// 32 registers and P V half the MMAs (166 registers instead of 232 at d 128,
+// 1-2.5% faster end to end; three CTAs per SM, which that would allow,
+// measured slower: docs/PERFORMANCE.md). P^T reaches the B operand through
+// movmatrix. With several query tokens per request (speculative
+// decoding), the rows are kTokens tokens x kHeads heads (decode_queries.cuh),
+// each row with its own position, which the variant's causal mask compares
+// with the key's.
 //
 // Grid (group_size / kHeads * token tiles, work items, num_kv_heads), 4 warps
 // (work items: decode_work.cuh). Each iteration the CTA stages a tile of K and V: every
@@ -12,8 +18,8 @@
 // flight while this one computes), widens them to the MMA's 16-bit type
 // (fp8 -> f16 exactly, without going through float; the variant's key
 // transform, if any, in float) and stores them to shared memory; each warp
-// then computes on its rows S = Q K^T, the online softmax on the S fragments
-// (fragment_softmax.cuh), and O += P V. A warp loads and stages
+// then computes on its rows S^T = K Q^T, the online softmax on the S^T
+// fragments, and O^T += V^T P^T. A warp loads and stages
 // exactly the rows it computes on, so the loop needs no CTA barrier.
 //
 // A tile holds the same bytes of K/V whatever their type, so as many bytes
@@ -31,7 +37,7 @@
 #include "decode_queries.cuh"
 #include "decode_scales.cuh"
 #include "decode_work.cuh"
-#include "fragment_softmax.cuh"
+#include "key_major_softmax.cuh"
 #include "kv_source.cuh"
 #include "mma.cuh"
 #include "numeric.cuh"
@@ -50,6 +56,7 @@ struct DecodeMmaTraits {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeads = HeadsPerCta;
   static constexpr int kRows = HeadsPerCta * TokensPerCta;
+  static constexpr int kQueryTiles = (kRows + 7) / 8;  // 8-row n-tiles of the key-major MMAs
   static constexpr int kWarps = Warps;
   static constexpr int kThreads = Warps * 32;
   static constexpr int kKVBytes = storage_bytes<KVT>::value;
@@ -124,15 +131,23 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   const typename Tr::KVSource kv(p.kv, item.request);
   const int kv_len = kv.length();
   const DecodeWork work = resolve_work(item, p.var.window_left, kv_len, queries.q_len);
-  // This thread's two query rows (g, g + 8) in the S and O fragments; rows
-  // past kRows are padding and borrow the last row's variant (never stored).
-  const int row_lo = min(g, Tr::kRows - 1), row_hi = min(g + 8, Tr::kRows - 1);
-  const int q_pos_lo = queries.q_pos(row_lo, kv_len), q_pos_hi = queries.q_pos(row_hi, kv_len);
+  // This thread's query rows, 2t + c of each n-tile (the columns of S^T and
+  // O^T); rows past kRows are padding and borrow the last row's variant
+  // (never stored).
+  typename Tr::Variant vars[Tr::kQueryTiles][2];
+  int q_pos[Tr::kQueryTiles][2];
   const kernels::VariantParams var = decode_variant_params(p);  // the scale factor read once, here
-  const typename Tr::Variant var_lo(var, work.request, queries.head(row_lo), p.num_qo_heads, kv_len, queries.q_len,
-                                    queries.token(row_lo));
-  const typename Tr::Variant var_hi(var, work.request, queries.head(row_hi), p.num_qo_heads, kv_len, queries.q_len,
-                                    queries.token(row_hi));
+#pragma unroll
+  for (int n = 0; n < Tr::kQueryTiles; ++n) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int row = min(n * 8 + 2 * t + c, Tr::kRows - 1);
+      q_pos[n][c] = queries.q_pos(row, kv_len);
+      vars[n][c] = typename Tr::Variant(var, work.request, queries.head(row), p.num_qo_heads, kv_len, queries.q_len,
+                                        queries.token(row));
+    }
+  }
+  const typename Tr::Variant& any_row = vars[0][0];  // for the hooks that do not depend on the row (RoPE)
 
   const int begin = work.begin, end = work.end;
   const auto kv_slice = kv.slice(kv_head, dim0);
@@ -157,7 +172,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       for (int f = 0; f < Tr::kLoadFrags; ++f) {
         if constexpr (Tr::kSplitQK) {  // in float, then as a rounded part and the rest
           frag8 kf = to_frag8(k_raw[s][f]);
-          var_lo.template transform_key<D>(kf, base + r, dim0 + 8 * f, kRopePartner);  // the same for every head
+          any_row.template transform_key<D>(kf, base + r, dim0 + 8 * f, kRopePartner);  // the same for every head
           const split8<T> parts(kf);
           store_smem8(k_row + chunk(chunk0 + f), parts.hi);
           store_smem8(k_rest_tile(buf) + r * kRowBytes + chunk(chunk0 + f), parts.lo);
@@ -184,7 +199,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     if (r < Tr::kRows && queries.stored(r))
       qf = load8<typename Tr::q_t>(static_cast<const char*>(p.q) +
                                    (queries.q_elem(p, r) + queries.head(r) * p.q_stride_h + d0) * 2);
-    var_lo.template transform_query<D>(qf, queries.q_pos(r, kv_len), d0, kQSlices / 2);  // depends on the position only
+    any_row.template transform_query<D>(qf, queries.q_pos(r, kv_len), d0, kQSlices / 2);  // depends on the position only
     if constexpr (Tr::kSplitQK) {
       const split8<T> parts(qf);
       store_smem8(q_tile + r * kRowBytes + d0 * 2, parts.hi);
@@ -197,16 +212,35 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   if (begin < end) store_tile(0, begin);
   __syncthreads();
 
-  frag_a qa[D / 16];
+  // Q as the B operand of S^T = K Q^T: k-steps of 16 dims x 8 query rows
+  // per n-tile, one ldmatrix_x4 per two k-steps.
+  frag_b qb[D / 16][Tr::kQueryTiles];
+  frag_b qb_rest[Tr::kSplitQK ? D / 16 : 1][Tr::kQueryTiles];
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks)
-    ldmatrix_x4(qa[ks].x, q_tile + (lane % 16) * kRowBytes + (ks * 16 + (lane / 16) * 8) * 2);
+  for (int n = 0; n < Tr::kQueryTiles; ++n) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks += 2) {
+      const uint32_t at = (n * 8 + (lane & 7)) * kRowBytes + (ks * 16 + (lane >> 3) * 8) * 2;
+      uint32_t r[4];
+      ldmatrix_x4(r, q_tile + at);
+      qb[ks][n] = frag_b{{r[0], r[1]}};
+      qb[ks + 1][n] = frag_b{{r[2], r[3]}};
+      if constexpr (Tr::kSplitQK) {
+        ldmatrix_x4(r, q_rest_tile + at);
+        qb_rest[ks][n] = frag_b{{r[0], r[1]}};
+        qb_rest[ks + 1][n] = frag_b{{r[2], r[3]}};
+      }
+    }
+  }
 
-  RowState rows;
+  QueryColumns<Tr::kQueryTiles> rows;
   rows.init();
-  frag_c o[D / 8];
+  frag_c o[D / 16][Tr::kQueryTiles];  // O^T: head-dim rows x query columns
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) o[n].zero();
+  for (int md = 0; md < D / 16; ++md) {
+#pragma unroll
+    for (int n = 0; n < Tr::kQueryTiles; ++n) o[md][n].zero();
+  }
 
   int buf = 0;
   for (int base = begin; base < end; base += Tr::kTileRows) {
@@ -216,55 +250,57 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     const int row0 = warp * Tr::kWarpRows;  // this warp's first row in the tile
     const int col0 = base + row0;
     if (col0 < end) {  // uniform across the warp; else it holds only rows past the end
-      // S = Q K^T on the warp's rows: two 8-row n-tiles per 16-row MMA tile.
-      frag_c s[2 * Tr::kSubTiles];
-#pragma unroll
-      for (int n = 0; n < 2 * Tr::kSubTiles; ++n) s[n].zero();
+      // S^T = K Q^T on the warp's rows: K's 16-key m-tiles as A fragments.
+      frag_c s[Tr::kSubTiles][Tr::kQueryTiles];
 #pragma unroll
       for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
-        const uint32_t kw = k_tile(buf) + (row0 + sub * 16 + (lane & 7) + ((lane >> 4) << 3)) * kRowBytes;
+#pragma unroll
+        for (int n = 0; n < Tr::kQueryTiles; ++n) s[sub][n].zero();
+        const uint32_t kw = k_tile(buf) + (row0 + sub * 16 + (lane & 15)) * kRowBytes;
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
-          uint32_t r[4];
-          ldmatrix_x4(r, kw + chunk(2 * ks + ((lane >> 3) & 1)));
-          mma_16816<T>(s[2 * sub], qa[ks], frag_b{{r[0], r[1]}});
-          mma_16816<T>(s[2 * sub + 1], qa[ks], frag_b{{r[2], r[3]}});
-          if constexpr (Tr::kSplitQK) {  // + q_rest k_hi + q_hi k_rest
-            frag_a q_rest;
-            ldmatrix_x4(q_rest.x, q_rest_tile + (lane % 16) * kRowBytes + (ks * 16 + (lane / 16) * 8) * 2);
-            mma_16816<T>(s[2 * sub], q_rest, frag_b{{r[0], r[1]}});
-            mma_16816<T>(s[2 * sub + 1], q_rest, frag_b{{r[2], r[3]}});
-            ldmatrix_x4(r, kw - k_tile(buf) + k_rest_tile(buf) + chunk(2 * ks + ((lane >> 3) & 1)));
-            mma_16816<T>(s[2 * sub], qa[ks], frag_b{{r[0], r[1]}});
-            mma_16816<T>(s[2 * sub + 1], qa[ks], frag_b{{r[2], r[3]}});
+          frag_a k;
+          ldmatrix_x4(k.x, kw + chunk(2 * ks + (lane >> 4)));
+#pragma unroll
+          for (int n = 0; n < Tr::kQueryTiles; ++n) mma_16816<T>(s[sub][n], k, qb[ks][n]);
+          if constexpr (Tr::kSplitQK) {  // + k_hi q_rest + k_rest q_hi
+            frag_a k_rest;
+            ldmatrix_x4(k_rest.x, kw - k_tile(buf) + k_rest_tile(buf) + chunk(2 * ks + (lane >> 4)));
+#pragma unroll
+            for (int n = 0; n < Tr::kQueryTiles; ++n) {
+              mma_16816<T>(s[sub][n], k, qb_rest[ks][n]);
+              mma_16816<T>(s[sub][n], k_rest, qb[ks][n]);
+            }
           }
         }
       }
 
-      // The variant turns S into base-2 logits (masked rows -inf), then the
-      // online softmax makes it P and rescales what O holds so far: once per
-      // warp tile, however many MMA tiles it spans.
-      map_tile(s, [&](int half, int col, float x) {
-        const auto& var = half == 0 ? var_lo : var_hi;
-        const int j = col0 + col;
-        return j < end && var.keep(half == 0 ? q_pos_lo : q_pos_hi, j) ? var.logit(x * var.q_scale, j) : neg_inf();
+      // The variant turns S^T into base-2 logits (masked keys -inf), then the
+      // online softmax makes it P^T and rescales what O^T holds so far: once
+      // per warp tile, however many MMA tiles it spans.
+      map_key_major(s, [&](int n, int c, int key, float x) {
+        const auto& var = vars[n][c];
+        const int j = col0 + key;
+        return j < end && var.keep(q_pos[n][c], j) ? var.logit(x * var.q_scale, j) : neg_inf();
       });
-      float tile_max[2], scale[2];
-      row_max(s, tile_max);
-      rows.raise_max(tile_max, scale);
-      rescale(o, scale);
+      float shrink[Tr::kQueryTiles][2];
+      rows.raise_max(s, shrink);
+      rows.rescale(o, shrink);
       rows.exp2_and_sum(s);
-      // O += P V, P (16 x 16 KV rows per MMA tile) as A fragments.
+      // O^T += V^T P^T: V^T's 16-dim m-tiles as A fragments (V rows
+      // transposed on the way out of shared memory), P^T as B.
 #pragma unroll
       for (int sub = 0; sub < Tr::kSubTiles; ++sub) {
-        const frag_a pa = to_a_fragment<T>(s[2 * sub], s[2 * sub + 1]);
-        const uint32_t vw = v_tile(buf) + (row0 + sub * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * kRowBytes;
+        frag_b pb[Tr::kQueryTiles];
 #pragma unroll
-        for (int nd = 0; nd < D / 16; ++nd) {
-          uint32_t r[4];
-          ldmatrix_x4_trans(r, vw + chunk(2 * nd + (lane >> 4)));
-          mma_16816<T>(o[2 * nd], pa, frag_b{{r[0], r[1]}});
-          mma_16816<T>(o[2 * nd + 1], pa, frag_b{{r[2], r[3]}});
+        for (int n = 0; n < Tr::kQueryTiles; ++n) pb[n] = to_b_fragment<T>(s[sub][n]);
+        const uint32_t vw = v_tile(buf) + (row0 + sub * 16 + (lane & 7) + ((lane >> 4) << 3)) * kRowBytes;
+#pragma unroll
+        for (int md = 0; md < D / 16; ++md) {
+          frag_a v;
+          ldmatrix_x4_trans(v.x, vw + chunk(2 * md + ((lane >> 3) & 1)));
+#pragma unroll
+          for (int n = 0; n < Tr::kQueryTiles; ++n) mma_16816<T>(o[md][n], v, pb[n]);
         }
       }
     }
@@ -280,25 +316,28 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
 
   pdl_launch_dependents();  // the next kernel may start its prologue: this CTA only merges and stores now
 
-  // Row sums across the quad, then the warps' states through shared memory.
-  // They overwrite the Q tile and other warps' K/V rows, which those warps
-  // may still be reading (the loop synchronizes only within a warp; an empty
-  // chunk skips the loop), hence a CTA barrier first.
+  // Row sums across the lanes holding a row's keys, then the warps' states
+  // through shared memory. They overwrite the Q tile and other warps' K/V
+  // rows, which those warps may still be reading (the loop synchronizes only
+  // within a warp; an empty chunk skips the loop), hence a CTA barrier first.
   __syncthreads();
   rows.finalize();
   constexpr int kRec = D + 2;
   float* states = reinterpret_cast<float*>(attnjit_decode_mma_smem);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float* rec = states + (warp * 16 + g + 8 * h) * kRec;
-    if (t == 0) {
-      rec[0] = rows.m[h];
-      rec[1] = rows.d[h];
-    }
+  for (int n = 0; n < Tr::kQueryTiles; ++n) {
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      rec[2 + n * 8 + 2 * t] = o[n].x[2 * h];
-      rec[2 + n * 8 + 2 * t + 1] = o[n].x[2 * h + 1];
+    for (int c = 0; c < 2; ++c) {
+      float* rec = states + (warp * 16 + n * 8 + 2 * t + c) * kRec;
+      if (g == 0) {
+        rec[0] = rows.m[n][c];
+        rec[1] = rows.d[n][c];
+      }
+#pragma unroll
+      for (int md = 0; md < D / 16; ++md) {
+        rec[2 + md * 16 + g] = o[md][n].x[c];
+        rec[2 + md * 16 + g + 8] = o[md][n].x[2 + c];
+      }
     }
   }
   __syncthreads();

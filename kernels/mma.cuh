@@ -42,6 +42,14 @@ ATTNJIT_DEVICE void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t row) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row));
 }
 
+// The transpose of an 8x8 16-bit matrix held as a fragment (lane holds row
+// lane / 4, columns 2 (lane % 4) .. +1, one 32-bit pair), in registers.
+ATTNJIT_DEVICE uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
 // 4 and 16 bytes at a shared-window address.
 ATTNJIT_DEVICE void st_shared_u32(uint32_t addr, uint32_t x) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(x)); }
 ATTNJIT_DEVICE void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {

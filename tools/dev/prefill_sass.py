@@ -8,6 +8,7 @@ This is how the 2026-11-23 changes were checked before any GPU run
     pip install nvidia-cuda-nvdisasm         # nvdisasm, if the toolkit lacks it
     python3 tools/dev/prefill_sass.py --head-dim 128 --frags-m 2 --mask 1 --source RaggedKV
     python3 tools/dev/prefill_sass.py --kernels /tmp/old-kernels ...   # another tree's headers, to compare
+    python3 tools/dev/prefill_sass.py --decode --source PagedKV --kv-dtype e4m3   # the tensor-core decode
 
 --mask: 0 none, 1 causal, 2 custom; --pos: 0 none, 1 RoPE, 2 ALiBi.
 """
@@ -95,7 +96,7 @@ def main():
     ap.add_argument("--pos", type=int, default=0)
     ap.add_argument("--soft-cap", action="store_true")
     ap.add_argument("--window", action="store_true")
-    ap.add_argument("--source", default="RaggedKV", choices=["ContiguousKV", "RaggedKV", "PagedKV"])
+    ap.add_argument("--source", default="RaggedKV", choices=["ContiguousKV", "RaggedKV", "PagedKV", "BlockTableKV"])
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--min-ctas", type=int, default=None,
                     help="__launch_bounds__ minimum CTAs per SM (default: the planner's, 3 at head_dim 64, else 1)")
@@ -103,6 +104,11 @@ def main():
     ap.add_argument("--kv-dtype", default=None, help="bf16, f16, e4m3, e5m2 (default: --dtype)")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--sm90", action="store_true", help="the Hopper (wgmma) skeleton, templates/prefill_sm90.cu.in")
+    ap.add_argument("--decode", action="store_true",
+                    help="the tensor-core decode skeleton instead (templates/single_decode_tc.cu.in); "
+                         "--heads / --tokens are its query rows, --source its KV")
+    ap.add_argument("--heads", type=int, default=4, help="--decode: query heads per CTA")
+    ap.add_argument("--tokens", type=int, default=1, help="--decode: query tokens per CTA (speculative decoding)")
     ap.add_argument("--dump", help="write the loop's SASS here")
     args = ap.parse_args()
     nvdisasm = shutil.which("nvdisasm") or next(iter(glob.glob(os.path.join(
@@ -116,7 +122,9 @@ def main():
               "POS_MODE": args.pos, "SOFT_CAP": str(args.soft_cap).lower(), "MASK_MODE": args.mask,
               "WINDOW": str(args.window).lower(), "KV_SOURCE": args.source, "STAGES": args.stages,
               "MIN_CTAS_PER_SM": args.min_ctas or (3 if args.head_dim == 64 else 1)}
-    template = "prefill_sm90.cu.in" if args.sm90 else "prefill.cu.in"
+    if args.decode:  # DecodeKernel::template_values
+        values.update({"HEADS_PER_CTA": args.heads, "WARPS": 4, "TOKENS_PER_CTA": args.tokens})
+    template = "single_decode_tc.cu.in" if args.decode else "prefill_sm90.cu.in" if args.sm90 else "prefill.cu.in"
     source = open(os.path.join(ROOT, "templates", template)).read()
     for key, value in values.items():
         source = source.replace("{{" + key + "}}", str(value))
