@@ -5,9 +5,8 @@
 // query-major form (S = Q K^T) padded a GQA group of 4 to M = 16 and held O
 // in 64 registers for 4 rows; key-major, N pads 4 rows to 8 only, O^T takes
 // 32 registers and P V half the MMAs (166 registers instead of 232 at d 128,
-// 1-2.5% faster end to end; three CTAs per SM, which that would allow,
-// measured slower: docs/PERFORMANCE.md). P^T reaches the B operand through
-// movmatrix. With several query tokens per request (speculative
+// 0.5-2.5% faster end to end at two CTAs per SM; kDecodeMmaCtasPerSm says
+// why not three). P^T reaches the B operand through movmatrix. With several query tokens per request (speculative
 // decoding), the rows are kTokens tokens x kHeads heads (decode_queries.cuh),
 // each row with its own position, which the variant's causal mask compares
 // with the key's.
@@ -86,6 +85,7 @@ struct DecodeMmaTraits {
   // not by the MMAs.
   static constexpr bool kSplitQK = Variant::kTransformsKeys;
   static constexpr int kSmemBytes = kernels::decode_mma_smem_bytes(Warps, HeadDim, kSplitQK);
+  static constexpr int kCtasPerSm = kernels::kDecodeMmaCtasPerSm;
   static_assert((16 + 2 * kBuffers * kTileRows + (kSplitQK ? 16 + kBuffers * kTileRows : 0)) * kStride * 2 <= kSmemBytes,
                 "tiles exceed the planned smem");
 };

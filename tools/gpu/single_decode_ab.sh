@@ -31,7 +31,7 @@ if [ "${NCU:-0}" = 1 ]; then
     prob=${problems[$i]} log="$OUT/ncu_${names[$i]}.txt"
     echo "== ncu $prob"
     ATTNJIT_CACHE_DIR=/tmp/cache-$(basename "$cli") timeout 120 ncu --clock-control none --launch-skip 40 \
-      --launch-count 6 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem \
+      --launch-count 6 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__shared_mem_config_size,sm__warps_active.avg.per_cycle_active \
       "$cli" bench --skip-jit --problem "$prob" >"$log" 2>&1 || status=1
     grep -E "attnjit_|gpu__time_duration|dram__throughput|sm__cycles|launch__" "$log" | head -n 30
   done

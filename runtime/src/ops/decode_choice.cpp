@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "decode_params.h"
+
 namespace attnjit::ops {
 
 namespace {
@@ -102,9 +104,9 @@ int decode_query_blocks(const DecodeKernel& k, int group, int q_len) {
 DecodeTile decode_tile(const DecodeKernel& s) {
   const int warps = s.warps, rows_per_step = 256 / s.head_dim;  // rows a warp covers per step
   // Tensor cores: 16 rows per warp per tile, 32 for fp8 KV (the same bytes;
-  // kernels/decode_mma.cuh); ~170 registers at
-  // d 128 (key-major MMAs), 2 CTAs per SM by shared memory.
-  if (s.tensor_cores) return {16 * warps * (2 / static_cast<int>(dtype_size(s.variant.kv_dtype))), 2};
+  // kernels/decode_mma.cuh), at the CTAs per SM its launch bounds promise.
+  if (s.tensor_cores)
+    return {16 * warps * (2 / static_cast<int>(dtype_size(s.variant.kv_dtype))), kernels::kDecodeMmaCtasPerSm};
   int unroll, ctas;
   if (s.heads_per_cta <= 2) unroll = 4, ctas = 4;       // <= 128 registers
   else if (s.heads_per_cta <= 4) unroll = 2, ctas = 3;  // ~150 registers
