@@ -417,6 +417,11 @@ TEST_CASE("trtllm checks its options, block tables and lengths", "[capi]") {
     in.tables = DLTensorMaker({2, 4}, kI32, {kDLCUDA, 1});
     CHECK(in.call(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(last_error(), Contains("block_tables: device cuda:1 differs from the query's device cuda:0"));
+    in.tables = DLTensorMaker({2, 4}, kI32);
+    in.tables.data(t::fake_device_pointer()).byte_offset(2);  // the kernels load whole int32s
+    CHECK(in.call(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), StartsWith("block_tables: address "));
+    CHECK_THAT(last_error(), Contains("is not allowed; allowed: a multiple of 4 bytes (the element size)"));
   }
   SECTION("seq_lens") {
     in.lens = DLTensorMaker({2}, t::kF32);

@@ -16,7 +16,8 @@ namespace attnjit::capi {
 // A host int32 array (kDLCPU or kDLCUDAHost, 1-D, contiguous), copied.
 std::vector<int32_t> host_int32_array(const DLTensor* t, const char* arg);
 
-// A device int32 array on kDLCUDA, contiguous (row-major). shape[] is
+// A device int32 array on kDLCUDA, contiguous (row-major), its first element
+// aligned to 4 bytes. shape[] is
 // returned; the caller checks it against the problem. allow_uint32: the
 // array holds lengths, for which uint32 (TensorRT-LLM's spelling) is the same
 // bits as long as they fit in int32.
