@@ -3,7 +3,8 @@
 # FlashInfer's tensor-core decode (its paged prefill kernel) on
 # compare_peers.py's batch-decode shapes (32 q / 8 kv heads, d 128, bf16,
 # page_size 16, shuffled pages; SHAPES: 256x1024 and the skewed batch 1 x
-# 32768 + 63 x 512), through tools/bench/profile_batch_decode.py.
+# 32768 + 63 x 512 by default, also 64x4096 and 64x4096-fp8), through
+# tools/bench/profile_batch_decode.py.
 # Per shape and library: a first pass under `ncu --metrics
 # gpu__time_duration.sum` that compiles (NVRTC / FlashInfer's nvcc JIT)
 # outside the profiled process and lists every kernel with its duration (so
