@@ -49,7 +49,7 @@ template <int HeadDim, int HeadsPerCta, class QT, class KVT, class OT, int PosMo
 struct DecodeMmaTraits {
   static_assert(HeadDim == 64 || HeadDim == 128, "tensor-core decode supports head_dim 64 and 128");
   static_assert(HeadsPerCta >= 1 && TokensPerCta >= 1 && HeadsPerCta * TokensPerCta <= 16,
-                "the CTA's query rows (heads x tokens) are the 16-row M dimension");
+                "the CTA's query rows (heads x tokens) are at most two 8-row n-tiles");
   static_assert(TokensPerCta == 1 || MaskMode == kernels::kMaskCausal,
                 "several query tokens of a request are causal among themselves");
   static constexpr int kHeadDim = HeadDim;

@@ -21,8 +21,8 @@ int heads_per_cta(int group) {
   return group <= kMaxHeadsPerCta ? group : 1;
 }
 
-// The tensor-core skeleton's 16-row M dimension holds heads x tokens of one
-// request (kernels/decode_queries.cuh). A shape that does not fit splits into
+// The tensor-core skeleton's up to 16 query rows (the N of its key-major
+// MMAs, 8 per n-tile) hold heads x tokens of one request (kernels/decode_queries.cuh). A shape that does not fit splits into
 // sibling CTAs (head blocks x token tiles), which read the same K/V rows back
 // to back, the later ones from L2. Chosen: the fewest CTAs per KV head, then
 // the fewest rows computed (padding), then more heads per CTA. With one token

@@ -1,6 +1,6 @@
 // The decode family: one query token per head (and request) against a KV
 // sequence, on CUDA cores (kernels/decode.cuh) or tensor cores
-// (kernels/decode_mma.cuh, the query-head group as the MMA's M dimension).
+// (kernels/decode_mma.cuh, key-major: the query-head group as the MMA's N dimension).
 // Speculative decoding (several query tokens per request, causal among
 // themselves) is the tensor-core skeleton with variant.mask = causal and
 // tokens_per_cta x heads_per_cta rows (kernels/decode_queries.cuh); the
