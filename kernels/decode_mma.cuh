@@ -209,7 +209,6 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     }
   }
 
-  if (begin < end) store_tile(0, begin);
   __syncthreads();
 
   // Q as the B operand of S^T = K Q^T: k-steps of 16 dims x 8 query rows
@@ -242,10 +241,20 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     for (int n = 0; n < Tr::kQueryTiles; ++n) o[md][n].zero();
   }
 
+  // Each iteration stores the tile whose loads the last one issued (the
+  // prologue, for the first), issues the next tile's, then computes: the
+  // loads stay in flight while the warp computes, and store_tile, with its
+  // widening and RoPE, is written out once (one call site; two made RoPE
+  // variants twice as long to compile).
   int buf = 0;
   for (int base = begin; base < end; base += Tr::kTileRows) {
-    const bool more = base + Tr::kTileRows < end;  // uniform across the CTA
-    if (more) load_tile(base + Tr::kTileRows);
+    // A warp stages exactly the rows it computes on, so only the warp
+    // synchronizes: warps run out of step, some loading while others compute.
+    // One buffer: the warp's reads of its rows are done before it overwrites them.
+    if (Tr::kBuffers == 1) __syncwarp();
+    store_tile(buf, base);
+    __syncwarp();
+    if (base + Tr::kTileRows < end) load_tile(base + Tr::kTileRows);  // uniform across the CTA
 
     const int row0 = warp * Tr::kWarpRows;  // this warp's first row in the tile
     const int col0 = base + row0;
@@ -305,12 +314,6 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       }
     }
 
-    // A warp stages exactly the rows it computes on, so only the warp
-    // synchronizes: warps run out of step, some loading while others compute.
-    // One buffer: the warp's reads of its rows are done before it overwrites them.
-    if (Tr::kBuffers == 1) __syncwarp();
-    if (more) store_tile(buf ^ (Tr::kBuffers - 1), base + Tr::kTileRows);
-    __syncwarp();
     buf ^= Tr::kBuffers - 1;
   }
 
