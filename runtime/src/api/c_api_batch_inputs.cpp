@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "api/c_api_device_vectors.hpp"
 #include "api/dlpack_codes.hpp"
 #include "attnjit/error.hpp"
 
@@ -80,10 +81,7 @@ DeviceInt32 device_int32_array(const DLTensor* t, const char* arg, bool allow_ui
   d.device = t->device.device_id;
   if (numel(d.shape) > 0 && t->data == nullptr) invalid(fmt::format("{}: data is NULL", arg));
   d.data = reinterpret_cast<const int32_t*>(static_cast<const char*>(t->data) + t->byte_offset);
-  // The kernels load whole int32s: a misaligned first element would fault there.
-  if (d.data != nullptr && reinterpret_cast<uintptr_t>(d.data) % sizeof(int32_t) != 0)
-    invalid(fmt::format("{}: address {} is not allowed; allowed: a multiple of 4 bytes (the element size)", arg,
-                        static_cast<const void*>(d.data)));
+  check_element_alignment(d.data, sizeof(int32_t), arg);
   return d;
 }
 

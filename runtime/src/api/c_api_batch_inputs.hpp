@@ -17,10 +17,9 @@ namespace attnjit::capi {
 std::vector<int32_t> host_int32_array(const DLTensor* t, const char* arg);
 
 // A device int32 array on kDLCUDA, contiguous (row-major), its first element
-// aligned to 4 bytes. shape[] is
-// returned; the caller checks it against the problem. allow_uint32: the
-// array holds lengths, for which uint32 (TensorRT-LLM's spelling) is the same
-// bits as long as they fit in int32.
+// aligned to 4 bytes. shape[] is returned; the caller checks it against the
+// problem. allow_uint32: the array holds lengths, for which uint32
+// (TensorRT-LLM's spelling) is the same bits as long as they fit in int32.
 struct DeviceInt32 {
   const int32_t* data = nullptr;
   std::vector<int64_t> shape;

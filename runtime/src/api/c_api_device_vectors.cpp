@@ -47,14 +47,17 @@ const void* element_data(const DLTensor& t, const char* arg, int64_t length) {
     return nullptr;  // nothing to read
   }
   const char* data = static_cast<const char*>(t.data) + t.byte_offset;
-  const unsigned element_bytes = std::max(1u, unsigned(t.dtype.bits) / 8u);
-  if (reinterpret_cast<uintptr_t>(data) % element_bytes != 0)
-    invalid(fmt::format("{}: address {} is not allowed; allowed: a multiple of {} bytes (the element size)", arg,
-                        static_cast<const void*>(data), element_bytes));
+  check_element_alignment(data, std::max(1u, unsigned(t.dtype.bits) / 8u), arg);
   return data;
 }
 
 }  // namespace
+
+void check_element_alignment(const void* data, unsigned element_bytes, const char* arg) {
+  if (reinterpret_cast<uintptr_t>(data) % element_bytes != 0)
+    invalid(fmt::format("{}: address {} is not allowed; allowed: a multiple of {} bytes (the element size)", arg,
+                        data, element_bytes));
+}
 
 const void* device_vector(const DLTensor* t, const char* arg, const DeviceVectorRule& rule) {
   check_device_dtype(t, arg, rule.dtypes, rule.allowed_dtypes);

@@ -33,6 +33,11 @@ struct DeviceVectorRule {
 // aligned to its element size.
 const void* device_vector(const DLTensor* t, const char* arg, const DeviceVectorRule& rule);
 
+// Refuses a first element whose address is not a multiple of the element
+// size (the kernels load whole elements): "<arg>: address ... is not allowed".
+// Every device array the C API hands to a kernel goes through it.
+void check_element_alignment(const void* data, unsigned element_bytes, const char* arg);
+
 // One float32 on the device, shape [] or [1] (a torch scalar tensor or a
 // one-element one), on `device` -- the device of `owner`, which the messages
 // name ("the query"). Returns its address after the checks device_vector makes.
