@@ -6,10 +6,10 @@
 // in 64 registers for 4 rows; key-major, N pads 4 rows to 8 only, O^T takes
 // 32 registers and P V half the MMAs (166 registers instead of 232 at d 128,
 // 0.5-2.5% faster end to end at two CTAs per SM; kDecodeMmaCtasPerSm says
-// why not three). P^T reaches the B operand through movmatrix. With several query tokens per request (speculative
-// decoding), the rows are kTokens tokens x kHeads heads (decode_queries.cuh),
-// each row with its own position, which the variant's causal mask compares
-// with the key's.
+// why not three). P^T reaches the B operand through movmatrix. With several
+// query tokens per request (speculative decoding), the rows are kTokens
+// tokens x kHeads heads (decode_queries.cuh), each row with its own position,
+// which the variant's causal mask compares with the key's.
 //
 // Grid (group_size / kHeads * token tiles, work items, num_kv_heads), 4 warps
 // (work items: decode_work.cuh). Each iteration the CTA stages a tile of K and V: every

@@ -10,7 +10,7 @@
 //   m' = max(m, rowmax S)      scale = 2^(m - m')      O *= scale, d *= scale
 //   P = 2^(S - m')             d += rowsum P           O += P V
 //
-// Used by the tensor-core prefill skeleton; decode, with few query rows,
+// Used by the tensor-core prefill skeletons; decode, with few query rows,
 // runs key-major (key_major_softmax.cuh).
 #pragma once
 #include "math.cuh"

@@ -22,9 +22,10 @@ int heads_per_cta(int group) {
 }
 
 // The tensor-core skeleton's up to 16 query rows (the N of its key-major
-// MMAs, 8 per n-tile) hold heads x tokens of one request (kernels/decode_queries.cuh). A shape that does not fit splits into
-// sibling CTAs (head blocks x token tiles), which read the same K/V rows back
-// to back, the later ones from L2. Chosen: the fewest CTAs per KV head, then
+// MMAs, 8 per n-tile) hold heads x tokens of one request
+// (kernels/decode_queries.cuh). A shape that does not fit splits into sibling
+// CTAs (head blocks x token tiles), which read the same K/V rows back to
+// back, the later ones from L2. Chosen: the fewest CTAs per KV head, then
 // the fewest rows computed (padding), then more heads per CTA. With one token
 // this is the largest divisor of the group up to 16.
 struct QueryTile {
