@@ -176,7 +176,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   }
   __syncthreads();
 
-  merge_warps_and_store<typename Tr::o_t, Tr::kHeadDim, DecodeQueryRows<Tr::kHeads, 1>, Tr::kWarps, Tr::kHeads>(
+  finish_decode<typename Tr::o_t, Tr::kHeadDim, DecodeQueryRows<Tr::kHeads, 1>, Tr::kWarps, Tr::kHeads>(
       smem, work, queries, p);
 }
 

@@ -345,7 +345,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   }
   __syncthreads();
 
-  merge_warps_and_store<typename Tr::o_t, D, typename Tr::Rows, Tr::kWarps, 16>(states, work, queries, p);
+  finish_decode<typename Tr::o_t, D, typename Tr::Rows, Tr::kWarps, 16>(states, work, queries, p);
 }
 
 }  // namespace attnjit

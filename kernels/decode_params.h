@@ -67,6 +67,15 @@ struct DecodeParams {
   // (decode_scales.cuh). A zero-filled struct (single decode): the floats alone.
   const float* sm_scale_factor;
   const float* v_scale_factor;
+  // Split KV merged inside the decode kernel (decode_epilogue.cuh): null (a
+  // merge kernel follows), or one counter per row group, [num_requests]
+  // [num_kv_heads][gridDim.x], zero before the launch and left zero after it.
+  // The last CTA of a group to finish merges the group's partial states.
+  // merge_indptr: request b's partial slots are [merge_indptr[b],
+  // merge_indptr[b+1]) (the work list's); null: the uniform partition's
+  // num_splits slots, split s at s * num_requests + b.
+  int32_t* merge_counters;
+  const int32_t* merge_indptr;
 };
 
 // Dynamic shared memory of the decode kernel: one (m, d, o[head_dim]) state

@@ -33,6 +33,19 @@ ATTNJIT_DEVICE int window_first_row(int window_left, int len, int q_len) {
 // last head's long chunks of a skewed batch started in the last wave.
 ATTNJIT_DEVICE int decode_kv_head() { return blockIdx.y; }
 ATTNJIT_DEVICE int decode_item_index() { return blockIdx.z; }
+// The CTAs that compute the same query rows of one request (its chunks)
+// form a row group; its index among every request's, for the in-kernel
+// merge's counters (decode_params.h).
+ATTNJIT_DEVICE int64_t decode_row_group(int request) {
+  return (int64_t(request) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+}
+// How many chunks (partial slots) a split request has, and its k-th slot.
+ATTNJIT_DEVICE int split_count(const kernels::DecodeParams& p, int request) {
+  return p.merge_indptr ? p.merge_indptr[request + 1] - p.merge_indptr[request] : p.num_splits;
+}
+ATTNJIT_DEVICE int split_slot(const kernels::DecodeParams& p, int request, int k) {
+  return p.merge_indptr ? p.merge_indptr[request] + k : k * p.num_requests + request;
+}
 
 // The raw item of this CTA; resolve() turns it into rows once the length is known.
 ATTNJIT_DEVICE kernels::DecodeWorkItem decode_work_item(const kernels::DecodeParams& p) {

@@ -65,8 +65,7 @@ ATTNJIT_DEVICE bool merge_row_output(const kernels::MergeParams& p, int row, int
 
 ATTNJIT_DEVICE MergeRowAddress merge_row_address(const kernels::MergeParams& p, int row, int head_dim) {
   const int rows_per_request = p.rows_per_request > 0 ? p.rows_per_request : p.num_rows;
-  const int listed = row / rows_per_request, r = row - listed * rows_per_request;
-  const int request = p.requests ? p.requests[listed] : listed;
+  const int request = row / rows_per_request, r = row - request * rows_per_request;
   MergeRowAddress at{};
   if (p.indptr) {
     const int first = p.indptr[request];

@@ -34,8 +34,6 @@ struct MergeParams {
   void* o;                   // request b, row r at o + b * o_stride_request + r * o_stride_row
   float* lse;                // [num_rows] or null (row b * rows_per_request + r; heads_per_token: token * heads + head)
   const int32_t* indptr;     // [requests + 1] or null
-  const int32_t* requests;   // with indptr: null (CTA row r is request r / rows_per_request's), or the requests
-                             // to merge (r is then requests[r / rows_per_request]'s): only split requests get a CTA
   const float* sinks;        // per qo head (row r of a request, or its head with heads_per_token) or null: variant.cuh
   int64_t o_stride_row;
   int64_t o_stride_request;

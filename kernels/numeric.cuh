@@ -207,4 +207,14 @@ ATTNJIT_DEVICE frag8 load8<f32>(const void* p) {
   return f;
 }
 
+// Eight floats at p read at the L2 (ld.global.cg), past the SM's L1, which
+// does not see other SMs' stores: states other CTAs of the grid wrote.
+ATTNJIT_DEVICE frag8 load8_l2(const float* p) {
+  const float4 a = __ldcg(reinterpret_cast<const float4*>(p)), b = __ldcg(reinterpret_cast<const float4*>(p) + 1);
+  frag8 f;
+  f.x[0] = a.x; f.x[1] = a.y; f.x[2] = a.z; f.x[3] = a.w;
+  f.x[4] = b.x; f.x[5] = b.y; f.x[6] = b.z; f.x[7] = b.w;
+  return f;
+}
+
 }  // namespace attnjit

@@ -35,7 +35,8 @@ BatchDecodePlan::BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& pr
   figures.smem_per_block = engine.smem_per_block(problem.device);
   impl_->layout = ops::plan_batch_decode(problem, figures);  // validates
   impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
-  impl_->merge = engine.load_on_device(impl_->layout.merge.spec, problem.device);
+  // With the lengths on the host, split requests merge in the decode kernel.
+  if (!problem.host_lengths) impl_->merge = engine.load_on_device(impl_->layout.merge.spec, problem.device);
   impl_->planned = !problem.host_lengths;  // the uniform partition is fixed by the problem
 }
 
@@ -63,8 +64,8 @@ std::string BatchDecodePlan::describe() const {
   return fmt::format("{} grid=({},{},{}) threads={} smem={} chunk={} items={} (max {}){}; {} workspace={} B",
                      d.spec.name(), d.shape.grid[0], d.shape.grid[1], num_work_items(), d.shape.threads,
                      d.shape.smem_bytes, chunk_size(), num_work_items(), L.max_items,
-                     impl_->problem.options.use_cuda_graph ? " cuda-graph" : "", L.merge.spec.name(),
-                     L.workspace.total_bytes());
+                     impl_->problem.options.use_cuda_graph ? " cuda-graph" : "",
+                     impl_->merge ? L.merge.spec.name() : "merged in the decode kernel", L.workspace.total_bytes());
 }
 
 namespace {
@@ -94,15 +95,12 @@ void BatchDecodePlan::plan(const int32_t* kv_lens, int batch, void* workspace, s
   // int regions after the float ones).
   const auto& work = I.layout.workspace.region("work");
   const auto& indptr = I.layout.workspace.region("merge_indptr");
-  const auto& requests = I.layout.workspace.region("merge_requests");
-  I.staging.assign(I.layout.workspace.int_bytes(), 0);
+  I.staging.assign(I.layout.workspace.int_bytes(), 0);  // "merge_counters" too: zero before the first run
   const size_t base = I.layout.workspace.float_bytes();
   std::memcpy(I.staging.data() + (work.offset - base), I.partition.items.data(),
               I.partition.items.size() * sizeof(kernels::DecodeWorkItem));
   std::memcpy(I.staging.data() + (indptr.offset - base), I.partition.merge_indptr.data(),
               I.partition.merge_indptr.size() * sizeof(int32_t));
-  std::memcpy(I.staging.data() + (requests.offset - base), I.partition.merge_requests.data(),
-              I.partition.merge_requests.size() * sizeof(int32_t));
   cuda::ScopedDevice scope(I.problem.device);
   // From pageable memory: the driver stages the bytes before returning, so
   // the next plan() may overwrite `staging`; the kernels that follow on
@@ -119,7 +117,6 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   const auto& P = I.problem;
   const auto& L = I.layout;
   if (!I.planned) throw Error(Status::NotPlanned, "run() before plan(): this problem's lengths are on the host");
-  const bool graph = P.options.use_cuda_graph;
   const int64_t B = batch(), H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, ps = P.page_size;
   const int kva = 8 * static_cast<int>(dtype_size(P.kv_dtype));
   const int64_t q_len = ops::max_query_tokens(P);
@@ -202,10 +199,17 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.o_row_offsets = extras.o_row_offsets;
   dp.sm_scale_factor = extras.bmm1_scale;
   dp.v_scale_factor = extras.bmm2_scale;
+  if (P.host_lengths) {  // split requests merge in the decode kernel (kernels/decode_epilogue.cuh)
+    dp.merge_counters = ops::region_ptr<int32_t>(workspace, L.workspace.region("merge_counters"));
+    dp.merge_indptr = ops::region_ptr<const int32_t>(workspace, L.workspace.region("merge_indptr"));
+  }
 
   ops::LaunchShape decode_shape = L.decode.shape;
   decode_shape.grid[2] = num_work_items();
-  const bool merge = graph ? slots : (P.host_lengths ? I.partition.any_split : L.uniform_splits > 1);
+  // The lengths on the device: the uniform partition's splits, merged by
+  // the merge kernel. (Its workspace, the caller's, has no plan() to zero
+  // counters in: TensorRT-LLM's entry point plans nothing.)
+  const bool merge = !P.host_lengths && L.uniform_splits > 1;
   cuda::ScopedDevice scope(P.device);
   detail::launch(*I.decode, decode_shape, &dp, stream, extras.enable_pdl);
   if (merge) {
@@ -214,7 +218,6 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
     mp.partial_lse = dp.partial_lse;
     mp.o = o.data;
     mp.lse = dp.lse;
-    mp.indptr = P.host_lengths ? ops::region_ptr<const int32_t>(workspace, L.workspace.region("merge_indptr")) : nullptr;
     mp.sinks = extras.sinks;
     // A request's rows are its tokens x heads (kernels/merge_params.h).
     mp.heads_per_token = static_cast<int32_t>(H);
@@ -224,15 +227,8 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
     mp.o_token_offsets = extras.o_row_offsets;
     mp.num_splits = L.uniform_splits;
     mp.rows_per_request = static_cast<int32_t>(q_len * H);
-    // Eager with host lengths: CTAs for the split requests' rows only (a
-    // skewed batch splits one request of 64; the grid of every row cost 5.9
-    // us under ncu, H100, to merge 32 of its 2048 rows). A CUDA graph keeps
-    // the grid of its largest batch, whatever the plan.
-    const bool listed = P.host_lengths && !graph;
-    if (listed) mp.requests = ops::region_ptr<const int32_t>(workspace, L.workspace.region("merge_requests"));
-    const int64_t merged = graph ? P.batch_size : listed ? int64_t(I.partition.merge_requests.size()) : B;
     ops::LaunchShape merge_shape = L.merge.shape;
-    merge_shape.grid[0] = static_cast<uint32_t>(merged * q_len * H);
+    merge_shape.grid[0] = static_cast<uint32_t>(B * q_len * H);
     mp.num_rows = static_cast<int32_t>(merge_shape.grid[0]);
     detail::launch(*I.merge, merge_shape, &mp, stream, extras.enable_pdl);
   }

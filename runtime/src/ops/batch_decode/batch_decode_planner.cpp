@@ -117,7 +117,9 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
   if (p.host_lengths) {
     L.workspace.add_int("work", size_t(L.max_items) * sizeof(kernels::DecodeWorkItem));
     L.workspace.add_int("merge_indptr", size_t(B + 1) * sizeof(int32_t));
-    L.workspace.add_int("merge_requests", size_t(B) * sizeof(int32_t));
+    // The in-kernel merge's counters, one per row group (kernels/decode_params.h):
+    // plan() uploads them as zeros with the work list, every run leaves them so.
+    L.workspace.add_int("merge_counters", size_t(B) * p.num_kv_heads * query_blocks * sizeof(int32_t));
   }
 
   const auto& o = p.options;
@@ -159,7 +161,6 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
   for (int b = 0; b < batch; ++b) {
     const int n = (rows[b] + chunk - 1) / chunk;
     part.merge_indptr[b + 1] = part.merge_indptr[b] + (n > 1 ? n : 0);
-    if (n > 1) part.merge_requests.push_back(b);
     for (int c = 0; c < n; ++c)
       part.items.push_back({b, c * chunk, std::min(rows[b], (c + 1) * chunk), n > 1 ? part.merge_indptr[b] + c : -1});
   }

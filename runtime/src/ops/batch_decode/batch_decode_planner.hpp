@@ -25,9 +25,12 @@ namespace attnjit::ops {
 
 struct BatchDecodeLayout {
   KernelLaunch decode;  // grid.y: the most work items (graph or uniform); a listed plan launches its own count
-  KernelLaunch merge;   // grid.x: batch_size * max query tokens * num_qo_heads, one CTA per output row
-  // Float regions "partial_o", "partial_lse"; int regions "work" and
-  // "merge_indptr" when the lengths are on the host.
+  // grid.x: batch_size * max query tokens * num_qo_heads, one CTA per output
+  // row. Only with the lengths on the device: a host_lengths plan merges
+  // split requests in the decode kernel (kernels/decode_epilogue.cuh).
+  KernelLaunch merge;
+  // Float regions "partial_o", "partial_lse"; int regions "work",
+  // "merge_indptr" and "merge_counters" when the lengths are on the host.
   WorkspaceLayout workspace;
   int max_items = 0;
   int max_slots = 0;
@@ -45,7 +48,6 @@ struct BatchDecodeLayout {
 struct BatchDecodePartition {
   std::vector<kernels::DecodeWorkItem> items;  // real items, then padding (request -1) up to max_items in graph mode
   std::vector<int32_t> merge_indptr;           // per request: its partial slots; padded to batch_size + 1
-  std::vector<int32_t> merge_requests;         // the requests that were split, in order: the merge's only rows
   int batch = 0;
   int chunk_size = 0;
   int num_items = 0;  // real items
