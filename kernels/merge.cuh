@@ -97,59 +97,49 @@ ATTNJIT_DEVICE MergeRowAddress merge_row_address(const kernels::MergeParams& p, 
 
 template <class Tr>
 ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
-  __shared__ float warp_max[Tr::kWarps];
   __shared__ __align__(16) float sums[Tr::kGroups][Tr::kHeadDim];
-  __shared__ float weights[Tr::kGroups];
+  __shared__ float group_m[Tr::kGroups], group_d[Tr::kGroups];
   pdl_wait();  // the partial states come from the kernel before
   // The next kernel may launch now and wait in its own pdl_wait() for this
   // grid to finish: its launch overlaps the merge instead of following it.
   pdl_launch_dependents();
   const int row = blockIdx.x;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x;
   if (p.row_mask && !p.row_mask[p.heads ? row / p.heads : row]) return;  // the whole CTA: a row left as it is
   const MergeRowAddress at = merge_row_address(p, row, Tr::kHeadDim);
   if (at.num_splits <= 0) return;  // written by the decode kernel, or padding (request or token): uniform across the CTA
   constexpr int kInBytes = storage_bytes<typename Tr::in_t>::value;
 
-  // The largest lse over the splits, so every weight is <= 1.
-  float m = neg_inf();
-  for (int s = tid; s < at.num_splits; s += Tr::kThreads) m = fmaxf(m, p.partial_lse[at.lse + s * at.lse_step]);
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if (lane == 0) warp_max[warp] = m;
-  __syncthreads();
-  m = warp_max[0];
-#pragma unroll
-  for (int w = 1; w < Tr::kWarps; ++w) m = fmaxf(m, warp_max[w]);
-
-  // Weighted sums: thread (group, slice) takes splits group, group + kGroups, ...
+  // One pass: thread (group, slice) folds splits group, group + kGroups, ...
+  // into an online softmax state (a split's normalized o at weight 1 and
+  // max lse_s), its loads unrolled so they are in flight together; then the
+  // groups' states meet in shared memory. (A first pass for the largest
+  // lse, then the weighted sums, waited out two rounds of loads and two
+  // barriers: this kernel is on the critical path of every split launch.)
   const int slice = tid % Tr::kSlices, group = tid / Tr::kSlices, d0 = slice * 8;
-  float d = 0.f;
-  frag8 o;
-  o.zero();
+  SoftmaxState acc;
+  acc.init();
 #pragma unroll 4
   for (int s = group; s < at.num_splits; s += Tr::kGroups) {
-    const float w = exp2_rel(p.partial_lse[at.lse + s * at.lse_step], m);
+    const float lse = p.partial_lse[at.lse + s * at.lse_step];
     const frag8 part = load8<typename Tr::in_t>(static_cast<const char*>(p.partial_o) +
                                                 (at.o + s * at.o_step + d0) * kInBytes);
-    d += w;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o.x[i] = fmaf(w, part.x[i], o.x[i]);
+    acc.merge(lse, 1.f, part);
   }
 #pragma unroll
-  for (int i = 0; i < 8; ++i) sums[group][d0 + i] = o.x[i];
-  if (slice == 0) weights[group] = d;
+  for (int i = 0; i < 8; ++i) sums[group][d0 + i] = acc.o.x[i];
+  if (slice == 0) {  // every slice of a group saw the same lse values
+    group_m[group] = acc.m;
+    group_d[group] = acc.d;
+  }
   __syncthreads();
 
   if (group != 0) return;
-  SoftmaxState acc;  // relative to m
-  acc.m = m;
-  acc.d = 0.f;
-  acc.o.zero();
-  for (int gi = 0; gi < Tr::kGroups; ++gi) {
-    acc.d += weights[gi];
+  for (int gi = 1; gi < Tr::kGroups; ++gi) {
+    frag8 o;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc.o.x[i] += sums[gi][d0 + i];
+    for (int i = 0; i < 8; ++i) o.x[i] = sums[gi][d0 + i];
+    acc.merge(group_m[gi], group_d[gi], o);
   }
   apply_sink(acc, p.sinks, at.head);
   store8<typename Tr::o_t>(static_cast<char*>(p.o) + (at.out + d0) * storage_bytes<typename Tr::o_t>::value,
