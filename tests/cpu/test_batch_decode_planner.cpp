@@ -100,6 +100,23 @@ TEST_CASE("batch decode: a full batch is not split; a small one is cut to fill a
   CHECK(part.num_items * L.ctas_per_item <= L.wave + L.ctas_per_item);
 }
 
+TEST_CASE("batch decode: host lengths give one in-kernel merge counter per row group, in the int part",
+          "[batch_decode][planner]") {
+  // Row groups: requests x KV heads x the CTAs along grid x (kernels/decode_work.cuh's decode_row_group).
+  for (auto [group, tokens] : std::vector<std::pair<int, int>>{{4, 1}, {8, 1}, {8, 4}}) {
+    INFO("group " << group << ", " << tokens << " tokens per request");
+    auto p = base_problem(48);
+    p.num_qo_heads = p.num_kv_heads * group;
+    p.q_len_per_req = tokens;
+    const auto L = ops::plan_batch_decode(p, {});
+    if (tokens > 1) CHECK(L.decode.shape.grid[0] > 1);  // token tiles along x: several groups per KV head
+    REQUIRE(L.workspace.has("merge_counters"));
+    const auto& r = L.workspace.region("merge_counters");
+    CHECK(r.is_int);  // plan() uploads the int part, counters as zeros
+    CHECK(r.bytes == size_t(48) * p.num_kv_heads * L.decode.shape.grid[0] * sizeof(int32_t));
+  }
+}
+
 TEST_CASE("batch decode: a skewed batch is balanced, longest chunks first", "[batch_decode][planner]") {
   const auto p = base_problem(64);
   const auto L = ops::plan_batch_decode(p, {});
@@ -165,6 +182,7 @@ TEST_CASE("batch decode: lengths only on the device give a fixed uniform split",
   CHECK(int64_t(L.uniform_splits) * L.uniform_chunk >= 32768);
   CHECK(L.max_items == 2 * L.uniform_splits);
   CHECK_FALSE(L.workspace.has("work"));  // the kernel derives its item from blockIdx.y
+  CHECK_FALSE(L.workspace.has("merge_counters"));  // no plan() to zero them: the merge kernel merges
   CHECK(L.decode.spec.as<DecodeKernel>()->kv_source == KVSourceKind::BlockTable);
   p.batch_size = 256;
   p.max_seq_len = 1024;
