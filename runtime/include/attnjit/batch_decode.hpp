@@ -153,8 +153,10 @@ class ATTNJIT_API BatchDecodePlan {
 
   // host_lengths problems: partitions the batch (kv_lens on the host, one per
   // request, batch <= problem().batch_size with use_cuda_graph, else equal)
-  // and uploads the work list into `workspace` on `stream`. Not while
-  // `stream` captures. Lengths-on-device problems need no plan() call.
+  // and uploads the work list into `workspace` on `stream`, with zeroed
+  // counters for the split requests' merge in the decode kernel (each run()
+  // leaves them zero); run() takes the same workspace. Not while `stream`
+  // captures. Lengths-on-device problems need no plan() call.
   void plan(const int32_t* kv_lens, int batch, void* workspace, size_t workspace_bytes, Stream stream);
   int batch() const;           // of the last plan()
   int num_work_items() const;  // CTA rows of the decode grid
