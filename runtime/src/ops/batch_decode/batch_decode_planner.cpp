@@ -167,7 +167,6 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
   for (int b = batch; b < p.batch_size; ++b) part.merge_indptr[b + 1] = part.merge_indptr[b];
   part.num_items = static_cast<int>(part.items.size());
   part.num_slots = part.merge_indptr[batch];
-  part.any_split = part.num_slots > 0;
   if (part.num_items > L.max_items)  // the header's bound; a breach is a planner bug
     throw Error(Status::Internal, fmt::format("batch decode partition has {} items, above its bound {}",
                                               part.num_items, L.max_items));

@@ -52,7 +52,6 @@ struct BatchDecodePartition {
   int chunk_size = 0;
   int num_items = 0;  // real items
   int num_slots = 0;
-  bool any_split = false;
 };
 
 // Validates, then sizes everything that depends on the problem alone.
