@@ -5,8 +5,9 @@
 // by merge.cuh's kernel, or, when the launch has counters
 // (DecodeParams::merge_counters), here: the last CTA of the row group to
 // finish merges them. That saves the merge kernel and its wait for the
-// whole decode grid: a row's merge starts once its own chunks are done
-// (batch decode's skewed batch, H200: 75.7 -> 72.0 us). Single decode keeps
+// whole decode grid: a row's merge starts once its own chunks are done,
+// while other requests' CTAs still run (batch decode's skewed batch, H200:
+// 75.7 -> 72.0 us). Single decode keeps
 // the merge kernel: its one request's rows all end with the single wave, and
 // the merge kernel, launched early (PDL), measured 0.2-0.5 us faster there.
 #pragma once
