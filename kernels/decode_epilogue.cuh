@@ -7,9 +7,9 @@
 // finish merges them. That saves the merge kernel and its wait for the
 // whole decode grid: a row's merge starts once its own chunks are done,
 // while other requests' CTAs still run (batch decode's skewed batch, H200:
-// 75.7 -> 72.0 us). Single decode keeps
-// the merge kernel: its one request's rows all end with the single wave, and
-// the merge kernel, launched early (PDL), measured 0.2-0.5 us faster there.
+// 75.7 -> 72.0 us). Single decode keeps the merge kernel: its one request's
+// rows all end with the single wave, and the merge kernel, launched early
+// (PDL), measured 0.2-0.5 us faster there.
 #pragma once
 #include "decode_params.h"
 #include "decode_queries.cuh"
