@@ -155,7 +155,7 @@ TEST_CASE("batch decode: CUDA-graph mode keeps one grid and workspace for every 
   p.options.use_cuda_graph = true;
   const auto L = ops::plan_batch_decode(p, {});
   CHECK(L.decode.shape.grid[2] == uint32_t(L.max_items));
-  CHECK(L.merge.shape.grid[0] == uint32_t(128 * 32));
+  CHECK_FALSE(L.merge);  // host lengths: split requests merge in the decode kernel, whatever the batch
   std::vector<int32_t> a(3, 20000), b(128, 300);
   b[5] = 9000;
   for (const auto* lens : {&a, &b}) {
@@ -183,12 +183,17 @@ TEST_CASE("batch decode: lengths only on the device give a fixed uniform split",
   CHECK(L.max_items == 2 * L.uniform_splits);
   CHECK_FALSE(L.workspace.has("work"));  // the kernel derives its item from blockIdx.y
   CHECK_FALSE(L.workspace.has("merge_counters"));  // no plan() to zero them: the merge kernel merges
+  CHECK(L.merge);
+  CHECK(ops::batch_decode_kernels(p).size() == 2);  // prewarm: decode and merge
   CHECK(L.decode.spec.as<DecodeKernel>()->kv_source == KVSourceKind::BlockTable);
   p.batch_size = 256;
   p.max_seq_len = 1024;
   const auto full = ops::plan_batch_decode(p, {});
   CHECK(full.uniform_splits == 1);
   CHECK(full.workspace.total_bytes() == 0);
+  CHECK_FALSE(full.merge);  // nothing split, nothing merged
+  p.host_lengths = true;
+  CHECK(ops::batch_decode_kernels(p).size() == 1);  // host lengths: the decode kernel merges itself
 }
 
 TEST_CASE("batch decode problems round-trip through JSON; bad fields name argument, value and what is allowed",

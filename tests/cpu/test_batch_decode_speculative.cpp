@@ -77,7 +77,8 @@ TEST_CASE("speculative decode: the planner takes tensor cores and tiles heads x 
         const int tiles = (q_len + k.tokens_per_cta - 1) / k.tokens_per_cta;
         CHECK(int(L.decode.shape.grid[0]) == group / k.heads_per_cta * tiles);
         CHECK(L.ctas_per_item == 2 * int(L.decode.shape.grid[0]));
-        CHECK(int(L.merge.shape.grid[0]) == 3 * q_len * 2 * group);  // (request, token, head) rows
+        REQUIRE(L.merge);  // lengths on the device, split: the merge kernel
+        CHECK(int(L.merge->shape.grid[0]) == 3 * q_len * 2 * group);  // (request, token, head) rows
       }
   // The brief's example and the awkward primes: whole groups where they fit,
   // then as few sibling CTAs as the 16 rows allow.
@@ -128,7 +129,9 @@ TEST_CASE("speculative decode: partial states, merge rows and windows grow with 
   p.max_q_len = 3;
   const auto Lv = ops::plan_batch_decode(p, {});
   CHECK(Lv.workspace.to_json() == L3.workspace.to_json());
-  CHECK(Lv.merge.shape.grid[0] == L3.merge.shape.grid[0]);
+  REQUIRE(Lv.merge);
+  REQUIRE(L3.merge);
+  CHECK(Lv.merge->shape.grid[0] == L3.merge->shape.grid[0]);
 
   // The first token's window starts q_len - 1 rows before the last one's.
   p.max_q_len = 0;

@@ -35,8 +35,7 @@ BatchDecodePlan::BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& pr
   figures.smem_per_block = engine.smem_per_block(problem.device);
   impl_->layout = ops::plan_batch_decode(problem, figures);  // validates
   impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
-  // With the lengths on the host, split requests merge in the decode kernel.
-  if (!problem.host_lengths) impl_->merge = engine.load_on_device(impl_->layout.merge.spec, problem.device);
+  if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
   impl_->planned = !problem.host_lengths;  // the uniform partition is fixed by the problem
 }
 
@@ -65,7 +64,7 @@ std::string BatchDecodePlan::describe() const {
                      d.spec.name(), d.shape.grid[0], d.shape.grid[1], num_work_items(), d.shape.threads,
                      d.shape.smem_bytes, chunk_size(), num_work_items(), L.max_items,
                      impl_->problem.options.use_cuda_graph ? " cuda-graph" : "",
-                     impl_->merge ? L.merge.spec.name() : "merged in the decode kernel", L.workspace.total_bytes());
+                     L.merge ? L.merge->spec.name() : "no merge kernel", L.workspace.total_bytes());
 }
 
 namespace {
@@ -206,13 +205,12 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
 
   ops::LaunchShape decode_shape = L.decode.shape;
   decode_shape.grid[2] = num_work_items();
+  cuda::ScopedDevice scope(P.device);
+  detail::launch(*I.decode, decode_shape, &dp, stream, extras.enable_pdl);
   // The lengths on the device: the uniform partition's splits, merged by
   // the merge kernel. (Its workspace, the caller's, has no plan() to zero
   // counters in: TensorRT-LLM's entry point plans nothing.)
-  const bool merge = !P.host_lengths && L.uniform_splits > 1;
-  cuda::ScopedDevice scope(P.device);
-  detail::launch(*I.decode, decode_shape, &dp, stream, extras.enable_pdl);
-  if (merge) {
+  if (L.merge) {
     kernels::MergeParams mp{};
     mp.partial_o = dp.partial_o;
     mp.partial_lse = dp.partial_lse;
@@ -227,10 +225,8 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
     mp.o_token_offsets = extras.o_row_offsets;
     mp.num_splits = L.uniform_splits;
     mp.rows_per_request = static_cast<int32_t>(q_len * H);
-    ops::LaunchShape merge_shape = L.merge.shape;
-    merge_shape.grid[0] = static_cast<uint32_t>(B * q_len * H);
-    mp.num_rows = static_cast<int32_t>(merge_shape.grid[0]);
-    detail::launch(*I.merge, merge_shape, &mp, stream, extras.enable_pdl);
+    mp.num_rows = static_cast<int32_t>(L.merge->shape.grid[0]);  // every row of batch_size requests
+    detail::launch(*I.merge, L.merge->shape, &mp, stream, extras.enable_pdl);
   }
 }
 

@@ -62,6 +62,7 @@ int batch_decode_rows(const BatchDecodeProblem& p, int64_t len) {
 
 std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p) {
   validate(p);
+  if (p.host_lengths) return {decode_spec(p, DeviceFigures{})};
   return {decode_spec(p, DeviceFigures{}), merge_spec(p)};
 }
 
@@ -103,11 +104,13 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
   L.decode.shape.threads = decode.threads();
   L.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
 
-  const MergeKernel merge = merge_spec(p);
-  L.merge.role = "merge";
-  L.merge.spec = merge;
-  L.merge.shape.threads = merge.threads();
-  L.merge.shape.grid[0] = B * q_len * H;  // one row per (request, token, head)
+  if (!p.host_lengths && L.uniform_splits > 1) {
+    const MergeKernel merge = merge_spec(p);
+    KernelLaunch m{"merge", merge, {}};
+    m.shape.threads = merge.threads();
+    m.shape.grid[0] = B * q_len * H;  // one row per (request, token, head)
+    L.merge = m;
+  }
 
   if (L.max_slots > 0) {
     // A slot holds the most tokens a request has (kernels/decode_params.h).
@@ -192,7 +195,9 @@ nlohmann::json launch_json(const KernelLaunch& k) {
 }  // namespace
 
 nlohmann::json BatchDecodeLayout::to_json() const {
-  return {{"kernels", nlohmann::json::array({launch_json(decode), launch_json(merge)})},
+  nlohmann::json kernels = nlohmann::json::array({launch_json(decode)});
+  if (merge) kernels.push_back(launch_json(*merge));
+  return {{"kernels", kernels},
           {"max_work_items", max_items},
           {"ctas_per_item", ctas_per_item},
           {"wave", wave},

@@ -25,10 +25,11 @@ namespace attnjit::ops {
 
 struct BatchDecodeLayout {
   KernelLaunch decode;  // grid.y: the most work items (graph or uniform); a listed plan launches its own count
-  // grid.x: batch_size * max query tokens * num_qo_heads, one CTA per output
-  // row. Only with the lengths on the device: a host_lengths plan merges
-  // split requests in the decode kernel (kernels/decode_epilogue.cuh).
-  KernelLaunch merge;
+  // Present when the lengths are only on the device and the uniform partition
+  // splits (a host_lengths plan merges split requests in the decode kernel,
+  // kernels/decode_epilogue.cuh). grid.x: batch_size * max query tokens *
+  // num_qo_heads, one CTA per output row.
+  std::optional<KernelLaunch> merge;
   // Float regions "partial_o", "partial_lse"; int regions "work",
   // "merge_indptr" and "merge_counters" when the lengths are on the host.
   WorkspaceLayout workspace;
@@ -62,7 +63,8 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
                                             const int32_t* kv_lens, int batch);
 // Rows a request of length len attends to (its window, from its first query token's).
 int batch_decode_rows(const BatchDecodeProblem& p, int64_t len);
-// The kernels a problem needs whatever its lengths (prewarm): decode and merge.
+// The kernels a problem needs whatever its lengths (prewarm): decode, and
+// the merge kernel when the lengths are only on the device.
 std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p);
 
 }  // namespace attnjit::ops
