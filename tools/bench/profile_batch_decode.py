@@ -12,8 +12,8 @@ tensor (NHD):
 --shape 256x1024: 256 requests of 1024 tokens; --shape skewed: one request
 of 32768 and 63 of 512; --shape 64x4096 and 64x4096-fp8: 64 of 4096, the
 second with fp8 e4m3 K/V (compare_peers.py's fp8 row). attnjit's batch decode runs its decode kernel
-(attnjit_single_decode, paged source) and, where the plan splits a request,
-attnjit_merge_states after it; --who flashinfer profiles FlashInfer's kernel
+(attnjit_single_decode, paged source), which also merges a split request's
+chunks (the plan has the lengths on the host); --who flashinfer profiles FlashInfer's kernel
 (-k regex:'BatchDecode|Prefill'). plan() runs once, run() --iters times.
 The attnjit plan's description (kernels, grid, split) goes to stderr.
 tools/gpu/profile_batch_decode.sh runs this under ncu for both libraries.

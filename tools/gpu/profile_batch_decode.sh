@@ -7,8 +7,8 @@
 # tools/bench/profile_batch_decode.py.
 # Per shape and library: a first pass under `ncu --metrics
 # gpu__time_duration.sum` that compiles (NVRTC / FlashInfer's nvcc JIT)
-# outside the profiled process and lists every kernel with its duration (so
-# attnjit's merge kernel, attnjit_merge_states, is timed too); then one
+# outside the profiled process and lists every kernel with its duration
+# (attnjit's decode kernel merges split requests itself); then one
 # decode launch after two warm ones under `ncu --set full`, at the GPU's own
 # clocks. Details, raw metrics, per-SASS stall samples and kernel lists as
 # CSV go to $OUT/profile_batch_decode.tgz; summary lines printed. Sources
@@ -74,7 +74,7 @@ for shape in ${SHAPES:-256x1024 skewed}; do
     name="bd_${who}_${shape}"
     args="--who $who --shape $shape"
     if [ "$(left)" -lt 40 ]; then echo "$name: skipped (budget)"; status=1; continue; fi
-    # First pass: compiles outside the profiled process and lists every kernel (decode, merge, FlashInfer's).
+    # First pass: compiles outside the profiled process and lists every kernel (attnjit's decode, FlashInfer's).
     timeout "$(cap 240)" ncu --clock-control none --target-processes application-only --csv \
       --metrics gpu__time_duration.sum --log-file "$OUT/$name.kernels.csv" \
       python3 tools/bench/profile_batch_decode.py $args --iters 4 >"$OUT/$name.warm.log" 2>&1 \
