@@ -16,6 +16,7 @@ for skewed batches it is left out.
       python3 tools/bench/compare_peers.py --json out.json
 """
 import argparse
+import itertools
 import json
 import math
 import statistics
@@ -189,7 +190,7 @@ def bench_single(hq, hkv, n, copy, d=128, dtype=torch.bfloat16, kv_dtype=torch.b
 
 
 # ----------------------------------------------------------------- batch decode
-def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_dtype=torch.bfloat16):
+def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_dtype=torch.bfloat16, peers=True):
     B = len(lens)
     pages_per = [(n + page - 1) // page for n in lens]
     num_pages = sum(pages_per)
@@ -218,7 +219,7 @@ def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_
                           kv_bytes, copy)
         except Exception as e:
             res[f"attnjit{' tc' if tc else ''}"] = {"error": f"{type(e).__name__}: {e}"[:300]}
-    if flashinfer is not None:
+    if flashinfer is not None and peers:
         for tc in (True, False):
             ws = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
             try:
@@ -228,7 +229,7 @@ def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_
                               kv_bytes, copy)
             except Exception as e:
                 res[f"flashinfer{' tc' if tc else ''}"] = {"error": f"{type(e).__name__}: {e}"[:300]}
-    if len(set(lens)) == 1 and kv_dtype in (torch.bfloat16, torch.float16):
+    if peers and len(set(lens)) == 1 and kv_dtype in (torch.bfloat16, torch.float16):
         n = lens[0]
         dense_sets = sets_for(2 * B * n * hkv * d * elem)
         qs = [torch.randn(B, hq, 1, d, dtype=q_dtype, device="cuda") for _ in range(dense_sets)]
@@ -241,7 +242,10 @@ def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_
                     return F.scaled_dot_product_attention(qs[i], ks[i], vs[i], enable_gqa=hq != hkv)
             try_contender(res, label, call, dense_sets, kv_bytes, copy)
         del qs, ks, vs
-    label = f"{B} x {lens[0]}" if len(set(lens)) == 1 else f"skewed 1 x {max(lens)} + {B - 1} x {min(lens)}"
+    groups = [(len(list(g)), n) for n, g in itertools.groupby(lens)]  # runs of equal lengths
+    label = " + ".join(f"{c} x {n}" for c, n in groups)
+    if len(groups) > 1:
+        label = "skewed " + label
     del caches
     torch.cuda.empty_cache()
     return {"op": "batch_decode", "batch": label, "num_qo_heads": hq, "num_kv_heads": hkv, "page_size": page,
@@ -423,6 +427,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--only", choices=["single", "batch", "prefill", "prefill_grid", "paged"], default=None)
+    ap.add_argument("--batch-shapes", default=None,
+                    help="batch decode rows to run instead of issue 6's (bf16, 32 / 8 heads): comma-separated "
+                         "batches, each BxN or groups joined by + (1x32768+63x512: the skewed batch)")
+    ap.add_argument("--attnjit-only", action="store_true",
+                    help="batch decode rows without FlashInfer and SDPA (an A/B of attnjit builds)")
     ap.add_argument("--grid-head-dims", default="64,128,256", help="head dims of the prefill grid")
     ap.add_argument("--attnjit-backend", default="auto", choices=["auto", "fa2", "fa3"],
                     help="attnjit's prefill backend in the single prefill rows")
@@ -449,12 +458,17 @@ def main():
             for kvt in ((torch.bfloat16, torch.float8_e4m3fn) if n > 32768 else (torch.float8_e4m3fn,)):
                 rows.append(bench_single(32, 8, n, copy, kv_dtype=kvt))
                 print(json.dumps(rows[-1]), flush=True)
-    if args.only in (None, "batch"):
+    if args.only in (None, "batch") and args.batch_shapes:
+        for shape in args.batch_shapes.split(","):
+            lens = [int(n) for g in shape.split("+") for b, n in [g.split("x")] for _ in range(int(b))]
+            rows.append(bench_batch(32, 8, lens, copy, peers=not args.attnjit_only))
+            print(json.dumps(rows[-1]), flush=True)
+    elif args.only in (None, "batch"):
         for lens, kvt in (([4096] * 64, torch.bfloat16), ([1024] * 256, torch.bfloat16), ([32768], torch.bfloat16),
                           ([32768] + [512] * 63, torch.bfloat16), ([4096] * 64, torch.float8_e4m3fn)):
-            rows.append(bench_batch(32, 8, lens, copy, kv_dtype=kvt))
+            rows.append(bench_batch(32, 8, lens, copy, kv_dtype=kvt, peers=not args.attnjit_only))
             print(json.dumps(rows[-1]), flush=True)
-        rows.append(bench_batch(32, 32, [4096] * 64, copy))  # MHA
+        rows.append(bench_batch(32, 32, [4096] * 64, copy, peers=not args.attnjit_only))  # MHA
         print(json.dumps(rows[-1]), flush=True)
         rows.append(bench_speculative(32, 8, [4096] * 64, copy))
         print(json.dumps(rows[-1]), flush=True)

@@ -6,6 +6,8 @@
 # (tools/gpu/decode_peers.sh) and single decode's fp8 / bf16 rows for each
 # CLI in CLIS, alternating (tools/gpu/single_decode_ab.sh). Logs under $OUT.
 #   LIBS=".gpupack/ab/base.so .gpu/libattnjit.so" CLIS=".gpupack/ab/base .gpu/attnjit" bash tools/gpu/decode_ab.sh
+# A planner-only change: SINGLE=0 skips single decode; BATCH_SHAPES picks the
+# batches (tools/gpu/decode_peers.sh).
 set -uo pipefail
 source tools/gpu/device_env.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
@@ -16,5 +18,5 @@ grep -E "FAILED|test cases|assertions|worst" "$OUT/decode_tests.log" | tail -n 1
 [ $rc = 0 ] || exit $rc
 status=0
 bash tools/gpu/decode_peers.sh || status=1
-bash tools/gpu/single_decode_ab.sh || status=1
+[ "${SINGLE:-1}" = 0 ] || bash tools/gpu/single_decode_ab.sh || status=1
 exit $status
