@@ -80,7 +80,9 @@ void check_cover(const BatchDecodeProblem& p, const ops::BatchDecodeLayout& L, c
 
 TEST_CASE("batch decode: a full batch is not split; a small one is cut to fill a wave", "[batch_decode][planner]") {
   ops::DeviceFigures h100;
-  for (auto [batch, len] : std::vector<std::pair<int, int>>{{64, 4096}, {256, 1024}}) {
+  // 32 x 4096 is 256 CTAs of a 264-CTA wave: cutting it to fill the last 8
+  // would double its items (chunk_for's 1/16 margin).
+  for (auto [batch, len] : std::vector<std::pair<int, int>>{{64, 4096}, {256, 1024}, {32, 4096}}) {
     const auto p = base_problem(batch);
     const auto L = ops::plan_batch_decode(p, h100);
     const std::vector<int32_t> lens(batch, len);
@@ -133,6 +135,50 @@ TEST_CASE("batch decode: a skewed batch is balanced, longest chunks first", "[ba
   CHECK(part.num_slots == part.merge_indptr[18] - part.merge_indptr[17]);  // only it is split
   for (int i = 1; i < part.num_items; ++i)
     CHECK(part.items[i - 1].end - part.items[i - 1].begin >= part.items[i].end - part.items[i].begin);
+}
+
+TEST_CASE("batch decode: a last round of a few long items is cut finer; a nearly full one is left whole",
+          "[batch_decode][planner]") {
+  // One wave runs 33 items (264 CTAs of 8 KV heads). 34 x 4096 would run its
+  // last request alone, at a fraction of the bandwidth; 100 x 2000 and
+  // 40 x 4096 likewise. 256 x 1024's last round has 25 items, enough to
+  // stream at full rate, and 512 x 512's 17: cutting them only adds items.
+  struct Case {
+    int batch, len;
+    bool cut;
+  };
+  for (const auto& c : std::vector<Case>{{34, 4096, true}, {100, 2000, true}, {40, 4096, true},
+                                         {256, 1024, false}, {512, 512, false}, {64, 4096, false}}) {
+    for (const bool graph : {false, true}) {
+      INFO(c.batch << " x " << c.len << (graph ? ", CUDA graph" : ""));
+      auto p = base_problem(c.batch);
+      p.options.use_cuda_graph = graph;
+      const auto L = ops::plan_batch_decode(p, {});
+      REQUIRE(L.wave / L.ctas_per_item == 33);
+      const std::vector<int32_t> lens(c.batch, c.len);
+      const auto part = ops::partition_batch_decode(p, L, lens.data(), c.batch);
+      check_cover(p, L, part, lens);
+      if (!c.cut) {
+        CHECK(part.num_items == c.batch);
+        CHECK(part.num_slots == 0);
+        continue;
+      }
+      CHECK(part.num_items > c.batch);
+      // Whole requests first, then the cut ones' pieces, longest first; the
+      // cut requests are split (slots), the others are not.
+      int whole = 0;
+      while (whole < part.num_items && part.items[whole].end - part.items[whole].begin == c.len) ++whole;
+      CHECK(whole >= 33);  // at least one full round stays whole
+      CHECK(whole < c.batch);
+      for (int i = whole; i < part.num_items; ++i) {
+        const auto& w = part.items[i];
+        CHECK(w.end - w.begin < c.len);
+        CHECK(w.slot >= 0);
+        if (i > whole) CHECK(part.items[i - 1].end - part.items[i - 1].begin >= w.end - w.begin);
+      }
+      CHECK(part.num_slots == part.num_items - whole);
+    }
+  }
 }
 
 TEST_CASE("batch decode: random batches and windows are covered exactly once", "[batch_decode][planner]") {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "attnjit/error.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
@@ -42,12 +44,122 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // The chunk for a batch of total_rows rows whose longest request has max_rows
 // (see the header): a wave's share of the rows, never below the split
-// minimum, and never more than the longest request needs.
+// minimum, and never more than the longest request needs. A batch that
+// fills nearly a whole wave unsplit (within 1/16 of the share) stays so:
+// cutting it would double its items for the few CTAs it leaves idle.
 int chunk_for(int64_t total_rows, int max_rows, const BatchDecodeLayout& L) {
   const int64_t share = (total_rows * L.ctas_per_item + L.wave - 1) / L.wave;
+  const int64_t longest = round_up(std::max(max_rows, 1), L.rows_per_iter);
+  if (share + share / 16 >= longest) return static_cast<int>(longest);
   int64_t chunk = std::max<int64_t>({share, kMinRowsPerSplit, L.rows_per_iter});
   chunk = round_up(chunk, L.rows_per_iter);
-  return static_cast<int>(std::min<int64_t>(chunk, round_up(std::max(max_rows, 1), L.rows_per_iter)));
+  return static_cast<int>(std::min<int64_t>(chunk, longest));
+}
+
+// The tail of the partition (see the header). The model, fitted to H200
+// runs (docs/PERFORMANCE.md): at most `slots` items run at once (a wave of
+// CTAs over an item's CTAs) and share the bandwidth; with all slots busy each
+// streams at its share, and with fewer each runs faster, up to kBoost times
+// its share (its own loads in flight bound it: 34 x 4096's last request
+// alone ran at 2x). An item costs its rows, rounded up to the tile, plus
+// kItemCostRows (its prologue's chain of dependent loads and its epilogue,
+// which the other CTA of its SM does not make up: 256 x 1024 with 125 more,
+// shorter items ran 2.6% slower). Items start in list order as slots free up.
+constexpr int64_t kItemCostRows = 64;
+constexpr double kBoost = 2.0;
+constexpr double kMinGain = 0.02;  // a cut the model gains less from is not worth its error
+// Tail cuts tried: each of the `tail` shortest items into 2 to kMaxTailPieces pieces.
+constexpr int kMaxTailPieces = 8;
+// Extra items the tail may add without CUDA graphs, in items per wave: a
+// bound for the workspace. A CUDA-graph plan keeps the grid it had (every
+// padding item is a CTA that must start and exit) and cuts only within it.
+constexpr int kTailWaves = 4;
+
+int64_t item_cost(int rows, const BatchDecodeLayout& L) { return round_up(rows, L.rows_per_iter) + kItemCostRows; }
+
+// Starts an item of cost `cost` on the slot that frees first, while every
+// slot is busy (each at its share: time and work advance together); `heap`
+// holds the slots' finish times (a min-heap). Returns the start time.
+int64_t schedule(std::vector<int64_t>& heap, int64_t cost) {
+  std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+  const int64_t start = heap.back();
+  heap.back() += cost;
+  std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  return start;
+}
+
+// When the last item has started at `now`: the time the slots' items all
+// finish, each running faster as fewer remain (the model above).
+double drain(std::vector<int64_t>& finish, int64_t now) {
+  const double slots = static_cast<double>(finish.size());
+  std::sort(finish.begin(), finish.end());
+  auto it = std::upper_bound(finish.begin(), finish.end(), now);  // the items still running
+  double t = static_cast<double>(now);
+  int64_t done = now;
+  for (auto active = finish.end() - it; it != finish.end(); ++it, --active) {
+    t += static_cast<double>(*it - done) / std::min(kBoost, slots / static_cast<double>(active));
+    done = *it;
+  }
+  return t;
+}
+
+// Rows [begin, end) in `pieces` chunks of whole tiles, as even as the tiles allow.
+template <class Emit>
+void cut_rows(int begin, int end, int pieces, int rows_per_iter, Emit&& emit) {
+  const int tiles = (end - begin + rows_per_iter - 1) / rows_per_iter;
+  pieces = std::min(pieces, tiles);
+  for (int k = 0; k < pieces; ++k)
+    emit(begin + rows_per_iter * int(int64_t(k) * tiles / pieces),
+         std::min(end, begin + rows_per_iter * int(int64_t(k + 1) * tiles / pieces)));
+}
+
+struct TailCut {
+  int tail = 0;    // the last `tail` items of the longest-first list ...
+  int pieces = 1;  // ... each cut into this many
+};
+
+// The cut of the list's tail that finishes soonest under the model, among
+// the tails that would leave the last round partly idle (the items past
+// the last whole round, or one round more) and at most `budget` extra
+// items; none unless the model gains kMinGain. items: longest first. Cheap
+// enough for every plan: the items before the last two rounds are taken as
+// spread evenly over the slots (a chunk is at most a slot's share, so
+// longest-first keeps them so), and the cuts are tried only when the list
+// as it is loses time to its tail.
+TailCut choose_tail_cut(const std::vector<kernels::DecodeWorkItem>& items, const BatchDecodeLayout& L, int budget) {
+  const int n = static_cast<int>(items.size());
+  const int slots = std::max(1, L.wave / L.ctas_per_item);
+  TailCut best;
+  if (n <= slots || budget <= 0) return best;  // one round: the chunk size already fills it
+  const int rpi = L.rows_per_iter;
+  const auto cost = [&](int i) { return item_cost(items[i].end - items[i].begin, L); };
+  const int r = n % slots, longest_tail = r + slots <= n ? r + slots : r;
+  int done = std::max(0, n - longest_tail - 2 * slots);
+  int64_t work = 0, even = 0;
+  for (int i = 0; i < n; ++i) work += cost(i);
+  for (int i = 0; i < done; ++i) even += cost(i);
+  std::vector<int64_t> heap(slots, even / slots), trial = heap, pieces;
+  int64_t last = 0;  // when the last item started
+  for (int i = done; i < n; ++i) last = schedule(trial, cost(i));
+  double best_time = drain(trial, last);
+  const double goal = best_time * (1 - kMinGain);
+  if (goal < static_cast<double>(work) / slots) return best;  // no cut can gain enough: even all slots busy to the end
+  pieces.reserve(size_t(longest_tail) * kMaxTailPieces);
+  for (int tail : {r + slots, r}) {  // the longer tail first: its prefix is the shorter
+    if (tail <= 0 || tail > n) continue;
+    for (; done < n - tail; ++done) schedule(heap, cost(done));
+    for (int f = 2; f <= kMaxTailPieces && int64_t(tail) * (f - 1) <= budget; ++f) {
+      pieces.clear();
+      for (int i = n - tail; i < n; ++i)
+        cut_rows(items[i].begin, items[i].end, f, rpi, [&](int b, int e) { pieces.push_back(item_cost(e - b, L)); });
+      std::sort(pieces.begin(), pieces.end(), std::greater<>());
+      trial = heap;
+      for (const int64_t c : pieces) last = schedule(trial, c);
+      const double t = drain(trial, last);
+      if (t < best_time && t < goal) best_time = t, best = {tail, f};
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -80,7 +192,8 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
   const int B = p.batch_size, H = p.num_qo_heads;
 
   if (p.host_lengths) {
-    L.max_items = B + (L.wave + L.ctas_per_item - 1) / L.ctas_per_item;
+    const int wave_items = (L.wave + L.ctas_per_item - 1) / L.ctas_per_item;
+    L.max_items = B + wave_items + (p.options.use_cuda_graph ? 0 : kTailWaves * wave_items);
     L.max_slots = L.max_items;  // every item of a split request has a slot
   } else {
     const int rows = batch_decode_rows(p, p.max_seq_len);
@@ -159,24 +272,40 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
   part.batch = batch;
   part.chunk_size = chunk_for(total, max_rows, L);
   const int chunk = part.chunk_size;
-  part.merge_indptr.assign(size_t(p.batch_size) + 1, 0);
+  // Chunks of `chunk` rows (a request's last one shorter), longest first
+  // (stable: equal chunks stay in request order), then the tail cut finer
+  // where that fills the last round. (Cutting each request into even pieces
+  // instead measured 2% slower on the skewed batch: one more long piece
+  // held a slot that the short requests' chunks needed.)
+  std::vector<kernels::DecodeWorkItem> chunks;
+  chunks.reserve(L.max_items);
+  for (int b = 0; b < batch; ++b)
+    for (int c = 0; c * chunk < rows[b]; ++c) chunks.push_back({b, c * chunk, std::min(rows[b], (c + 1) * chunk), -1});
+  const auto longest_first = [](const auto& a, const auto& b) { return a.end - a.begin > b.end - b.begin; };
+  std::stable_sort(chunks.begin(), chunks.end(), longest_first);
+  const int n = static_cast<int>(chunks.size());
+  const TailCut cut = choose_tail_cut(chunks, L, L.max_items - n);
   part.items.reserve(L.max_items);
-  for (int b = 0; b < batch; ++b) {
-    const int n = (rows[b] + chunk - 1) / chunk;
-    part.merge_indptr[b + 1] = part.merge_indptr[b] + (n > 1 ? n : 0);
-    for (int c = 0; c < n; ++c)
-      part.items.push_back({b, c * chunk, std::min(rows[b], (c + 1) * chunk), n > 1 ? part.merge_indptr[b] + c : -1});
-  }
-  for (int b = batch; b < p.batch_size; ++b) part.merge_indptr[b + 1] = part.merge_indptr[b];
+  part.items.assign(chunks.begin(), chunks.end() - cut.tail);
+  for (int i = n - cut.tail; i < n; ++i)
+    cut_rows(chunks[i].begin, chunks[i].end, cut.pieces, L.rows_per_iter,
+             [&](int b, int e) { part.items.push_back({chunks[i].request, b, e, -1}); });
+  std::stable_sort(part.items.begin() + (n - cut.tail), part.items.end(), longest_first);
   part.num_items = static_cast<int>(part.items.size());
-  part.num_slots = part.merge_indptr[batch];
   if (part.num_items > L.max_items)  // the header's bound; a breach is a planner bug
     throw Error(Status::Internal, fmt::format("batch decode partition has {} items, above its bound {}",
                                               part.num_items, L.max_items));
-  // Longest first (stable: equal chunks stay in request order).
-  std::stable_sort(part.items.begin(), part.items.end(), [](const auto& a, const auto& b) {
-    return a.end - a.begin > b.end - b.begin;
-  });
+
+  // A request of several items has one partial slot per item.
+  part.merge_indptr.assign(size_t(p.batch_size) + 1, 0);
+  for (const auto& w : part.items) ++part.merge_indptr[w.request + 1];
+  for (int b = 0; b < batch; ++b)
+    if (part.merge_indptr[b + 1] == 1) part.merge_indptr[b + 1] = 0;
+  for (int b = 0; b < p.batch_size; ++b) part.merge_indptr[b + 1] += part.merge_indptr[b];
+  std::vector<int> next(part.merge_indptr.begin(), part.merge_indptr.end() - 1);
+  for (auto& w : part.items)
+    w.slot = part.merge_indptr[w.request + 1] > part.merge_indptr[w.request] ? next[w.request]++ : -1;
+  part.num_slots = part.merge_indptr[batch];
   if (graph) part.items.resize(L.max_items, kernels::DecodeWorkItem{-1, 0, 0, -1});
   return part;
 }
