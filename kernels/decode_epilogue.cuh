@@ -17,6 +17,7 @@
 #include "decode_work.cuh"
 #include "numeric.cuh"
 #include "softmax_state.cuh"
+#include "state_fold.cuh"
 #include "variant.cuh"
 
 namespace attnjit {
@@ -91,11 +92,12 @@ ATTNJIT_DEVICE bool last_of_row_group(const DecodeWork& work, const kernels::Dec
 }
 
 // The last CTA of a row group: merges the partial states of all its chunks
-// (lse_s, normalized o_s: weights 2^(lse_s - lse)) and writes o and lse.
-// kGroups thread groups take every kGroups-th chunk, kBatch chunks' loads in
-// flight at once (the states were just written: L2 hits, read past L1, which
-// is not coherent with the other SMs' stores), then fold their states
-// together through shared memory, laid out as merge_warps_and_store's.
+// (state_fold.cuh) and writes o and lse. kGroups thread groups take every
+// kGroups-th chunk, 8 chunks' loads in flight at once (the states were just
+// written: L2 hits, read past L1, which is not coherent with the other SMs'
+// stores), then fold their states together through shared memory, laid out
+// as merge_warps_and_store's. A request's slots are affine in k
+// (decode_work.cuh's split_slot), so are its rows' states.
 template <class OT, int HeadDim, class Rows, int Warps, int WarpStride>
 ATTNJIT_DEVICE void merge_splits_and_store(float* states, const DecodeWork& work, const Rows& rows,
                                            const kernels::DecodeParams& p) {
@@ -103,31 +105,19 @@ ATTNJIT_DEVICE void merge_splits_and_store(float* states, const DecodeWork& work
   constexpr int kItems = Rows::kRows * kSlices;
   constexpr int kFit = Warps * 32 / kItems;
   constexpr int kGroups = kFit < 1 ? 1 : kFit > Warps ? Warps : kFit;  // states has Warps records per row
-  constexpr int kBatch = 8;  // rounds of L2 latency: splits / (kGroups * kBatch)
   const int n = split_count(p, work.request);
+  const int first_slot = split_slot(p, work.request, 0);
+  const int slot_step = split_slot(p, work.request, 1) - first_slot;
   for (int item = threadIdx.x; item < kGroups * kItems; item += Warps * 32) {
     const int group = item / kItems, r = (item % kItems) / kSlices, d0 = (item % kSlices) * 8;
     if (!rows.stored(r)) continue;
+    const int64_t row0 = rows.partial_row(first_slot, r, p.num_qo_heads);
+    const int64_t row_step = rows.partial_row(first_slot + slot_step, r, p.num_qo_heads) - row0;
     SoftmaxState acc;
     acc.init();
-    for (int k0 = group; k0 < n; k0 += kGroups * kBatch) {
-      float lse[kBatch];
-      frag8 o[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int k = k0 + j * kGroups;
-        if (k < n) {
-          const int64_t pr = rows.partial_row(split_slot(p, work.request, k), r, p.num_qo_heads);
-          lse[j] = __ldcg(p.partial_lse + pr);
-          o[j] = load8_l2(p.partial_o + pr * HeadDim + d0);
-        } else {
-          lse[j] = neg_inf();
-          o[j].zero();
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) acc.merge(lse[j], 1.f, o[j]);  // a normalized state: d = 1 at m = lse
-    }
+    const StateRun run{p.partial_lse + row0, row_step, reinterpret_cast<const char*>(p.partial_o + row0 * HeadDim + d0),
+                       row_step * HeadDim * int64_t(sizeof(float))};
+    fold_states<f32, 8, true>(acc, run, group, kGroups, n);
     float* rec = states + (group * WarpStride + r) * (HeadDim + 2);
     if (d0 == 0) {
       rec[0] = acc.m;

@@ -192,7 +192,8 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
 
   // Q tile: rows are the CTA's (token, head) pairs (zero past kRows and past
   // the request's tokens), transformed at their own positions, unscaled.
-  for (int item = tid; item < 16 * kQSlices; item += Tr::kThreads) {
+  // Only the n-tiles' rows are read: 8 of the 16 when kRows <= 8.
+  for (int item = tid; item < Tr::kQueryTiles * 8 * kQSlices; item += Tr::kThreads) {
     const int r = item / kQSlices, d0 = (item % kQSlices) * 8;
     frag8 qf;
     qf.zero();

@@ -12,6 +12,7 @@
 #include "math.cuh"
 #include "numeric.cuh"
 #include "softmax_state.cuh"
+#include "state_fold.cuh"
 #include "variant.cuh"
 
 namespace attnjit {
@@ -119,13 +120,9 @@ ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   const int slice = tid % Tr::kSlices, group = tid / Tr::kSlices, d0 = slice * 8;
   SoftmaxState acc;
   acc.init();
-#pragma unroll 4
-  for (int s = group; s < at.num_splits; s += Tr::kGroups) {
-    const float lse = p.partial_lse[at.lse + s * at.lse_step];
-    const frag8 part = load8<typename Tr::in_t>(static_cast<const char*>(p.partial_o) +
-                                                (at.o + s * at.o_step + d0) * kInBytes);
-    acc.merge(lse, 1.f, part);
-  }
+  const StateRun run{p.partial_lse + at.lse, at.lse_step,
+                     static_cast<const char*>(p.partial_o) + (at.o + d0) * kInBytes, at.o_step * kInBytes};
+  fold_states<typename Tr::in_t, 4, false>(acc, run, group, Tr::kGroups, at.num_splits);
 #pragma unroll
   for (int i = 0; i < 8; ++i) sums[group][d0 + i] = acc.o.x[i];
   if (slice == 0) {  // every slice of a group saw the same lse values
