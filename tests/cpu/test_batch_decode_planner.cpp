@@ -242,6 +242,28 @@ TEST_CASE("batch decode: lengths only on the device give a fixed uniform split",
   CHECK(ops::batch_decode_kernels(p).size() == 1);  // host lengths: the decode kernel merges itself
 }
 
+TEST_CASE("batch decode: lengths only on the device split a batch whose last round would run a few requests alone",
+          "[batch_decode][planner]") {
+  // 34 x 4096, 8 KV heads: 33 requests fill a wave, the 34th would run
+  // alone; four chunks each (and the merge kernel) finish sooner under the
+  // model. 64 x 4096 and 256 x 1024 end with full-rate rounds: unsplit.
+  for (auto [batch, len, split] : std::vector<std::tuple<int, int, bool>>{
+           {34, 4096, true}, {40, 4096, true}, {64, 4096, false}, {256, 1024, false}, {34, 600, false}}) {
+    INFO(batch << " x " << len);
+    auto p = base_problem(batch);
+    p.page_table = PageTable::BlockTable;
+    p.host_lengths = false;
+    p.max_seq_len = len;
+    const auto L = ops::plan_batch_decode(p, {});
+    REQUIRE(L.wave / L.ctas_per_item == 33);
+    CHECK((L.uniform_splits > 1) == split);
+    CHECK(L.merge.has_value() == split);
+    CHECK(int64_t(L.uniform_splits) * L.uniform_chunk >= len);
+    CHECK(L.uniform_chunk % L.rows_per_iter == 0);
+    CHECK(L.max_items == batch * L.uniform_splits);
+  }
+}
+
 TEST_CASE("batch decode problems round-trip through JSON; bad fields name argument, value and what is allowed",
           "[batch_decode][contract]") {
   auto p = base_problem(7, 40, 8, false);

@@ -264,11 +264,24 @@ std::vector<Case> grid() {
           cases.push_back(c);
           ++turn;
         }
-  // A last round of few items (host lengths: the FlashInfer wrapper): with
-  // 8 KV heads a wave of 132 SMs runs 33 requests; the planner cuts the
-  // 34th (and the 67th) into pieces that merge in the kernel
-  // (ops/batch_decode/batch_decode_planner.hpp: the tail).
+  // A last round of few items: with 8 KV heads a wave of 132 SMs runs 33
+  // requests. Host lengths (the FlashInfer wrapper): the planner cuts the
+  // 34th (and the 67th) into pieces that merge in the kernel; lengths on
+  // the device (TensorRT-LLM): every request of 34 x 3000 in four chunks,
+  // merged by the merge kernel (ops/batch_decode/batch_decode_planner.hpp).
   const size_t tail_cases = cases.size();
+  {
+    Case c;
+    c.entry = Entry::TrtLlm;
+    c.hq = 32;
+    c.hkv = 8;
+    c.tc = true;
+    c.layout = KVLayout::HND;
+    c.lens.assign(34, 3000);
+    c.lens[5] = 1;  // shorter than the chunks past its first: empty chunks merge to nothing
+    c.sinks = true;
+    cases.push_back(c);
+  }
   for (int batch : {34, 67}) {
     Case c;
     c.hq = 32;
@@ -315,6 +328,7 @@ std::vector<Case> grid() {
     for (size_t i = 0; i < tail_cases; ++i)
       if (i % 5 == 0 || i % 10 == 9) reduced.push_back(cases[i]);
     reduced.push_back(cases[tail_cases]);
+    reduced.push_back(cases[tail_cases + 1]);
     reduced.push_back(cases[cases.size() - 5]);
     reduced.push_back(cases.back());  // ragged, split
     return reduced;

@@ -430,6 +430,9 @@ def main():
     ap.add_argument("--batch-shapes", default=None,
                     help="batch decode rows to run instead of issue 6's (bf16, 32 / 8 heads): comma-separated "
                          "batches, each BxN or groups joined by + (1x32768+63x512: the skewed batch)")
+    ap.add_argument("--trtllm-shapes", default=None,
+                    help="TensorRT-LLM-style batch decode rows (block tables, lengths on the device), attnjit only, "
+                         "instead of issue 6's rows: comma-separated BxN")
     ap.add_argument("--attnjit-only", action="store_true",
                     help="batch decode rows without FlashInfer and SDPA (an A/B of attnjit builds)")
     ap.add_argument("--grid-head-dims", default="64,128,256", help="head dims of the prefill grid")
@@ -458,12 +461,17 @@ def main():
             for kvt in ((torch.bfloat16, torch.float8_e4m3fn) if n > 32768 else (torch.float8_e4m3fn,)):
                 rows.append(bench_single(32, 8, n, copy, kv_dtype=kvt))
                 print(json.dumps(rows[-1]), flush=True)
+    if args.only in (None, "batch") and args.trtllm_shapes:
+        for shape in args.trtllm_shapes.split(","):
+            b, n = (int(x) for x in shape.split("x"))
+            rows.append(bench_speculative(32, 8, [n] * b, copy, q_lens=(1,)))
+            print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "batch") and args.batch_shapes:
         for shape in args.batch_shapes.split(","):
             lens = [int(n) for g in shape.split("+") for b, n in [g.split("x")] for _ in range(int(b))]
             rows.append(bench_batch(32, 8, lens, copy, peers=not args.attnjit_only))
             print(json.dumps(rows[-1]), flush=True)
-    elif args.only in (None, "batch"):
+    elif args.only in (None, "batch") and not args.trtllm_shapes:
         for lens, kvt in (([4096] * 64, torch.bfloat16), ([1024] * 256, torch.bfloat16), ([32768], torch.bfloat16),
                           ([32768] + [512] * 63, torch.bfloat16), ([4096] * 64, torch.float8_e4m3fn)):
             rows.append(bench_batch(32, 8, lens, copy, kv_dtype=kvt, peers=not args.attnjit_only))

@@ -162,6 +162,37 @@ TailCut choose_tail_cut(const std::vector<kernels::DecodeWorkItem>& items, const
   return best;
 }
 
+// Lengths only on the device: every request is planned at max_seq_len and
+// cut into the same number of chunks, so the model has a closed form. n
+// equal items of cost c on `slots`: whole rounds, then the last r items
+// together, each at min(kBoost, slots / r) times its share.
+double uniform_time(int64_t n, int64_t c, int slots) {
+  const int64_t rounds = n / slots, r = n % slots;
+  return static_cast<double>(rounds * c) +
+         (r ? static_cast<double>(c) / std::min(kBoost, static_cast<double>(slots) / static_cast<double>(r)) : 0.0);
+}
+// The merge kernel that split chunks need, and its wait for the decode grid
+// (about 3-4 us on an H200, in the model's rows).
+constexpr int64_t kMergeKernelRows = 128;
+constexpr int kMaxUniformSplits = 4;
+
+// The splits for a batch whose unsplit requests fill the GPU (rows each):
+// 1, unless the last round of whole requests would run a few alone and
+// cutting every request into s chunks gains kMinGain under the model.
+int uniform_tail_splits(int batch, int rows, const BatchDecodeLayout& L) {
+  const int slots = std::max(1, L.wave / L.ctas_per_item);
+  const double whole = uniform_time(batch, item_cost(rows, L), slots);
+  int best = 1;
+  double best_time = whole * (1 - kMinGain);
+  for (int s = 2; s <= kMaxUniformSplits; ++s) {
+    const int chunk = static_cast<int>(round_up((rows + s - 1) / s, L.rows_per_iter));
+    if (chunk < kMinRowsPerSplit) break;
+    const double t = uniform_time(int64_t(batch) * s, item_cost(chunk, L), slots) + kMergeKernelRows;
+    if (t < best_time) best_time = t, best = s;
+  }
+  return best;
+}
+
 }  // namespace
 
 int batch_decode_rows(const BatchDecodeProblem& p, int64_t len) {
@@ -199,6 +230,11 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
     const int rows = batch_decode_rows(p, p.max_seq_len);
     L.uniform_chunk = chunk_for(int64_t(B) * rows, rows, L);
     L.uniform_splits = (rows + L.uniform_chunk - 1) / L.uniform_chunk;
+    if (L.uniform_splits == 1) {  // a batch that fills the GPU: its tail, as the host-length partition's
+      const int s = uniform_tail_splits(B, rows, L);
+      L.uniform_chunk = static_cast<int>(round_up((rows + s - 1) / s, L.rows_per_iter));
+      L.uniform_splits = (rows + L.uniform_chunk - 1) / L.uniform_chunk;
+    }
     L.max_items = B * L.uniform_splits;
     L.max_slots = L.uniform_splits > 1 ? L.max_items : 0;
   }

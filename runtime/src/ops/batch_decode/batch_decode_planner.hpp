@@ -27,7 +27,10 @@
 // CUDA graphs it may add four waves' worth of items; with them only what the
 // fixed grid leaves free, since every padding item is a CTA that starts and
 // exits. batch + wave / ctas (+ the four waves' worth) sizes the workspace
-// and, with CUDA graphs, the grid.
+// and, with CUDA graphs, the grid. With the lengths only on the device
+// every request is planned at max_seq_len, and the same model picks 1 to 4
+// uniform splits for a batch that fills the GPU (the merge kernel's cost
+// counted): TensorRT-LLM's 34 x 4096 198.9 -> 159.9 us, 40 x 4096 -23%.
 #pragma once
 #include <optional>
 #include <vector>
