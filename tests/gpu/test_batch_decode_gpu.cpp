@@ -49,6 +49,18 @@ struct Case {
   }
 };
 
+// The serving shape of issue 6's benchmarks: 32 query / 8 KV heads on tensor cores.
+Case gqa_case(Entry entry, std::vector<int32_t> lens, KVLayout layout) {
+  Case c;
+  c.entry = entry;
+  c.hq = 32;
+  c.hkv = 8;
+  c.tc = true;
+  c.layout = layout;
+  c.lens = std::move(lens);
+  return c;
+}
+
 // Sinks from -2 to 4: against logits of a few units, from negligible to
 // dominating a short request's denominator.
 double sink_logit(int h) { return -2.0 + 1.5 * (h % 5); }
@@ -271,24 +283,14 @@ std::vector<Case> grid() {
   // merged by the merge kernel (ops/batch_decode/batch_decode_planner.hpp).
   const size_t tail_cases = cases.size();
   {
-    Case c;
-    c.entry = Entry::TrtLlm;
-    c.hq = 32;
-    c.hkv = 8;
-    c.tc = true;
-    c.layout = KVLayout::HND;
-    c.lens.assign(34, 3000);
+    Case c = gqa_case(Entry::TrtLlm, std::vector<int32_t>(34, 3000), KVLayout::HND);
     c.lens[5] = 1;  // shorter than the chunks past its first: empty chunks merge to nothing
     c.sinks = true;
     cases.push_back(c);
   }
   for (int batch : {34, 67}) {
-    Case c;
-    c.hq = 32;
-    c.hkv = 8;
-    c.tc = true;
-    c.lens.assign(batch, batch == 34 ? 600 : 333);
-    c.layout = batch == 34 ? KVLayout::NHD : KVLayout::HND;
+    Case c = gqa_case(Entry::FlashInfer, std::vector<int32_t>(batch, batch == 34 ? 600 : 333),
+                      batch == 34 ? KVLayout::NHD : KVLayout::HND);
     c.kv = batch == 34 ? DType::BF16 : DType::E4M3;
     cases.push_back(c);
   }
@@ -378,15 +380,10 @@ TEST_CASE("TensorRT-LLM batch decode gives the same bits with programmatic depen
   // sinks, fp8 and bf16, CUDA and tensor cores.
   for (DType kv : {DType::BF16, DType::E4M3})
     for (bool tc : {false, true}) {
-      Case c;
-      c.entry = Entry::TrtLlm;
-      c.hq = 32;
-      c.hkv = 8;
+      Case c = gqa_case(Entry::TrtLlm, std::vector<int32_t>(24, 300), KVLayout::HND);
       c.kv = kv;
-      c.layout = KVLayout::HND;
       c.tc = tc;
       c.sinks = true;
-      c.lens.assign(24, 300);
       c.lens[5] = 9000;
       INFO(c.label());
       std::vector<uint8_t> off, on;
