@@ -76,6 +76,8 @@ constexpr int kMaxTailPieces = 8;
 constexpr int kTailWaves = 4;
 
 int64_t item_cost(int rows, const BatchDecodeLayout& L) { return round_up(rows, L.rows_per_iter) + kItemCostRows; }
+// Items that run at once: a wave of CTAs over an item's CTAs.
+int item_slots(const BatchDecodeLayout& L) { return std::max(1, L.wave / L.ctas_per_item); }
 
 // Starts an item of cost `cost` on the slot that frees first, while every
 // slot is busy (each at its share: time and work advance together); `heap`
@@ -128,7 +130,7 @@ struct TailCut {
 // as it is loses time to its tail.
 TailCut choose_tail_cut(const std::vector<kernels::DecodeWorkItem>& items, const BatchDecodeLayout& L, int budget) {
   const int n = static_cast<int>(items.size());
-  const int slots = std::max(1, L.wave / L.ctas_per_item);
+  const int slots = item_slots(L);
   TailCut best;
   if (n <= slots || budget <= 0) return best;  // one round: the chunk size already fills it
   const int rpi = L.rows_per_iter;
@@ -176,19 +178,19 @@ double uniform_time(int64_t n, int64_t c, int slots) {
 constexpr int64_t kMergeKernelRows = 128;
 constexpr int kMaxUniformSplits = 4;
 
-// The splits for a batch whose unsplit requests fill the GPU (rows each):
-// 1, unless the last round of whole requests would run a few alone and
-// cutting every request into s chunks gains kMinGain under the model.
-int uniform_tail_splits(int batch, int rows, const BatchDecodeLayout& L) {
-  const int slots = std::max(1, L.wave / L.ctas_per_item);
-  const double whole = uniform_time(batch, item_cost(rows, L), slots);
-  int best = 1;
-  double best_time = whole * (1 - kMinGain);
+// The chunk for a batch whose unsplit requests fill the GPU (rows each):
+// the whole request, unless the last round of whole requests would run a
+// few alone and cutting every request into s chunks gains kMinGain under
+// the model.
+int uniform_tail_chunk(int batch, int rows, const BatchDecodeLayout& L) {
+  const int slots = item_slots(L);
+  int best = static_cast<int>(round_up(rows, L.rows_per_iter));
+  double best_time = uniform_time(batch, item_cost(rows, L), slots) * (1 - kMinGain);
   for (int s = 2; s <= kMaxUniformSplits; ++s) {
     const int chunk = static_cast<int>(round_up((rows + s - 1) / s, L.rows_per_iter));
     if (chunk < kMinRowsPerSplit) break;
     const double t = uniform_time(int64_t(batch) * s, item_cost(chunk, L), slots) + kMergeKernelRows;
-    if (t < best_time) best_time = t, best = s;
+    if (t < best_time) best_time = t, best = chunk;
   }
   return best;
 }
@@ -229,12 +231,9 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
   } else {
     const int rows = batch_decode_rows(p, p.max_seq_len);
     L.uniform_chunk = chunk_for(int64_t(B) * rows, rows, L);
+    // A batch that fills the GPU unsplit: its tail, as the host-length partition's.
+    if (L.uniform_chunk >= rows) L.uniform_chunk = uniform_tail_chunk(B, rows, L);
     L.uniform_splits = (rows + L.uniform_chunk - 1) / L.uniform_chunk;
-    if (L.uniform_splits == 1) {  // a batch that fills the GPU: its tail, as the host-length partition's
-      const int s = uniform_tail_splits(B, rows, L);
-      L.uniform_chunk = static_cast<int>(round_up((rows + s - 1) / s, L.rows_per_iter));
-      L.uniform_splits = (rows + L.uniform_chunk - 1) / L.uniform_chunk;
-    }
     L.max_items = B * L.uniform_splits;
     L.max_slots = L.uniform_splits > 1 ? L.max_items : 0;
   }

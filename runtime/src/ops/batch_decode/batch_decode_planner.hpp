@@ -42,7 +42,7 @@
 namespace attnjit::ops {
 
 struct BatchDecodeLayout {
-  KernelLaunch decode;  // grid.y: the most work items (graph or uniform); a listed plan launches its own count
+  KernelLaunch decode;  // grid.z: the most work items (graph or uniform); a listed plan launches its own count
   // Present when the lengths are only on the device and the uniform partition
   // splits (a host_lengths plan merges split requests in the decode kernel,
   // kernels/decode_epilogue.cuh). grid.x: batch_size * max query tokens *
