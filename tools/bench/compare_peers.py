@@ -423,6 +423,11 @@ def bench_paged_prefill(label, qo_lens, kv_lens, h, hk, causal, with_flashinfer,
             "causal": causal, "results": res}
 
 
+def shape_lens(shape):
+    """A batch's KV lengths from BxN, or groups joined by + (1x32768+63x512)."""
+    return [int(n) for g in shape.split("+") for b, n in [g.split("x")] for _ in range(int(b))]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -463,13 +468,11 @@ def main():
                 print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "batch") and args.trtllm_shapes:
         for shape in args.trtllm_shapes.split(","):
-            b, n = (int(x) for x in shape.split("x"))
-            rows.append(bench_speculative(32, 8, [n] * b, copy, q_lens=(1,)))
+            rows.append(bench_speculative(32, 8, shape_lens(shape), copy, q_lens=(1,)))
             print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "batch") and args.batch_shapes:
         for shape in args.batch_shapes.split(","):
-            lens = [int(n) for g in shape.split("+") for b, n in [g.split("x")] for _ in range(int(b))]
-            rows.append(bench_batch(32, 8, lens, copy, peers=not args.attnjit_only))
+            rows.append(bench_batch(32, 8, shape_lens(shape), copy, peers=not args.attnjit_only))
             print(json.dumps(rows[-1]), flush=True)
     elif args.only in (None, "batch") and not args.trtllm_shapes:
         for lens, kvt in (([4096] * 64, torch.bfloat16), ([1024] * 256, torch.bfloat16), ([32768], torch.bfloat16),
