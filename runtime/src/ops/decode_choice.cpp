@@ -115,4 +115,8 @@ DecodeTile decode_tile(const DecodeKernel& s) {
   return {warps * rows_per_step * unroll, ctas};
 }
 
+int decode_kv_align_bytes(const DecodeKernel& k) {
+  return k.tensor_cores ? 16 : 8 * static_cast<int>(dtype_size(k.variant.kv_dtype));
+}
+
 }  // namespace attnjit::ops

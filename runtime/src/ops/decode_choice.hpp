@@ -37,6 +37,11 @@ struct DecodeTile {
 };
 DecodeTile decode_tile(const DecodeKernel& k);
 
+// The alignment, in bytes, that K and V rows (base pointer and strides) need
+// for the kernel's vector loads: 16 on tensor cores (16-byte loads for any
+// type), 8 elements on CUDA cores. run() checks the tensors against it.
+int decode_kv_align_bytes(const DecodeKernel& k);
+
 // Below this many rows a split's fixed cost (q load, partial write, merge) dominates.
 constexpr int kMinRowsPerSplit = 128;
 

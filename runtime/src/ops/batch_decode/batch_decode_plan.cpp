@@ -11,6 +11,7 @@
 #include "engine.hpp"
 #include "launcher.hpp"
 #include "merge_params.h"
+#include "ops/decode_choice.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "ops/tensor_checks.hpp"
@@ -117,7 +118,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   const auto& L = I.layout;
   if (!I.planned) throw Error(Status::NotPlanned, "run() before plan(): this problem's lengths are on the host");
   const int64_t B = batch(), H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, ps = P.page_size;
-  const int kva = 8 * static_cast<int>(dtype_size(P.kv_dtype));
+  const int kva = ops::decode_kv_align_bytes(*L.decode.spec.as<DecodeKernel>());
   const int64_t q_len = ops::max_query_tokens(P);
   const int64_t tokens = ops::query_token_rows(P, B, q.ndim >= 1 ? q.shape[0] : 0, extras.cum_seq_lens_q != nullptr);
   ops::check_tensor(q, "q", P.q_dtype, P.device, {tokens, H, D}, 16);
