@@ -18,6 +18,7 @@
 #pragma once
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
+#include "decode_prefetch.cuh"
 #include "decode_queries.cuh"
 #include "decode_scales.cuh"
 #include "decode_work.cuh"
@@ -56,6 +57,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   using kv_t = typename Tr::kv_t;
   constexpr int kQBytes = storage_bytes<typename Tr::q_t>::value;
 
+  warm_first_rows<typename Tr::KVSource, Tr::kHeadDim>(p);  // while the kernel before finishes
   pdl_wait();  // q, the cache and the work list may come from the kernel before
   const kernels::DecodeWorkItem item = decode_work_item(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA

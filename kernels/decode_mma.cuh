@@ -33,6 +33,7 @@
 #pragma once
 #include "decode_epilogue.cuh"
 #include "decode_params.h"
+#include "decode_prefetch.cuh"
 #include "decode_queries.cuh"
 #include "decode_scales.cuh"
 #include "decode_work.cuh"
@@ -102,6 +103,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   constexpr int kQSlices = D / 8;                        // the Q tile is staged 8 elements per thread
   constexpr int kRopePartner = Tr::kLanesPerRow / 2;     // the lane holding a K slice's dims +- D/2
 
+  warm_first_rows<typename Tr::KVSource, Tr::kHeadDim>(p);  // while the kernel before finishes
   pdl_wait();  // q, the cache and the work list may come from the kernel before
   const kernels::DecodeWorkItem item = decode_work_item(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA

@@ -76,6 +76,12 @@ struct DecodeParams {
   // num_splits slots, split s at s * num_requests + b.
   int32_t* merge_counters;
   const int32_t* merge_indptr;
+  // How many of its chunk's first rows a CTA warms in L2 before pdl_wait(),
+  // so the DRAM streams while the kernel before finishes (decode_prefetch.cuh):
+  // 0 for none. Only sources whose addresses follow from these params alone
+  // use it (kv_source.cuh), and the rows must be 16-byte aligned (the host
+  // checks). The planner sizes it (single_decode_planner.cpp).
+  int32_t prefetch_rows;
 };
 
 // Dynamic shared memory of the decode kernel: one (m, d, o[head_dim]) state

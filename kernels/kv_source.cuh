@@ -10,6 +10,9 @@
 //                             .next(a, j, will_read)    row j + 1's, from row j's address a
 //                             .runs_in_page(n)          rows j .. j+n-1 (j a multiple of n) share a page:
 //                             .step(a)                  then row j + 1's is one stride on, no lookup
+//   Source::kAddressesFromParams  every address follows from the params alone, with no
+//                                 read of device data (lengths, page tables) that the kernel
+//                                 before may write: rows may be warmed in L2 before pdl_wait()
 //
 // Strides are read from the params at each use rather than copied: the
 // params live in constant memory, so the row multiply takes its stride as a
@@ -31,6 +34,7 @@ struct KVRowAddress {
 template <class KVT>
 struct ContiguousKV {
   static constexpr int kBytes = storage_bytes<KVT>::value;
+  static constexpr bool kAddressesFromParams = true;
 
   struct Slice {
     const kernels::KVSourceParams& p;
@@ -66,6 +70,7 @@ template <class KVT>
 struct RaggedKV {
   using Slice = typename ContiguousKV<KVT>::Slice;
   static constexpr int kBytes = ContiguousKV<KVT>::kBytes;
+  static constexpr bool kAddressesFromParams = false;  // the offsets are device data
   const kernels::KVSourceParams& p;
   int64_t first;
   int len;
@@ -133,6 +138,7 @@ struct PagedSlice {
 template <class KVT>
 struct PagedKV {
   using Slice = detail::PagedSlice<storage_bytes<KVT>::value, false>;
+  static constexpr bool kAddressesFromParams = false;  // the page table and lengths are device data
   const kernels::KVSourceParams& p;
   const int32_t* pages;
   int len;
@@ -152,6 +158,7 @@ struct PagedKV {
 template <class KVT>
 struct BlockTableKV {
   using Slice = detail::PagedSlice<storage_bytes<KVT>::value, true>;
+  static constexpr bool kAddressesFromParams = false;  // the block tables and lengths are device data
   const kernels::KVSourceParams& p;
   const int32_t* k_pages;
   const int32_t* v_pages;

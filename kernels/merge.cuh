@@ -100,10 +100,12 @@ template <class Tr>
 ATTNJIT_DEVICE void merge_states(const kernels::MergeParams& p) {
   __shared__ __align__(16) float sums[Tr::kGroups][Tr::kHeadDim];
   __shared__ float group_m[Tr::kGroups], group_d[Tr::kGroups];
-  pdl_wait();  // the partial states come from the kernel before
   // The next kernel may launch now and wait in its own pdl_wait() for this
-  // grid to finish: its launch overlaps the merge instead of following it.
+  // grid to finish (which waits for the kernel before): its launch, and a
+  // decode's warming of L2 (decode_prefetch.cuh), overlap the decode's last
+  // CTAs and the merge instead of following them.
   pdl_launch_dependents();
+  pdl_wait();  // the partial states come from the kernel before
   const int row = blockIdx.x;
   const int tid = threadIdx.x;
   if (p.row_mask && !p.row_mask[p.heads ? row / p.heads : row]) return;  // the whole CTA: a row left as it is

@@ -44,6 +44,16 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// Warms L2 with `bytes` at p (both multiples of 16; sm_90+, nothing on
+// older archs): a hint, not a read, so it may go out before pdl_wait()
+// even where the previous kernel writes those bytes. L2 is where every
+// SM's writes land, so a line fetched early is updated there, never stale.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
 // Memory-model atomics at GPU scope (PTX ISA 6.0, sm_70+), for counters
 // that CTAs of one grid hand results over with.
 __device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {

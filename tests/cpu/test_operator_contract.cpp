@@ -81,6 +81,37 @@ TEST_CASE("a split plan names its workspace regions; an unsplit one needs none",
   CHECK_FALSE(one.merge.has_value());
 }
 
+TEST_CASE("single decode warms its chunks' first rows in L2 only where the rows are 16-byte aligned",
+          "[contract][planner]") {
+  SingleDecodeProblem p;
+  p.num_qo_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.q_dtype = DType::BF16;
+  p.kv_len = 32768;
+  for (DType kv : {DType::BF16, DType::E4M3}) {
+    p.kv_dtype = kv;
+    const auto L = ops::plan_single_decode(p, {132});
+    CHECK(L.prefetch_rows == 128);  // 256 CTAs x 128 rows: 16 MiB of bf16 K/V, 8 MiB of fp8
+    CHECK(L.to_json().at("prefetch_rows") == 128);
+  }
+  p.kv_len = 60;  // one chunk, shorter than the rows: the chunk (the kernel stops at the length)
+  const auto short_plan = ops::plan_single_decode(p, {132});
+  CHECK(short_plan.num_splits == 1);
+  CHECK(short_plan.prefetch_rows == short_plan.chunk_size);
+  // MHA with fp8 K/V runs on CUDA cores, whose 8-byte loads let run() accept
+  // rows that the bulk prefetch could not take: none are warmed.
+  p.kv_len = 32768;
+  p.num_kv_heads = 32;
+  REQUIRE_FALSE(ops::plan_single_decode(p, {132}).decode.spec.as<DecodeKernel>()->tensor_cores);
+  CHECK(ops::plan_single_decode(p, {132}).prefetch_rows == 0);
+  // bf16 there loads 16 bytes too; the 16 MiB bound holds over more CTAs.
+  p.kv_dtype = DType::BF16;
+  const auto mha = ops::plan_single_decode(p, {132});
+  CHECK(mha.prefetch_rows > 0);
+  CHECK(int64_t(mha.prefetch_rows) * 2 * 128 * 2 * 32 * mha.num_splits <= (16 << 20));
+}
+
 TEST_CASE("the planner takes the tensor cores by itself from group 4, RoPE included", "[contract][planner]") {
   SingleDecodeProblem p;
   p.num_qo_heads = 32;

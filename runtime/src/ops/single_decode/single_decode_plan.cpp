@@ -11,6 +11,7 @@
 #include "engine.hpp"
 #include "launcher.hpp"
 #include "merge_params.h"
+#include "ops/decode_choice.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 #include "ops/tensor_checks.hpp"
@@ -67,7 +68,7 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   const auto& P = impl_->problem;
   const auto& L = impl_->layout;
   const int64_t H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, N = P.kv_len;
-  const int qa = 16, kva = 8 * static_cast<int>(dtype_size(P.kv_dtype));
+  const int qa = 16, kva = ops::decode_kv_align_bytes(*L.decode.spec.as<DecodeKernel>());
   ops::check_tensor(q, "q", P.q_dtype, P.device, {H, D}, qa);
   const bool nhd = P.options.kv_layout == KVLayout::NHD;
   ops::check_tensor(k, "k", P.kv_dtype, P.device, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D}, kva);
@@ -115,6 +116,7 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.num_qo_heads = static_cast<int32_t>(H);
   dp.group_size = static_cast<int32_t>(H / Hk);
   dp.q_len = 1;  // one query token (kernels/decode_queries.cuh)
+  dp.prefetch_rows = L.prefetch_rows;
 
   cuda::ScopedDevice scope(P.device);
   detail::launch(*impl_->decode, L.decode.shape, &dp, stream, impl_->pdl);

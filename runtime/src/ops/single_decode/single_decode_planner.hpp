@@ -18,6 +18,7 @@ struct SingleDecodeLayout {
   int num_splits = 1;
   int chunk_size = 0;
   int kv_begin = 0;
+  int prefetch_rows = 0;  // each CTA's first rows warmed in L2 before its PDL wait (kernels/decode_prefetch.cuh)
   // Run-time scalars, resolved from the options' defaults.
   float sm_scale = 0, v_scale = 1, soft_cap = 0, rope_rcp_scale = 1, rope_log2_theta = 0;
 
