@@ -22,16 +22,22 @@
 
 namespace attnjit {
 
-// Row r's final state to o (its output type) and lse, with the sink and the
-// V scale (1 when the state is merged from partial states, which have it).
+// The state's output: o over its denominator, times the V scale (1 when the
+// state is merged from partial states, which have it).
+ATTNJIT_DEVICE frag8 scaled_output(const SoftmaxState& acc, float v_scale) {
+  frag8 out = acc.normalized();
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out.x[i] *= v_scale;
+  return out;
+}
+
+// Row r's final state to o (its output type) and lse, with the sink.
 template <class OT, int HeadDim, class Rows>
 ATTNJIT_DEVICE void store_row(SoftmaxState& acc, float v_scale, const Rows& rows, int r, int d0,
                               const kernels::DecodeParams& p) {
   const int head = rows.head(r);
   apply_sink(acc, p.var.sinks, head);
-  frag8 out = acc.normalized();
-#pragma unroll
-  for (int i = 0; i < 8; ++i) out.x[i] *= v_scale;
+  const frag8 out = scaled_output(acc, v_scale);
   store8<OT>(static_cast<char*>(p.o) + (rows.o_elem(p, r) + head * p.o_stride_h + d0) * storage_bytes<OT>::value, out);
   if (p.lse && d0 == 0) p.lse[rows.q_row(r) * p.num_qo_heads + head] = acc.lse();
 }
@@ -60,11 +66,8 @@ ATTNJIT_DEVICE void merge_warps_and_store(const float* states, const DecodeWork&
     if (work.slot < 0) {
       store_row<OT, HeadDim>(acc, v_scale, rows, r, d0, p);
     } else {  // a split's partial state goes without the sink
-      frag8 out = acc.normalized();
-#pragma unroll
-      for (int i = 0; i < 8; ++i) out.x[i] *= v_scale;
       const int64_t pr = rows.partial_row(work.slot, r, p.num_qo_heads);
-      store8<f32>(p.partial_o + pr * HeadDim + d0, out);
+      store8<f32>(p.partial_o + pr * HeadDim + d0, scaled_output(acc, v_scale));
       if (d0 == 0) p.partial_lse[pr] = acc.lse();
     }
   }

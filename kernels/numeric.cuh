@@ -197,24 +197,25 @@ template <> ATTNJIT_DEVICE void store8<f32>(void* p, const frag8& f) {
   d[0] = make_float4(f.x[0], f.x[1], f.x[2], f.x[3]);
   d[1] = make_float4(f.x[4], f.x[5], f.x[6], f.x[7]);
 }
-template <>
-ATTNJIT_DEVICE frag8 load8<f32>(const void* p) {
-  const float4* s = reinterpret_cast<const float4*>(p);
-  float4 a = s[0], b = s[1];
+// Eight floats loaded as two float4 (elements 0-3, then 4-7), as a frag8.
+ATTNJIT_DEVICE frag8 frag8_of(const float4& a, const float4& b) {
   frag8 f;
   f.x[0] = a.x; f.x[1] = a.y; f.x[2] = a.z; f.x[3] = a.w;
   f.x[4] = b.x; f.x[5] = b.y; f.x[6] = b.z; f.x[7] = b.w;
   return f;
 }
 
+template <>
+ATTNJIT_DEVICE frag8 load8<f32>(const void* p) {
+  const float4* s = reinterpret_cast<const float4*>(p);
+  return frag8_of(s[0], s[1]);
+}
+
 // Eight floats at p read at the L2 (ld.global.cg), past the SM's L1, which
 // does not see other SMs' stores: states other CTAs of the grid wrote.
 ATTNJIT_DEVICE frag8 load8_l2(const float* p) {
-  const float4 a = __ldcg(reinterpret_cast<const float4*>(p)), b = __ldcg(reinterpret_cast<const float4*>(p) + 1);
-  frag8 f;
-  f.x[0] = a.x; f.x[1] = a.y; f.x[2] = a.z; f.x[3] = a.w;
-  f.x[4] = b.x; f.x[5] = b.y; f.x[6] = b.z; f.x[7] = b.w;
-  return f;
+  const float4* s = reinterpret_cast<const float4*>(p);
+  return frag8_of(__ldcg(s), __ldcg(s + 1));
 }
 
 }  // namespace attnjit
