@@ -155,7 +155,7 @@ def try_contender(results, name, fn, sets, kv_bytes, copy):
 
 
 # ---------------------------------------------------------------- single decode
-def bench_single(hq, hkv, n, copy, d=128, dtype=torch.bfloat16, kv_dtype=torch.bfloat16):
+def bench_single(hq, hkv, n, copy, d=128, dtype=torch.bfloat16, kv_dtype=torch.bfloat16, peers=True):
     elem = torch.tensor([], dtype=kv_dtype).element_size()
     kv_bytes = 2 * n * hkv * d * elem
     sets = sets_for(kv_bytes)
@@ -168,12 +168,12 @@ def bench_single(hq, hkv, n, copy, d=128, dtype=torch.bfloat16, kv_dtype=torch.b
     w = attnjit.SingleDecodeWrapper()
     w.plan(q[0], k[0], v[0])
     try_contender(res, "attnjit", lambda i: w.run(q[i], k[i], v[i], out=out), sets, kv_bytes, copy)
-    if flashinfer is not None:
+    if flashinfer is not None and peers:
         for tc in (False, True):
             try_contender(res, f"flashinfer{' tc' if tc else ''}",
                           lambda i, tc=tc: flashinfer.single_decode_with_kv_cache(q[i], k[i], v[i], use_tensor_cores=tc),
                           sets, kv_bytes, copy)
-    if kv_dtype != dtype:  # SDPA has no fp8 K/V
+    if kv_dtype != dtype or not peers:  # SDPA has no fp8 K/V
         return {"op": "single_decode", "num_qo_heads": hq, "num_kv_heads": hkv, "kv_len": n, "kv_bytes": kv_bytes,
                 "kv_dtype": str(kv_dtype).replace("torch.", ""), "results": res}
     # SDPA: [1, H, 1, D] against [1, Hkv, N, D] (HND views of the same data).
@@ -439,7 +439,7 @@ def main():
                     help="TensorRT-LLM-style batch decode rows (block tables, lengths on the device), attnjit only, "
                          "instead of issue 6's rows: comma-separated BxN")
     ap.add_argument("--attnjit-only", action="store_true",
-                    help="batch decode rows without FlashInfer and SDPA (an A/B of attnjit builds)")
+                    help="decode rows (single and batch) without FlashInfer and SDPA (an A/B of attnjit builds)")
     ap.add_argument("--grid-head-dims", default="64,128,256", help="head dims of the prefill grid")
     ap.add_argument("--attnjit-backend", default="auto", choices=["auto", "fa2", "fa3"],
                     help="attnjit's prefill backend in the single prefill rows")
@@ -459,12 +459,12 @@ def main():
         print(f"bf16 GEMM (torch.matmul 8192^3): {gemm / 1e12:.0f} TFLOP/s")
     if args.only in (None, "single"):
         for hq, hkv, n in ((32, 8, 4096), (32, 8, 32768), (32, 32, 32768), (64, 8, 32768), (32, 4, 32768)):
-            rows.append(bench_single(hq, hkv, n, copy))
+            rows.append(bench_single(hq, hkv, n, copy, peers=not args.attnjit_only))
             print(json.dumps(rows[-1]), flush=True)
         # fp8 K/V against bf16 at 32k and 128k (issue 6: at least 1.8x faster), in CUDA graphs.
         for n in (32768, 131072):
             for kvt in ((torch.bfloat16, torch.float8_e4m3fn) if n > 32768 else (torch.float8_e4m3fn,)):
-                rows.append(bench_single(32, 8, n, copy, kv_dtype=kvt))
+                rows.append(bench_single(32, 8, n, copy, kv_dtype=kvt, peers=not args.attnjit_only))
                 print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "batch") and args.trtllm_shapes:
         for shape in args.trtllm_shapes.split(","):

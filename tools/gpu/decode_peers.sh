@@ -8,6 +8,7 @@
 #   bash tools/gpu/decode_peers.sh      LIBS=".gpupack/ab/a.so .gpupack/ab/b.so": one process each
 #   BATCH_SHAPES="256x1024,34x4096,1x32768+63x512": those batches (bf16, 32 / 8 heads) instead of issue 6's rows
 #   ATTNJIT_ONLY=1: without FlashInfer and SDPA; TAG=x: log and JSON names decode_peers_x_<lib>
+#   ONLY=single: compare_peers.py's single-decode rows (fp8 against bf16 at 32k and 128k) instead
 set -uo pipefail
 source tools/gpu/device_env.sh
 status=0
@@ -16,8 +17,8 @@ for lib in ${LIBS:-.gpu/libattnjit.so}; do  # LIBS: libraries to A/B, paths from
   name=decode_peers${TAG:+_$TAG}_$(basename "$lib" .so)
   echo "== $lib"
   ATTNJIT_CACHE_DIR=/tmp/cache-$name ATTNJIT_LIBRARY=$PWD/$lib timeout 300 python3 tools/bench/compare_peers.py \
-    --only batch ${BATCH_SHAPES:+--batch-shapes "$BATCH_SHAPES"} ${ATTNJIT_ONLY:+--attnjit-only} --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1 || status=1
-  grep -E "^device|^batch" "$OUT/$name.log"
+    --only ${ONLY:-batch} ${BATCH_SHAPES:+--batch-shapes "$BATCH_SHAPES"} ${ATTNJIT_ONLY:+--attnjit-only} --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1 || status=1
+  grep -E "^device|^batch|^single" "$OUT/$name.log"
 done
 if [ "${BENCH:-1}" != 0 ]; then  # BENCH=0: the peers' rows only
   timeout 200 .gpu/attnjit bench --skip-jit --op batch_decode --json "$OUT/bench_batch_decode.json" \
