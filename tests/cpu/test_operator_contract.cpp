@@ -8,6 +8,7 @@
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 #include "ops/workspace_layout.hpp"
+#include "reference/decode_grid.hpp"
 
 using namespace attnjit;
 
@@ -60,12 +61,7 @@ TEST_CASE("single decode problems round-trip through their JSON form", "[contrac
 }
 
 TEST_CASE("a split plan names its workspace regions; an unsplit one needs none", "[contract][planner]") {
-  SingleDecodeProblem p;
-  p.num_qo_heads = 32;
-  p.num_kv_heads = 8;
-  p.head_dim = 128;
-  p.q_dtype = p.kv_dtype = DType::BF16;
-  p.kv_len = 32768;
+  SingleDecodeProblem p = test::d128_decode_problem(32, 8, 32768);
   const auto split = ops::plan_single_decode(p, {132});
   REQUIRE(split.num_splits > 1);
   REQUIRE(split.merge.has_value());
@@ -83,12 +79,7 @@ TEST_CASE("a split plan names its workspace regions; an unsplit one needs none",
 
 TEST_CASE("single decode warms its chunks' first rows in L2 only where the rows are 16-byte aligned",
           "[contract][planner]") {
-  SingleDecodeProblem p;
-  p.num_qo_heads = 32;
-  p.num_kv_heads = 8;
-  p.head_dim = 128;
-  p.q_dtype = DType::BF16;
-  p.kv_len = 32768;
+  SingleDecodeProblem p = test::d128_decode_problem(32, 8, 32768);
   for (DType kv : {DType::BF16, DType::E4M3}) {
     p.kv_dtype = kv;
     const auto L = ops::plan_single_decode(p, {132});
@@ -113,12 +104,7 @@ TEST_CASE("single decode warms its chunks' first rows in L2 only where the rows 
 }
 
 TEST_CASE("the planner takes the tensor cores by itself from group 4, RoPE included", "[contract][planner]") {
-  SingleDecodeProblem p;
-  p.num_qo_heads = 32;
-  p.num_kv_heads = 16;
-  p.head_dim = 128;
-  p.kv_len = 4096;
-  p.q_dtype = p.kv_dtype = DType::BF16;
+  SingleDecodeProblem p = test::d128_decode_problem(32, 16, 4096);
   auto tc = [&] { return ops::plan_single_decode(p, {132}).decode.spec.as<DecodeKernel>()->tensor_cores; };
   CHECK_FALSE(tc());  // group 2: CUDA cores
   p.options.use_tensor_cores = true;
@@ -136,12 +122,7 @@ TEST_CASE("the planner takes the tensor cores by itself from group 4, RoPE inclu
 
 TEST_CASE("a one-token decode leaves the tensor cores where their kernel would not fit the device",
           "[contract][planner]") {
-  SingleDecodeProblem p;
-  p.num_qo_heads = 32;
-  p.num_kv_heads = 4;
-  p.head_dim = 128;
-  p.kv_len = 4096;
-  p.q_dtype = p.kv_dtype = DType::BF16;
+  SingleDecodeProblem p = test::d128_decode_problem(32, 4, 4096);
   ops::DeviceFigures ada{128, 99 * 1024};  // sm_89: 99 KB per block
   auto plan = [&] { return *ops::plan_single_decode(p, ada).decode.spec.as<DecodeKernel>(); };
   CHECK(plan().tensor_cores);  // 74 KB fits

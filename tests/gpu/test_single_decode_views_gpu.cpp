@@ -19,6 +19,7 @@
 #include "device_buffer.hpp"
 #include "gpu_support.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
+#include "reference/decode_grid.hpp"
 #include "reference/decode_reference.hpp"
 #include "reference/host_dtypes.hpp"
 
@@ -61,17 +62,6 @@ double rel_l2(const std::vector<double>& out, const std::vector<double>& ref) {
   return std::isfinite(num) ? std::sqrt(num / std::max(den, 1e-30)) : INFINITY;
 }
 
-SingleDecodeProblem problem(int hq, int hkv, int64_t n, DType kv) {
-  SingleDecodeProblem p;
-  p.num_qo_heads = hq;
-  p.num_kv_heads = hkv;
-  p.head_dim = 128;
-  p.kv_len = n;
-  p.q_dtype = DType::BF16;
-  p.kv_dtype = kv;
-  return p;
-}
-
 }  // namespace
 
 TEST_CASE("single decode reads strided K/V views and refuses misaligned ones by name", "[gpu][decode][views]") {
@@ -83,7 +73,7 @@ TEST_CASE("single decode reads strided K/V views and refuses misaligned ones by 
   // per head row keep the rows 16-byte aligned for both K/V types.
   for (DType kv : {DType::BF16, DType::E4M3})
     for (int hkv : {8, 32}) {
-      const SingleDecodeProblem p = problem(32, hkv, 3001, kv);
+      const SingleDecodeProblem p = d128_decode_problem(32, hkv, 3001, kv);
       const int64_t H = p.num_qo_heads, Hk = hkv, D = p.head_dim, N = p.kv_len;
       INFO(fmt::format("{} {}q/{}kv n={}", to_string(kv), H, Hk, N));
       std::mt19937 rng(40 + hkv);
@@ -140,7 +130,7 @@ TEST_CASE("single decode calls chained on one stream see the previous call's out
   // launch on sm_90: each call's decode CTAs start, and warm their first rows
   // in L2, while the call before still merges; its query is that merge's output.
   for (DType kv : {DType::BF16, DType::E4M3}) {
-    const SingleDecodeProblem p = problem(32, 8, 20000, kv);
+    const SingleDecodeProblem p = d128_decode_problem(32, 8, 20000, kv);
     const int64_t H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, N = p.kv_len;
     constexpr int kCalls = 4;
     INFO(to_string(kv));

@@ -18,6 +18,17 @@ std::string DecodeCase::label() const {
                      o.logits_soft_cap.value_or(0.f), with_lse, o.use_tensor_cores);
 }
 
+SingleDecodeProblem d128_decode_problem(int num_qo_heads, int num_kv_heads, int64_t kv_len, DType kv_dtype) {
+  SingleDecodeProblem p;
+  p.num_qo_heads = num_qo_heads;
+  p.num_kv_heads = num_kv_heads;
+  p.head_dim = 128;
+  p.kv_len = kv_len;
+  p.q_dtype = DType::BF16;
+  p.kv_dtype = kv_dtype;
+  return p;
+}
+
 std::vector<DecodeCase> decode_grid() {
   std::vector<DecodeCase> cases;
   std::mt19937 rng(1234);

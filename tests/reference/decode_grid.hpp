@@ -14,6 +14,10 @@ struct DecodeCase {
   std::string label() const;
 };
 
+// A single decode at d 128 with bf16 queries, the base that the planner and
+// view tests change one field of at a time.
+SingleDecodeProblem d128_decode_problem(int num_qo_heads, int num_kv_heads, int64_t kv_len, DType kv_dtype = DType::BF16);
+
 // Every head dim x dtype pair x group size x length, with layout, positional
 // encoding, window, soft cap, scales and lse drawn per case (fixed seed), so
 // each value of each axis appears many times.
