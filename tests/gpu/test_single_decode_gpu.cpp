@@ -21,6 +21,7 @@
 #include "reference/decode_grid.hpp"
 #include "reference/decode_reference.hpp"
 #include "reference/host_dtypes.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -42,12 +43,7 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
   const int64_t H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, N = p.kv_len;
   cuda::ScopedDevice scope(p.device);  // test buffers live in the device's primary context
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto randv = [&](size_t n, float scale) {
-    std::vector<float> x(n);
-    for (auto& e : x) e = uni(rng) * scale;
-    return x;
-  };
+  auto randv = [&](size_t n, float scale) { return random_values(rng, n, scale); };
   std::vector<uint8_t> qb, kb, vb;
   // Large enough logits that the softmax is far from uniform.
   const auto q = encode(p.q_dtype, randv(H * D, 2.f), qb);
@@ -171,8 +167,7 @@ TEST_CASE("single decode runs inside a CUDA graph and replays", "[gpu][decode][g
   SingleDecodePlan plan(rt, p);
   REQUIRE(plan.num_splits() > 1);  // exercise the merge kernel in the graph too
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto randv = [&](size_t n) { std::vector<float> x(n); for (auto& e : x) e = uni(rng); return x; };
+  auto randv = [&](size_t n) { return random_values(rng, n, 1.f); };
   std::vector<uint8_t> qb, kb, vb;
   auto q = encode(p.q_dtype, randv(32 * 128), qb);
   auto k = encode(p.kv_dtype, randv(p.kv_len * 8 * 128), kb);
@@ -196,11 +191,8 @@ TEST_CASE("single decode runs inside a CUDA graph and replays", "[gpu][decode][g
   ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
   for (int i = 0; i < 3; ++i) ATTNJIT_CU(cu.GraphLaunch(exec, stream));
   ATTNJIT_CU(cu.StreamSynchronize(stream));
-  const auto out = decode(p.q_dtype, dout.download());
   const auto ref = reference_single_decode(p, q, k, v);
-  double num = 0, den = 0;
-  for (size_t i = 0; i < out.size(); ++i) { num += (out[i] - ref.o[i]) * (out[i] - ref.o[i]); den += ref.o[i] * ref.o[i]; }
-  CHECK(std::sqrt(num / den) <= 1e-2);
+  CHECK(relative_l2(decode(p.q_dtype, dout.download()), ref.o) <= 1e-2);
   cu.GraphExecDestroy(exec);
   cu.GraphDestroy(graph);
   cu.StreamDestroy(stream);
@@ -244,8 +236,7 @@ TEST_CASE("one-call single decode from 8 threads on 4 streams, each with its own
     p.q_dtype = p.kv_dtype = DType::F16;
     const int64_t H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, N = p.kv_len;
     std::mt19937 rng(500 + t);
-    std::uniform_real_distribution<float> uni(-1.f, 1.f);
-    auto randv = [&](size_t n, float sc) { std::vector<float> x(n); for (auto& e : x) e = uni(rng) * sc; return x; };
+    auto randv = [&](size_t n, float sc) { return random_values(rng, n, sc); };
     std::vector<uint8_t> qb, kb, vb;
     const auto q = encode(p.q_dtype, randv(H * D, 2.f), qb);
     const auto k = encode(p.kv_dtype, randv(N * Hk * D, 2.f), kb);
@@ -261,14 +252,7 @@ TEST_CASE("one-call single decode from 8 threads on 4 streams, each with its own
                                   make_tensor(dv.get(), p.kv_dtype, {N, Hk, D}), make_tensor(dout.get(), p.q_dtype, {H, D}),
                                   nullptr, {}, stream);
       ATTNJIT_CU(cu.StreamSynchronize(stream));
-      const auto out = decode(p.q_dtype, dout.download());
-      double num = 0, den = 0;
-      for (size_t i = 0; i < out.size(); ++i) {
-        if (!std::isfinite(out[i])) return INFINITY;
-        num += (out[i] - ref.o[i]) * (out[i] - ref.o[i]);
-        den += ref.o[i] * ref.o[i];
-      }
-      worst = std::max(worst, std::sqrt(num / den));
+      worst = std::max(worst, relative_l2(decode(p.q_dtype, dout.download()), ref.o));
     }
     return worst;
   };

@@ -22,16 +22,10 @@
 #include "reference/decode_grid.hpp"
 #include "reference/decode_reference.hpp"
 #include "reference/host_dtypes.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 namespace {
-
-std::vector<float> random_values(std::mt19937& rng, size_t n, float scale) {
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  std::vector<float> x(n);
-  for (auto& e : x) e = uni(rng) * scale;
-  return x;
-}
 
 // [N, Hk, D] rows copied into a buffer whose head rows are `pitch` elements
 // apart (pitch >= D), and the NHD view of the first D elements of each.
@@ -53,14 +47,6 @@ PaddedKV padded(const std::vector<uint8_t>& dense, DType dtype, int64_t N, int64
   return kv;
 }
 
-double rel_l2(const std::vector<double>& out, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    num += (out[i] - ref[i]) * (out[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return std::isfinite(num) ? std::sqrt(num / std::max(den, 1e-30)) : INFINITY;
-}
 
 }  // namespace
 
@@ -95,7 +81,7 @@ TEST_CASE("single decode reads strided K/V views and refuses misaligned ones by 
       plan.run(tq, pk.view, pv.view, to, &tl, ws.get(), ws.bytes(), nullptr);
       ATTNJIT_CU(cuda::driver().CtxSynchronize());
       const auto ref = reference_single_decode(p, q, k, v);
-      CHECK(rel_l2(decode(p.q_dtype, dout.download()), ref.o) <= 1e-2);
+      CHECK(relative_l2(decode(p.q_dtype, dout.download()), ref.o) <= 1e-2);
       const auto lse = decode(DType::F32, dlse.download());
       double lse_err = 0;
       for (int64_t h = 0; h < H; ++h) lse_err = std::max(lse_err, std::fabs(lse[h] - ref.lse[h]));
@@ -115,7 +101,7 @@ TEST_CASE("single decode reads strided K/V views and refuses misaligned ones by 
           PaddedKV mv = padded(vb, kv, N, Hk, D, D + 8);
           plan.run(tq, mk.view, mv.view, to, &tl, ws.get(), ws.bytes(), nullptr);
           ATTNJIT_CU(cuda::driver().CtxSynchronize());
-          CHECK(rel_l2(decode(p.q_dtype, dout.download()), ref.o) <= 1e-2);
+          CHECK(relative_l2(decode(p.q_dtype, dout.download()), ref.o) <= 1e-2);
         }
       }
     }
@@ -171,7 +157,7 @@ TEST_CASE("single decode calls chained on one stream see the previous call's out
     for (int i = 0; i < kCalls; ++i) {
       const auto out = decode(p.q_dtype, outs[i].download());
       const auto ref = reference_single_decode(p, q, k[i % 2], v[i % 2]);
-      CHECK(rel_l2(out, ref.o) <= 1e-2);
+      CHECK(relative_l2(out, ref.o) <= 1e-2);
       q = out;  // the next call's query, as the GPU wrote it
     }
   }

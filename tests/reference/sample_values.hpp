@@ -1,0 +1,28 @@
+// What the GPU tests feed the kernels and how they judge the output: random
+// values in [-scale, scale], and the relative L2 error against the reference.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace attnjit::test {
+
+inline std::vector<float> random_values(std::mt19937& rng, size_t n, float scale) {
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  std::vector<float> x(n);
+  for (auto& e : x) e = uni(rng) * scale;
+  return x;
+}
+
+// ||out - ref|| / ||ref||; infinite when out holds a NaN or an infinity (unwritten, poisoned output).
+inline double relative_l2(const std::vector<double>& out, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::isfinite(num) ? std::sqrt(num / std::max(den, 1e-30)) : INFINITY;
+}
+
+}  // namespace attnjit::test
