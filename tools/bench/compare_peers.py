@@ -454,17 +454,18 @@ def main():
           f"flashinfer: {flashinfer.__version__ if flashinfer else 'unavailable: ' + FLASHINFER_ERROR}")
     rows = []
     gemm = None
+    peers = not args.attnjit_only
     if args.only in (None, "prefill", "prefill_grid", "paged"):
         gemm = gemm_rate()
         print(f"bf16 GEMM (torch.matmul 8192^3): {gemm / 1e12:.0f} TFLOP/s")
     if args.only in (None, "single"):
         for hq, hkv, n in ((32, 8, 4096), (32, 8, 32768), (32, 32, 32768), (64, 8, 32768), (32, 4, 32768)):
-            rows.append(bench_single(hq, hkv, n, copy, peers=not args.attnjit_only))
+            rows.append(bench_single(hq, hkv, n, copy, peers=peers))
             print(json.dumps(rows[-1]), flush=True)
         # fp8 K/V against bf16 at 32k and 128k (issue 6: at least 1.8x faster), in CUDA graphs.
         for n in (32768, 131072):
             for kvt in ((torch.bfloat16, torch.float8_e4m3fn) if n > 32768 else (torch.float8_e4m3fn,)):
-                rows.append(bench_single(32, 8, n, copy, kv_dtype=kvt, peers=not args.attnjit_only))
+                rows.append(bench_single(32, 8, n, copy, kv_dtype=kvt, peers=peers))
                 print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "batch") and args.trtllm_shapes:
         for shape in args.trtllm_shapes.split(","):
@@ -472,14 +473,14 @@ def main():
             print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "batch") and args.batch_shapes:
         for shape in args.batch_shapes.split(","):
-            rows.append(bench_batch(32, 8, shape_lens(shape), copy, peers=not args.attnjit_only))
+            rows.append(bench_batch(32, 8, shape_lens(shape), copy, peers=peers))
             print(json.dumps(rows[-1]), flush=True)
     elif args.only in (None, "batch") and not args.trtllm_shapes:
         for lens, kvt in (([4096] * 64, torch.bfloat16), ([1024] * 256, torch.bfloat16), ([32768], torch.bfloat16),
                           ([32768] + [512] * 63, torch.bfloat16), ([4096] * 64, torch.float8_e4m3fn)):
-            rows.append(bench_batch(32, 8, lens, copy, kv_dtype=kvt, peers=not args.attnjit_only))
+            rows.append(bench_batch(32, 8, lens, copy, kv_dtype=kvt, peers=peers))
             print(json.dumps(rows[-1]), flush=True)
-        rows.append(bench_batch(32, 32, [4096] * 64, copy, peers=not args.attnjit_only))  # MHA
+        rows.append(bench_batch(32, 32, [4096] * 64, copy, peers=peers))  # MHA
         print(json.dumps(rows[-1]), flush=True)
         rows.append(bench_speculative(32, 8, [4096] * 64, copy))
         print(json.dumps(rows[-1]), flush=True)
