@@ -7,11 +7,11 @@
 // starts streaming at once instead of paying a DRAM latency after the wait,
 // and part of its bytes arrive in time that was idle.
 //
-// Only sources whose addresses follow from the params (kv_source.cuh) can do
-// this: a page table or a length may still be written by the kernel before,
-// and an address built from it before the wait could be out of range.
+// The kernel before may still write what locates the rows (a length, a page
+// table entry), so the addresses are the source's hints (kv_source.cuh):
+// bounded to the cache, possibly stale, so a wrong one only wastes bytes.
 // Prefetches are hints, not reads, so the rows themselves may be written
-// by the kernel before (a KV append): L2 receives those writes too.
+// by the kernel before too (a KV append): L2 receives those writes.
 #pragma once
 #include "decode_params.h"
 #include "decode_work.cuh"
@@ -22,17 +22,21 @@ namespace attnjit {
 
 template <class KVSource, int HeadDim>
 ATTNJIT_DEVICE void warm_first_rows(const kernels::DecodeParams& p) {
-  if constexpr (KVSource::kAddressesFromParams) {
-    // One CTA per KV head and item warms: sibling head blocks read the same rows.
-    if (p.prefetch_rows <= 0 || p.work != nullptr || blockIdx.x != 0) return;
-    const kernels::DecodeWorkItem item = decode_work_item(p);  // the uniform partition: no list read
-    const KVSource kv(p.kv, item.request);
+  if constexpr (KVSource::kHints) {
+    // One CTA per KV head and item warms (sibling head blocks read the same
+    // rows), and only the first wave's items.
+    if (p.prefetch_rows <= 0 || blockIdx.x != 0 || decode_item_index() >= p.prefetch_items) return;
+    // The work list is plan()'s copy, ordered before the launch, never a
+    // kernel's output; the request is bounded all the same, since the hint
+    // indexes the lengths and tables with it.
+    const kernels::DecodeWorkItem item = decode_work_item(p);
+    if (item.request < 0) return;  // padding of a fixed grid
+    const typename KVSource::Hint kv(p.kv, min(item.request, p.num_requests - 1));
     const DecodeWork work = resolve_work(item, p.var.window_left, kv.length(), max(p.q_len, 1));
     const int end = min(work.end, work.begin + p.prefetch_rows);
     constexpr uint32_t kRowBytes = HeadDim * KVSource::kBytes;
-    const auto rows = kv.slice(decode_kv_head(), 0);
     for (int r = work.begin + int(threadIdx.x); r < end; r += int(blockDim.x)) {
-      const KVRowAddress at = rows.row(r);
+      const KVRowAddress at = kv.row(decode_kv_head(), r);
       prefetch_l2(at.k, kRowBytes);
       prefetch_l2(at.v, kRowBytes);
     }

@@ -10,9 +10,16 @@
 //                             .next(a, j, will_read)    row j + 1's, from row j's address a
 //                             .runs_in_page(n)          rows j .. j+n-1 (j a multiple of n) share a page:
 //                             .step(a)                  then row j + 1's is one stride on, no lookup
-//   Source::kAddressesFromParams  every address follows from the params alone, with no
-//                                 read of device data (lengths, page tables) that the kernel
-//                                 before may write: rows may be warmed in L2 before pdl_wait()
+//   Source::Hint(params, request) .length()           where rows probably are, for L2 prefetches
+//                             .row(kv_head, j)          sent before pdl_wait() (decode_prefetch.cuh)
+//
+// A hint is built while the kernel before may still write the lengths and
+// page tables (an append, a new page). It reads them at the L2 (__ldcg: a
+// stale line left in this SM's L1 would be read again after the wait, L1
+// not being coherent), and clamps every table index and page id into its
+// array (KVSourceParams::table_entries, num_pages), so a stale or garbage
+// value still names memory of the cache: a wrong hint costs bandwidth,
+// never a fault. Sources without one (kHints false) warm nothing.
 //
 // Strides are read from the params at each use rather than copied: the
 // params live in constant memory, so the row multiply takes its stride as a
@@ -34,7 +41,7 @@ struct KVRowAddress {
 template <class KVT>
 struct ContiguousKV {
   static constexpr int kBytes = storage_bytes<KVT>::value;
-  static constexpr bool kAddressesFromParams = true;
+  static constexpr bool kHints = true;
 
   struct Slice {
     const kernels::KVSourceParams& p;
@@ -61,6 +68,14 @@ struct ContiguousKV {
     return {p, static_cast<const char*>(p.k) + (kv_head * p.k_stride_head + dim0) * kBytes,
             static_cast<const char*>(p.v) + (kv_head * p.v_stride_head + dim0) * kBytes};
   }
+
+  // Every address follows from the params: the hint is exact.
+  struct Hint {
+    const kernels::KVSourceParams& p;
+    ATTNJIT_DEVICE Hint(const kernels::KVSourceParams& params, int /*request*/) : p(params) {}
+    ATTNJIT_DEVICE int length() const { return p.kv_len; }
+    ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const { return ContiguousKV(p, 0).slice(kv_head, 0).row(j); }
+  };
 };
 
 // Ragged KV (batch prefill): the requests' sequences one after another in one
@@ -70,7 +85,7 @@ template <class KVT>
 struct RaggedKV {
   using Slice = typename ContiguousKV<KVT>::Slice;
   static constexpr int kBytes = ContiguousKV<KVT>::kBytes;
-  static constexpr bool kAddressesFromParams = false;  // the offsets are device data
+  static constexpr bool kHints = false;  // no decode reads it
   const kernels::KVSourceParams& p;
   int64_t first;
   int len;
@@ -109,7 +124,10 @@ struct PagedSlice {
     p.page_size.divmod(uint32_t(j), page, slot);
     // 4-byte table loads, the same for a page's rows: they hit in L1.
     const int64_t k_id = k_pages[page];
-    const int64_t v_id = kTwoTables ? int64_t(v_pages[page]) : k_id;
+    return at(k_id, kTwoTables ? int64_t(v_pages[page]) : k_id, slot);
+  }
+  // Slot `slot` of pages k_id (K) and v_id (V).
+  ATTNJIT_DEVICE KVRowAddress at(int64_t k_id, int64_t v_id, uint32_t slot) const {
     return {k + (k_id * p.k_stride_page + int64_t(slot) * p.k_stride_row) * Bytes,
             v + (v_id * p.v_stride_page + int64_t(slot) * p.v_stride_row) * Bytes};
   }
@@ -131,6 +149,13 @@ struct PagedSlice {
   ATTNJIT_DEVICE bool runs_in_page(int n) const { return p.page_size.d % uint32_t(n) == 0; }
 };
 
+// Table entry i (clamped into the table) and the page id it holds (clamped
+// into the cache), read at the L2, for hints (see the header).
+ATTNJIT_DEVICE int64_t hinted_page(const kernels::KVSourceParams& p, const int32_t* table, int64_t i) {
+  const int64_t id = __ldcg(table + min(max(i, int64_t(0)), p.table_entries - 1));
+  return min(max(id, int64_t(0)), int64_t(p.num_pages) - 1);
+}
+
 }  // namespace detail
 
 // FlashInfer's paged cache: request b owns pages indices[indptr[b] ..
@@ -138,7 +163,8 @@ struct PagedSlice {
 template <class KVT>
 struct PagedKV {
   using Slice = detail::PagedSlice<storage_bytes<KVT>::value, false>;
-  static constexpr bool kAddressesFromParams = false;  // the page table and lengths are device data
+  static constexpr int kBytes = storage_bytes<KVT>::value;
+  static constexpr bool kHints = true;
   const kernels::KVSourceParams& p;
   const int32_t* pages;
   int len;
@@ -150,6 +176,26 @@ struct PagedKV {
   }
   ATTNJIT_DEVICE int length() const { return len; }
   ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const { return Slice(p, kv_head, dim0, pages, pages); }
+
+  // The table's entries are indices[0 .. table_entries): request's pages
+  // start at indptr[request] (read, like its length, at the L2).
+  struct Hint {
+    const kernels::KVSourceParams& p;
+    int64_t first;
+    int len;
+    ATTNJIT_DEVICE Hint(const kernels::KVSourceParams& params, int request) : p(params) {
+      first = __ldcg(p.indptr + request);
+      const int num_pages = int(__ldcg(p.indptr + request + 1) - first);
+      len = num_pages > 0 ? (num_pages - 1) * int(p.page_size.d) + __ldcg(p.last_page_len + request) : 0;
+    }
+    ATTNJIT_DEVICE int length() const { return p.table_entries > 0 && p.num_pages > 0 ? len : 0; }
+    ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const {
+      uint32_t page, slot;
+      p.page_size.divmod(uint32_t(j), page, slot);
+      const int64_t id = detail::hinted_page(p, p.indices, first + page);
+      return Slice(p, kv_head, 0, nullptr, nullptr).at(id, id, slot);
+    }
+  };
 };
 
 // Block tables (vLLM style): row j of request b lives in page
@@ -158,7 +204,8 @@ struct PagedKV {
 template <class KVT>
 struct BlockTableKV {
   using Slice = detail::PagedSlice<storage_bytes<KVT>::value, true>;
-  static constexpr bool kAddressesFromParams = false;  // the block tables and lengths are device data
+  static constexpr int kBytes = storage_bytes<KVT>::value;
+  static constexpr bool kHints = true;
   const kernels::KVSourceParams& p;
   const int32_t* k_pages;
   const int32_t* v_pages;
@@ -171,6 +218,26 @@ struct BlockTableKV {
         len(p.seq_lens[request]) {}
   ATTNJIT_DEVICE int length() const { return len; }
   ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const { return Slice(p, kv_head, dim0, k_pages, v_pages); }
+
+  // A table row holds table_entries pages.
+  struct Hint {
+    const kernels::KVSourceParams& p;
+    const int32_t* k_row;
+    const int32_t* v_row;
+    int len;
+    ATTNJIT_DEVICE Hint(const kernels::KVSourceParams& params, int request)
+        : p(params),
+          k_row(p.k_table + request * p.table_stride),
+          v_row(p.v_table + request * p.table_stride),
+          len(__ldcg(p.seq_lens + request)) {}
+    ATTNJIT_DEVICE int length() const { return p.table_entries > 0 && p.num_pages > 0 ? len : 0; }
+    ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const {
+      uint32_t page, slot;
+      p.page_size.divmod(uint32_t(j), page, slot);
+      return Slice(p, kv_head, 0, nullptr, nullptr)
+          .at(detail::hinted_page(p, k_row, page), detail::hinted_page(p, v_row, page), slot);
+    }
+  };
 };
 
 }  // namespace attnjit

@@ -36,6 +36,12 @@ struct KVSourceParams {
   const int32_t* v_table;        // the same for V (may equal k_table)
   int64_t table_stride;
   const int32_t* seq_lens;       // [batch]
+  // Bounds for the L2 hints a decode CTA sends before pdl_wait(), when the
+  // page table may still be in flight (kv_source.cuh): the entries the page
+  // table holds (indices' length; a block table row's pages) and the
+  // cache's pages. 0: unknown, and no row of a paged source is warmed.
+  int64_t table_entries;
+  int32_t num_pages;
 };
 
 }  // namespace kernels

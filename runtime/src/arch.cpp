@@ -38,4 +38,14 @@ bool has_pdl(std::string_view arch) {
   return arch.substr(0, 3) == "sm_" && n >= 90;
 }
 
+bool choose_pdl(std::string_view arch, std::optional<bool> enable_pdl) {
+  const bool capable = has_pdl(arch);
+  if (enable_pdl.value_or(false) && !capable)
+    throw Error(Status::Unsupported,
+                fmt::format("enable_pdl=true needs sm_90 or newer (programmatic dependent launch); this device is {}; "
+                            "allowed: false or unset",
+                            arch));
+  return enable_pdl.value_or(capable);
+}
+
 }  // namespace attnjit

@@ -3,6 +3,7 @@
 // once with the list, not reach NVRTC (which only sees it after the cache
 // made <dir>/sm_12/) or, worse, be accepted by a read-only command.
 #pragma once
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,5 +20,8 @@ bool is_known_arch(std::string_view arch);
 void check_arch(std::string_view arch, std::string_view arg);
 // Programmatic dependent launch (griddepcontrol, the launch attribute): sm_90 and newer.
 bool has_pdl(std::string_view arch);
+// A caller's enable_pdl on a device of `arch`: unset means where the GPU has
+// it, as in FlashInfer; true where it has not throws Error(Unsupported).
+bool choose_pdl(std::string_view arch, std::optional<bool> enable_pdl);
 
 }  // namespace attnjit

@@ -119,6 +119,39 @@ TEST_CASE("batch decode: host lengths give one in-kernel merge counter per row g
   }
 }
 
+TEST_CASE("batch decode: the first wave's items warm their first rows in L2, within 16 MiB", "[batch_decode][planner]") {
+  ops::DeviceFigures h100;  // 132 SMs: a wave of 264 CTAs, 33 items of 8 KV heads
+  for (bool host : {true, false}) {
+    for (DType kv : {DType::BF16, DType::E4M3}) {
+      INFO((host ? "host" : "device") << " lengths, " << to_string(kv));
+      auto p = base_problem(64);
+      p.kv_dtype = kv;
+      p.host_lengths = host;
+      p.max_seq_len = 4096;
+      const auto L = ops::plan_batch_decode(p, h100);
+      CHECK(L.prefetch_items == 33);  // the second wave starts long after the wait
+      // 128 rows of fp8; bf16's 264 CTAs x 128 rows would pass 16 MiB.
+      CHECK(L.prefetch_rows == (kv == DType::E4M3 ? 128 : (16 << 20) / (264 * 512)));
+      const int64_t row_bytes = 2 * 128 * int64_t(dtype_size(kv));
+      CHECK(int64_t(L.prefetch_rows) * row_bytes * L.prefetch_items * p.num_kv_heads <= (16 << 20));
+      CHECK(L.to_json().at("prefetch_items") == 33);
+    }
+  }
+  // Fewer items than a wave: all of them.
+  auto one = base_problem(1);
+  one.host_lengths = false;
+  one.max_seq_len = 2048;
+  const auto L = ops::plan_batch_decode(one, h100);
+  CHECK(L.prefetch_items == L.max_items);
+  // MHA on a fine-grained split: the 16 MiB bound, not 128 rows, sets it.
+  auto mha = base_problem(2, 32, 32);
+  mha.host_lengths = false;
+  mha.max_seq_len = 65536;
+  const auto M = ops::plan_batch_decode(mha, h100);
+  CHECK(M.prefetch_rows > 0);
+  CHECK(int64_t(M.prefetch_rows) * 2 * 128 * 2 * M.prefetch_items * 32 <= (16 << 20));
+}
+
 TEST_CASE("batch decode: a skewed batch is balanced, longest chunks first", "[batch_decode][planner]") {
   const auto p = base_problem(64);
   const auto L = ops::plan_batch_decode(p, {});

@@ -151,6 +151,7 @@ Errors run_case(const Runtime& rt, const SpecCase& c, uint32_t seed, bool* split
     kv.indptr = static_cast<const int32_t*>(indptr.get());
     kv.indices = static_cast<const int32_t*>(indices.get());
     kv.last_page_len = static_cast<const int32_t*>(last.get());
+    kv.table_entries = static_cast<int64_t>(b.indices.size());
     BatchDecodeLaunchExtras extras;
     extras.sinks = sink_ptr;
     extras.cum_seq_lens_q = c.variable ? static_cast<const int32_t*>(dcum.get()) : nullptr;

@@ -101,6 +101,11 @@ struct PagedKVView {
   const int32_t* v_block_table = nullptr;  // may equal k_block_table
   int64_t block_table_stride = 0;          // in elements
   const int32_t* seq_lens = nullptr;       // [batch]
+  // How many page ids the table holds: indices' length (IndptrIndices), or
+  // a block table row's (BlockTable: max_pages_per_seq). It bounds the page
+  // table reads of the L2 hints the kernel sends before its PDL wait, while
+  // the kernel before may still write the table; 0 (unknown) sends none.
+  int64_t table_entries = 0;
 };
 
 // The K and V halves of a 5-D cache [pages, 2, ...] (FlashInfer's and
@@ -207,9 +212,11 @@ class ATTNJIT_API BatchDecodeWithPagedKVCacheWrapper {
   void plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
             const std::vector<int32_t>& last_page_len, const PlanArgs& args, Stream stream = nullptr);
   // k_cache / v_cache: 4-D (kv_cache_halves for the 5-D form). out [batch, H, D] in q's dtype.
+  // enable_pdl: programmatic dependent launch, as FlashInfer's run(); unset
+  // means where the GPU has it (sm_90 and newer), true elsewhere is an error.
   void run(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache, const TensorView& out,
            const TensorView* lse = nullptr, std::optional<float> k_scale = {}, std::optional<float> v_scale = {},
-           Stream stream = nullptr) const;
+           Stream stream = nullptr, std::optional<bool> enable_pdl = {}) const;
   const BatchDecodePlan& current_plan() const;  // Error(NotPlanned) before plan()
 
   struct Impl;

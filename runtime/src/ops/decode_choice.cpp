@@ -119,4 +119,19 @@ int decode_kv_align_bytes(const DecodeKernel& k) {
   return k.tensor_cores ? 16 : 8 * static_cast<int>(dtype_size(k.variant.kv_dtype));
 }
 
+// The first 128 rows of a CTA's chunk, and at most 16 MiB in all, so they
+// stay in L2 (40-50 MB on the GPUs we run on) until the wait returns. 128
+// rows measured best for both K/V types on an H100 (docs/PERFORMANCE.md):
+// two 16-bit tiles, one fp8 tile; twice the rows slowed fp8 (the kernel
+// before, still streaming, shares the DRAM), half slowed bf16. The bulk
+// prefetch takes 16-byte aligned rows, which run() guarantees only where the
+// kernel's loads need them too (not CUDA-core fp8).
+int decode_warmed_rows(const DecodeKernel& k, int chunk, int warming_ctas) {
+  constexpr int64_t kRows = 128, kBytesInAll = 16 << 20;
+  if (decode_kv_align_bytes(k) % 16 != 0) return 0;
+  const int64_t row_bytes = 2 * int64_t(k.head_dim) * int64_t(dtype_size(k.variant.kv_dtype));
+  const int64_t rows = std::min(kRows, kBytesInAll / (row_bytes * std::max(warming_ctas, 1)));
+  return static_cast<int>(std::min<int64_t>(chunk, rows));
+}
+
 }  // namespace attnjit::ops

@@ -42,6 +42,12 @@ DecodeTile decode_tile(const DecodeKernel& k);
 // type), 8 elements on CUDA cores. run() checks the tensors against it.
 int decode_kv_align_bytes(const DecodeKernel& k);
 
+// Rows each warming CTA warms in L2 before its PDL wait
+// (kernels/decode_prefetch.cuh), for chunks of `chunk` rows and
+// `warming_ctas` CTAs that warm (one per KV head and first-wave item): 0 for
+// none.
+int decode_warmed_rows(const DecodeKernel& k, int chunk, int warming_ctas);
+
 // Below this many rows a split's fixed cost (q load, partial write, merge) dominates.
 constexpr int kMinRowsPerSplit = 128;
 

@@ -100,6 +100,7 @@ BenchFigures batch_decode_bench(const Runtime& rt, const nlohmann::json& problem
     kv.k_block_table = kv.v_block_table = static_cast<const int32_t*>(d_table->get());
     kv.block_table_stride = max_pages;
     kv.seq_lens = static_cast<const int32_t*>(d_lens->get());
+    kv.table_entries = p.page_table == PageTable::IndptrIndices ? num_pages : max_pages;
     views.push_back(kv);
   }
 

@@ -101,13 +101,8 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   // The problem and the query's rows before anything asks the device.
   ops::validate(p);
   ops::query_token_rows(p, p.batch_size, query.shape[0], a.cum_seq_lens_q != nullptr);
-  // After the argument checks: this asks the device. Programmatic dependent launch needs sm_90; unset means "where the GPU has it", as in FlashInfer.
-  const std::string arch = rt.engine().arch_of(query.device);
-  const bool pdl_capable = has_pdl(arch);
-  if (a.enable_pdl.value_or(false) && !pdl_capable)
-    unsupported(fmt::format("enable_pdl=true needs sm_90 or newer (programmatic dependent launch); this device is {}; "
-                            "allowed: false or unset",
-                            arch));
+  // After the argument checks: this asks the device.
+  const bool pdl = choose_pdl(rt.engine().arch_of(query.device), a.enable_pdl);
   const auto plan = memoized_plan(rt, p);
 
   PagedKVView kv;
@@ -118,12 +113,13 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   kv.v_block_table = a.uses_shared_paged_kv_idx ? a.block_tables : a.block_tables + a.max_pages_per_seq;
   kv.block_table_stride = a.uses_shared_paged_kv_idx ? a.max_pages_per_seq : 2 * a.max_pages_per_seq;
   kv.seq_lens = a.seq_lens;
+  kv.table_entries = a.max_pages_per_seq;
   BatchDecodeLaunchExtras extras;
   extras.sinks = a.sinks;
   extras.cum_seq_lens_q = a.cum_seq_lens_q;
   extras.bmm1_scale = a.bmm1_scale_tensor;
   extras.bmm2_scale = a.bmm2_scale_tensor;
-  extras.enable_pdl = a.enable_pdl.value_or(pdl_capable);
+  extras.enable_pdl = pdl;
   plan->run(query, kv, out, lse, workspace, workspace_bytes, stream, 1.f, 1.f, extras);
 }
 
@@ -156,6 +152,7 @@ void cudnn_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& q, co
   kv.k_block_table = kv.v_block_table = a.block_tables;
   kv.block_table_stride = a.max_pages_per_seq;
   kv.seq_lens = a.actual_seq_lens_kv;
+  kv.table_entries = a.max_pages_per_seq;
   BatchDecodeLaunchExtras extras;
   extras.q_row_offsets = a.batch_offsets_q;  // one token per request: request b's row is token row b
   extras.o_row_offsets = a.batch_offsets_o;

@@ -2,6 +2,7 @@
 // and upload the work list (plan), fill params and launch (run).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "attnjit/batch_decode.hpp"
@@ -181,6 +182,8 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   s.v_table = kv.v_block_table;
   s.table_stride = kv.block_table_stride;
   s.seq_lens = kv.seq_lens;
+  s.table_entries = kv.table_entries;  // 0 (unknown): no rows warmed (kernels/kv_source.cuh)
+  s.num_pages = static_cast<int32_t>(std::min(kv.k_cache.shape[0], kv.v_cache.shape[0]));
   dp.var.sm_scale = L.sm_scale * k_scale;
   dp.var.v_scale = L.v_scale * v_scale;
   dp.var.soft_cap = L.soft_cap;
@@ -199,6 +202,8 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.o_row_offsets = extras.o_row_offsets;
   dp.sm_scale_factor = extras.bmm1_scale;
   dp.v_scale_factor = extras.bmm2_scale;
+  dp.prefetch_rows = L.prefetch_rows;
+  dp.prefetch_items = L.prefetch_items;
   if (P.host_lengths) {  // split requests merge in the decode kernel (kernels/decode_epilogue.cuh)
     dp.merge_counters = ops::region_ptr<int32_t>(workspace, L.workspace.region("merge_counters"));
     dp.merge_indptr = ops::region_ptr<const int32_t>(workspace, L.workspace.region("merge_indptr"));

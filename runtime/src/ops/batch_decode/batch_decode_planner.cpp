@@ -237,6 +237,11 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
     L.max_items = B * L.uniform_splits;
     L.max_slots = L.uniform_splits > 1 ? L.max_items : 0;
   }
+  // The first wave's items warm their first rows: a later wave starts when
+  // the wait has long returned. A chunk is at least a tile, so the rows are
+  // bounded by the budget alone (and by each item's rows, in the kernel).
+  L.prefetch_items = std::min(L.max_items, std::max(1, L.wave / L.ctas_per_item));
+  L.prefetch_rows = decode_warmed_rows(decode, INT_MAX, L.prefetch_items * p.num_kv_heads);
   if (L.max_items > 65535)
     throw Error(Status::Unsupported,
                 fmt::format("batch_size={} with max_seq_len={} needs {} work items; the grid allows 65535", B,
@@ -367,6 +372,8 @@ nlohmann::json BatchDecodeLayout::to_json() const {
           {"wave", wave},
           {"uniform_splits", uniform_splits},
           {"uniform_chunk", uniform_chunk},
+          {"prefetch_rows", prefetch_rows},
+          {"prefetch_items", prefetch_items},
           {"workspace", workspace.to_json()}};
 }
 

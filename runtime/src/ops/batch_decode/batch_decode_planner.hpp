@@ -58,6 +58,9 @@ struct BatchDecodeLayout {
   int rows_per_iter = 0;
   // Lengths on the device: the uniform partition, fixed by the problem.
   int uniform_splits = 1, uniform_chunk = 0;
+  // Rows each first-wave item's CTAs warm in L2 before the PDL wait
+  // (kernels/decode_prefetch.cuh), and how many items that is.
+  int prefetch_rows = 0, prefetch_items = 0;
   // Run-time scalars, resolved from the options' defaults.
   float sm_scale = 0, v_scale = 1, soft_cap = 0, rope_rcp_scale = 1, rope_log2_theta = 0;
 

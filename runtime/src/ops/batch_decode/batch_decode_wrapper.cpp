@@ -5,9 +5,11 @@
 
 #include <algorithm>
 
+#include "arch.hpp"
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
+#include "engine.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "ops/workspace_layout.hpp"
 
@@ -29,6 +31,9 @@ struct BatchDecodeWithPagedKVCacheWrapper::Impl {
   // The page table on the device, as the last plan() placed it.
   const int32_t *indptr = nullptr, *indices = nullptr, *last_page_len = nullptr;
   int32_t max_page_id = -1;
+  // The entries the device table may be read at (PagedKVView::table_entries):
+  // the fixed buffer's in graph mode, where a captured run outlives its plan.
+  int64_t table_entries = 0;
 };
 
 BatchDecodeWithPagedKVCacheWrapper::BatchDecodeWithPagedKVCacheWrapper(
@@ -182,13 +187,14 @@ void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr
   upload(const_cast<int32_t*>(I.indptr), indptr, stream);
   upload(const_cast<int32_t*>(I.last_page_len), last_page_len, stream);
   upload(const_cast<int32_t*>(I.indices), indices, stream);
+  I.table_entries = I.use_cuda_graph ? I.max_num_pages : int64_t(indices.size());
   I.plan->plan(lens.data(), batch, I.workspace, std::min(I.workspace_bytes, plan_bytes), stream);
 }
 
 void BatchDecodeWithPagedKVCacheWrapper::run(const TensorView& q, const TensorView& k_cache,
                                              const TensorView& v_cache, const TensorView& out, const TensorView* lse,
                                              std::optional<float> k_scale, std::optional<float> v_scale,
-                                             Stream stream) const {
+                                             Stream stream, std::optional<bool> enable_pdl) const {
   const auto& I = *impl_;
   const BatchDecodePlan& plan = current_plan();
   if (k_cache.ndim == 4 && I.max_page_id >= k_cache.shape[0])
@@ -202,7 +208,11 @@ void BatchDecodeWithPagedKVCacheWrapper::run(const TensorView& q, const TensorVi
   kv.indptr = I.indptr;
   kv.indices = I.indices;
   kv.last_page_len = I.last_page_len;
-  plan.run(q, kv, out, lse, I.workspace, I.workspace_bytes, stream, k_scale.value_or(1.f), v_scale.value_or(1.f));
+  kv.table_entries = I.table_entries;
+  BatchDecodeLaunchExtras extras;
+  extras.enable_pdl = choose_pdl(I.rt->engine().arch_of(I.device), enable_pdl);
+  plan.run(q, kv, out, lse, I.workspace, I.workspace_bytes, stream, k_scale.value_or(1.f), v_scale.value_or(1.f),
+           extras);
 }
 
 }  // namespace attnjit

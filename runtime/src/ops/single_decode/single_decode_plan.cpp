@@ -117,6 +117,7 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.group_size = static_cast<int32_t>(H / Hk);
   dp.q_len = 1;  // one query token (kernels/decode_queries.cuh)
   dp.prefetch_rows = L.prefetch_rows;
+  dp.prefetch_items = L.num_splits;  // one wave
 
   cuda::ScopedDevice scope(P.device);
   detail::launch(*impl_->decode, L.decode.shape, &dp, stream, impl_->pdl);

@@ -37,22 +37,6 @@ MergeKernel merge_spec(const SingleDecodeProblem& p) {
   return s;
 }
 
-// Rows each CTA warms in L2 before its PDL wait (kernels/decode_prefetch.cuh),
-// fetched while the kernel before finishes: the first 128 of its chunk, and
-// at most 16 MiB in all, so they stay in L2 (40-50 MB on the GPUs we run on)
-// until the wait returns. 128 rows measured best for both K/V types on an
-// H100 (docs/PERFORMANCE.md): two 16-bit tiles, one fp8 tile; twice the rows
-// slowed fp8 (the kernel before, still streaming, shares the DRAM), half
-// slowed bf16. The bulk prefetch takes 16-byte aligned rows, which run()
-// guarantees only where the kernel's loads need them too.
-int warmed_rows(const SingleDecodeProblem& p, const DecodeKernel& k, int chunk, int warming_ctas) {
-  constexpr int64_t kRows = 128, kBytesInAll = 16 << 20;
-  if (decode_kv_align_bytes(k) % 16 != 0) return 0;
-  const int64_t row_bytes = 2 * int64_t(p.head_dim) * int64_t(dtype_size(p.kv_dtype));
-  const int64_t rows = std::min(kRows, kBytesInAll / (row_bytes * std::max(warming_ctas, 1)));
-  return static_cast<int>(std::min<int64_t>(chunk, rows));
-}
-
 }  // namespace
 
 std::vector<KernelSpec> single_decode_kernels(const SingleDecodeProblem& p) {
@@ -85,7 +69,7 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   splits = (rows + chunk - 1) / chunk;
   L.num_splits = splits;
   L.chunk_size = chunk;
-  L.prefetch_rows = warmed_rows(p, decode, chunk, p.num_kv_heads * splits);
+  L.prefetch_rows = decode_warmed_rows(decode, chunk, p.num_kv_heads * splits);  // every CTA is of the one wave
 
   // Head subgroups fastest, so sibling CTAs of one split run together; then
   // KV heads, then splits (kernels/decode_work.cuh).
