@@ -133,6 +133,12 @@ TEST_CASE("batch decode refuses NULL handles and out pointers, naming the parame
   CHECK(attnjit_batch_decode_wrapper_run(nullptr, q.get(), kv.get(), kv.get(), o.get(), nullptr, 0, 0, nullptr) ==
         ATTNJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Contains("attnjit_batch_decode_wrapper_run: plan is NULL"));
+  CHECK(attnjit_batch_decode_wrapper_run_v2(nullptr, q.get(), kv.get(), kv.get(), o.get(), nullptr, 0, 0, -1,
+                                            nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_batch_decode_wrapper_run_v2: plan is NULL"));
+  CHECK(attnjit_batch_decode_wrapper_run_v2(nullptr, q.get(), kv.get(), kv.get(), o.get(), nullptr, 0, 0, 3,
+                                            nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("enable_pdl=3 is not allowed; allowed: -1 (the library's default"));
 
   TrtllmInputs tr;
   CHECK(tr.call(nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);

@@ -3,7 +3,8 @@
  * Three entry points, as in FlashInfer:
  *  - the BatchDecodeWithPagedKVCacheWrapper, a plan handle made once
  *    (attnjit_batch_decode_wrapper_create), planned per step with the
- *    indptr / indices / last_page_len page table on the host, run per layer;
+ *    indptr / indices / last_page_len page table on the host, run per layer
+ *    (_v2 adds programmatic dependent launch);
  *  - attnjit_trtllm_batch_decode_with_kv_cache (block tables + seq_lens;
  *    _v2 adds attention sinks and programmatic dependent launch, _v3
  *    speculative decoding's query lengths and device-tensor scales);
@@ -98,6 +99,15 @@ ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_run(const attnjit_plan
                                                               const DLTensor* k_cache, const DLTensor* v_cache,
                                                               DLTensor* out, DLTensor* lse, float k_scale,
                                                               float v_scale, void* stream);
+
+/* attnjit_batch_decode_wrapper_run with programmatic dependent launch, as
+ * FlashInfer's run(enable_pdl=...): -1 the library's default (on for sm_90
+ * and newer, as FlashInfer's None), 0 off, 1 on (an error below sm_90).
+ * attnjit_batch_decode_wrapper_run launches without it. */
+ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_run_v2(const attnjit_plan_t* wrapper, const DLTensor* q,
+                                                                 const DLTensor* k_cache, const DLTensor* v_cache,
+                                                                 DLTensor* out, DLTensor* lse, float k_scale,
+                                                                 float v_scale, int enable_pdl, void* stream);
 
 /* TensorRT-LLM's batch decode. query [batch, num_qo_heads, head_dim];
  * v_cache NULL: k_cache is the 5-D cache; block_tables int32 on query's

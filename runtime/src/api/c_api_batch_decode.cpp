@@ -311,18 +311,40 @@ attnjit_status_t attnjit_batch_decode_wrapper_plan(attnjit_plan_t* wrapper, cons
   });
 }
 
+namespace {
+
+void wrapper_run(const char* fn, const attnjit_plan_t* wrapper, const DLTensor* q, const DLTensor* k_cache,
+                 const DLTensor* v_cache, DLTensor* out, DLTensor* lse, float k_scale, float v_scale,
+                 std::optional<bool> enable_pdl, void* stream) {
+  const auto& w = attnjit::capi::plan_as<Wrapper>(wrapper, kOp, fn);
+  const auto ks = attnjit::capi::optional_positive(k_scale, "k_scale");
+  const auto vs = attnjit::capi::optional_positive(v_scale, "v_scale");
+  const auto qv = attnjit::from_dlpack(q, "q");
+  const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
+  const auto ov = attnjit::from_dlpack(out, "out");
+  const auto lv = optional_view(lse, "lse");
+  w.run(qv, kc, vc, ov, lv ? &*lv : nullptr, ks, vs, as_stream(stream), enable_pdl);
+}
+
+}  // namespace
+
 attnjit_status_t attnjit_batch_decode_wrapper_run(const attnjit_plan_t* wrapper, const DLTensor* q,
                                                   const DLTensor* k_cache, const DLTensor* v_cache, DLTensor* out,
                                                   DLTensor* lse, float k_scale, float v_scale, void* stream) {
   return guard([&] {
-    const auto& w = attnjit::capi::plan_as<Wrapper>(wrapper, kOp, "attnjit_batch_decode_wrapper_run");
-    const auto ks = attnjit::capi::optional_positive(k_scale, "k_scale");
-    const auto vs = attnjit::capi::optional_positive(v_scale, "v_scale");
-    const auto qv = attnjit::from_dlpack(q, "q");
-    const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
-    const auto ov = attnjit::from_dlpack(out, "out");
-    const auto lv = optional_view(lse, "lse");
-    w.run(qv, kc, vc, ov, lv ? &*lv : nullptr, ks, vs, as_stream(stream));
+    wrapper_run("attnjit_batch_decode_wrapper_run", wrapper, q, k_cache, v_cache, out, lse, k_scale, v_scale, false,
+                stream);
+  });
+}
+
+attnjit_status_t attnjit_batch_decode_wrapper_run_v2(const attnjit_plan_t* wrapper, const DLTensor* q,
+                                                     const DLTensor* k_cache, const DLTensor* v_cache, DLTensor* out,
+                                                     DLTensor* lse, float k_scale, float v_scale, int enable_pdl,
+                                                     void* stream) {
+  return guard([&] {
+    const auto pdl = pdl_choice(enable_pdl);
+    wrapper_run("attnjit_batch_decode_wrapper_run_v2", wrapper, q, k_cache, v_cache, out, lse, k_scale, v_scale, pdl,
+                stream);
   });
 }
 

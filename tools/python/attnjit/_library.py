@@ -107,6 +107,9 @@ def _declare(lib):
         "attnjit_batch_decode_wrapper_run": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, ctypes.c_float,
                     c_void_p]),
+        "attnjit_batch_decode_wrapper_run_v2": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, ctypes.c_float,
+                    c_int, c_void_p]),
         "attnjit_trtllm_batch_decode_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, ctypes.c_int64,
                     ctypes.POINTER(T.TrtllmDecodeOptions), c_void_p, c_void_p, c_void_p]),

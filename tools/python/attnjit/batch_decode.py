@@ -113,8 +113,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         in base 2. paged_kv_cache: one 5-D tensor [pages, 2, ...] or a (k_cache, v_cache) tuple."""
         torch = require_torch()
         A.refuse_if_given(q_scale=q_scale, sinks=sinks)
-        if enable_pdl:
-            raise A.unsupported("enable_pdl=True is not supported by attnjit yet; allowed: None, False")
+        pdl = A.tri_state("enable_pdl", enable_pdl)  # None: on for sm_90 and newer, as FlashInfer's
         if self._planned is None:
             raise AttnjitError(Status.NOT_PLANNED, "run() before plan(): call plan(indptr, indices, "
                                "last_page_len, ...) first")
@@ -132,8 +131,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
         if return_lse and lse is None:
             lse = torch.empty((batch, num_qo_heads), dtype=torch.float32, device=q.device)
         with Borrowed() as borrowed, current_stream(torch, q.device) as stream:
-            check(lib().attnjit_batch_decode_wrapper_run(
+            check(lib().attnjit_batch_decode_wrapper_run_v2(
                 self._plan.handle, borrowed.tensor(q, "q"), borrowed.tensor(k_cache, "k_cache"),
                 borrowed.optional(v_cache, "v_cache"), borrowed.tensor(out, "out"),
-                borrowed.optional(lse if return_lse else None, "lse"), ks, vs, stream))
+                borrowed.optional(lse if return_lse else None, "lse"), ks, vs, pdl, stream))
         return (out, lse) if return_lse else out

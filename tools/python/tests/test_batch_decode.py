@@ -53,6 +53,43 @@ def test_wrapper(page_size, layout, dtype, use_tensor_cores):
     assert torch.equal(o, o2)
 
 
+@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, getattr(torch, "float8_e4m3fn", None)], ids=["bf16", "e4m3"])
+def test_wrapper_enable_pdl_gives_the_same_output(kv_dtype):
+    """FlashInfer's run(enable_pdl=...): on, off and the default (on from sm_90) agree bit for bit. A split
+    request merges in the decode kernel; every CTA of the first wave warms its first rows from the page
+    table before the PDL wait (kernels/decode_prefetch.cuh)."""
+    if kv_dtype is None:
+        pytest.skip("this torch has no float8_e4m3fn")
+    dtype, layout, hq, hkv, d, ps = torch.bfloat16, "NHD", 32, 8, 128, 16
+    lens = [300] * 24
+    lens[5] = 9000
+    batch = PagedBatch(lens, ps, hkv, d, dtype, layout, seed=71)
+    batch.kv = batch.kv.to(kv_dtype)
+    q = make_q(len(lens), hq, d, dtype, seed=9)
+    w = attnjit.BatchDecodeWithPagedKVCacheWrapper(workspace(), kv_layout=layout, use_tensor_cores=True)
+    w.plan(batch.indptr, batch.indices, batch.last_page_len, hq, hkv, d, ps, q_data_type=dtype, kv_data_type=kv_dtype)
+
+    def run(enable_pdl):
+        q_fresh = q + 0  # a kernel right before on the stream: with PDL the decode must still wait for it
+        o, lse = w.run(q_fresh, batch.kv, return_lse=True, enable_pdl=enable_pdl)
+        torch.cuda.synchronize()
+        return o, lse
+
+    o_off, lse_off = run(False)
+    as_stored = copy.copy(batch)
+    as_stored.kv = batch.kv.to(dtype)  # the reference reads the cache as stored (fp8 widens exactly)
+    o_ref, lse_ref = reference(q, as_stored)
+    check(o_off, lse_off, o_ref, lse_ref, dtype)
+    if torch.cuda.get_device_capability()[0] < 9:
+        with pytest.raises(AttnjitError) as info:
+            run(True)
+        assert info.value.status == Status.UNSUPPORTED and "enable_pdl=true needs sm_90" in info.value.message
+        return
+    for pdl in (True, None):
+        o, lse = run(pdl)
+        assert torch.equal(o, o_off) and torch.equal(lse, lse_off)
+
+
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_trtllm(page_size, layout):
