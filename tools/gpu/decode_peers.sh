@@ -14,7 +14,9 @@ source tools/gpu/device_env.sh
 status=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for lib in ${LIBS:-.gpu/libattnjit.so}; do  # LIBS: libraries to A/B, paths from the repository root
-  name=decode_peers${TAG:+_$TAG}_$(basename "$lib" .so)
+  base=decode_peers${TAG:+_$TAG}_$(basename "$lib" .so)
+  name=$base round=1
+  while [ -e "$OUT/$name.log" ]; do round=$((round + 1)); name=${base}_r$round; done  # a library named again keeps each round's files
   echo "== $lib"
   ATTNJIT_CACHE_DIR=/tmp/cache-$name ATTNJIT_LIBRARY=$PWD/$lib timeout 300 python3 tools/bench/compare_peers.py \
     --only ${ONLY:-batch} ${BATCH_SHAPES:+--batch-shapes "$BATCH_SHAPES"} ${ATTNJIT_ONLY:+--attnjit-only} --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1 || status=1
