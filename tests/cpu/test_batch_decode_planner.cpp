@@ -130,8 +130,11 @@ TEST_CASE("batch decode: the first wave's items warm their first rows in L2, wit
       p.max_seq_len = 4096;
       const auto L = ops::plan_batch_decode(p, h100);
       CHECK(L.prefetch_items == 33);  // the second wave starts long after the wait
-      // 128 rows of fp8; bf16's 264 CTAs x 128 rows would pass 16 MiB.
+      // bf16: 264 CTAs x 128 rows would pass 16 MiB.
       CHECK(L.prefetch_rows == (kv == DType::E4M3 ? 128 : (16 << 20) / (264 * 512)));
+      // fp8 warms nothing in a launch of two waves (64 items), bf16 still does.
+      CHECK(ops::batch_decode_warmed_rows(p, L, 64) == (kv == DType::E4M3 ? 0 : L.prefetch_rows));
+      CHECK(ops::batch_decode_warmed_rows(p, L, 33) == L.prefetch_rows);
       const int64_t row_bytes = 2 * 128 * int64_t(dtype_size(kv));
       CHECK(int64_t(L.prefetch_rows) * row_bytes * L.prefetch_items * p.num_kv_heads <= (16 << 20));
       CHECK(L.to_json().at("prefetch_items") == 33);

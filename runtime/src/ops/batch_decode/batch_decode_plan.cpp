@@ -202,7 +202,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.o_row_offsets = extras.o_row_offsets;
   dp.sm_scale_factor = extras.bmm1_scale;
   dp.v_scale_factor = extras.bmm2_scale;
-  dp.prefetch_rows = L.prefetch_rows;
+  dp.prefetch_rows = ops::batch_decode_warmed_rows(P, L, P.host_lengths ? I.partition.num_items : L.max_items);
   dp.prefetch_items = L.prefetch_items;
   if (P.host_lengths) {  // split requests merge in the decode kernel (kernels/decode_epilogue.cuh)
     dp.merge_counters = ops::region_ptr<int32_t>(workspace, L.workspace.region("merge_counters"));

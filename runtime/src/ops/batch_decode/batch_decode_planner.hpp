@@ -78,6 +78,10 @@ struct BatchDecodePartition {
 
 // Validates, then sizes everything that depends on the problem alone.
 BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFigures& device);
+// The rows each first-wave CTA warms in a launch of `items` real work items
+// (the layout's prefetch_rows, or none where that measured slower).
+int batch_decode_warmed_rows(const BatchDecodeProblem& p, const BatchDecodeLayout& L, int items);
+
 // The chunks for these lengths (host_lengths problems); kv_lens[batch].
 // Error(InvalidArgument) naming a length below 1 or a batch out of range.
 BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const BatchDecodeLayout& layout,
