@@ -156,6 +156,18 @@ ATTNJIT_DEVICE int64_t hinted_page(const kernels::KVSourceParams& p, const int32
   return min(max(id, int64_t(0)), int64_t(p.num_pages) - 1);
 }
 
+// Row j's hinted address: its page at entry first + j / page_size of
+// k_table (and of v_table: kTwoTables).
+template <int Bytes, bool kTwoTables>
+ATTNJIT_DEVICE KVRowAddress hinted_row(const kernels::KVSourceParams& p, int kv_head, int j, const int32_t* k_table,
+                                       const int32_t* v_table, int64_t first) {
+  uint32_t page, slot;
+  p.page_size.divmod(uint32_t(j), page, slot);
+  const int64_t k_id = hinted_page(p, k_table, first + page);
+  const int64_t v_id = kTwoTables ? hinted_page(p, v_table, first + page) : k_id;
+  return PagedSlice<Bytes, kTwoTables>(p, kv_head, 0, nullptr, nullptr).at(k_id, v_id, slot);
+}
+
 }  // namespace detail
 
 // FlashInfer's paged cache: request b owns pages indices[indptr[b] ..
@@ -190,10 +202,7 @@ struct PagedKV {
     }
     ATTNJIT_DEVICE int length() const { return p.table_entries > 0 && p.num_pages > 0 ? len : 0; }
     ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const {
-      uint32_t page, slot;
-      p.page_size.divmod(uint32_t(j), page, slot);
-      const int64_t id = detail::hinted_page(p, p.indices, first + page);
-      return Slice(p, kv_head, 0, nullptr, nullptr).at(id, id, slot);
+      return detail::hinted_row<kBytes, false>(p, kv_head, j, p.indices, nullptr, first);
     }
   };
 };
@@ -232,10 +241,7 @@ struct BlockTableKV {
           len(__ldcg(p.seq_lens + request)) {}
     ATTNJIT_DEVICE int length() const { return p.table_entries > 0 && p.num_pages > 0 ? len : 0; }
     ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const {
-      uint32_t page, slot;
-      p.page_size.divmod(uint32_t(j), page, slot);
-      return Slice(p, kv_head, 0, nullptr, nullptr)
-          .at(detail::hinted_page(p, k_row, page), detail::hinted_page(p, v_row, page), slot);
+      return detail::hinted_row<kBytes, true>(p, kv_head, j, k_row, v_row, 0);
     }
   };
 };

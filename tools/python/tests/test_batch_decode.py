@@ -30,6 +30,21 @@ from paged_batch import (  # noqa: E402
 LENS = [1, 17, 300, 16, 64, 129]
 
 
+def check_pdl_agrees(run, o_ref, lse_ref, dtype):
+    """run(enable_pdl) -> (o, lse): off matches the reference; on and the default (on from sm_90, as in
+    FlashInfer) give the same bits; below sm_90 on is refused by name."""
+    o_off, lse_off = run(False)
+    check(o_off, lse_off, o_ref, lse_ref, dtype)
+    if torch.cuda.get_device_capability()[0] < 9:
+        with pytest.raises(AttnjitError) as info:
+            run(True)
+        assert info.value.status == Status.UNSUPPORTED and "enable_pdl=true needs sm_90" in info.value.message
+        return
+    for pdl in (True, None):
+        o, lse = run(pdl)
+        assert torch.equal(o, o_off) and torch.equal(lse, lse_off)
+
+
 CASES = [(ps, layout, dtype, tc) for ps in (1, 16) for layout in ("NHD", "HND")
          for dtype in (torch.float16, torch.bfloat16) for tc in (False, True)]
 
@@ -75,19 +90,9 @@ def test_wrapper_enable_pdl_gives_the_same_output(kv_dtype):
         torch.cuda.synchronize()
         return o, lse
 
-    o_off, lse_off = run(False)
     as_stored = copy.copy(batch)
     as_stored.kv = batch.kv.to(dtype)  # the reference reads the cache as stored (fp8 widens exactly)
-    o_ref, lse_ref = reference(q, as_stored)
-    check(o_off, lse_off, o_ref, lse_ref, dtype)
-    if torch.cuda.get_device_capability()[0] < 9:
-        with pytest.raises(AttnjitError) as info:
-            run(True)
-        assert info.value.status == Status.UNSUPPORTED and "enable_pdl=true needs sm_90" in info.value.message
-        return
-    for pdl in (True, None):
-        o, lse = run(pdl)
-        assert torch.equal(o, o_off) and torch.equal(lse, lse_off)
+    check_pdl_agrees(run, *reference(q, as_stored), dtype)
 
 
 @pytest.mark.parametrize("page_size", [1, 16])
@@ -190,20 +195,9 @@ def test_trtllm_enable_pdl_gives_the_same_output(kv_dtype):
         torch.cuda.synchronize()
         return o, lse
 
-    o_off, lse_off = run(False)
     as_stored = copy.copy(batch)
     as_stored.kv = batch.kv.to(dtype)  # the reference reads the cache as stored (fp8 widens exactly)
-    o_ref, lse_ref = reference(q, as_stored, sm_scale, sinks)
-    check(o_off, lse_off, o_ref, lse_ref, dtype)
-    if torch.cuda.get_device_capability()[0] < 9:
-        with pytest.raises(AttnjitError) as info:
-            run(True)
-        assert info.value.status == Status.UNSUPPORTED and "enable_pdl=true needs sm_90" in info.value.message
-        return
-    o_on, lse_on = run(True)
-    o_default, lse_default = run(None)  # the library's default: on here
-    assert torch.equal(o_on, o_off) and torch.equal(lse_on, lse_off)
-    assert torch.equal(o_default, o_off) and torch.equal(lse_default, lse_off)
+    check_pdl_agrees(run, *reference(q, as_stored, sm_scale, sinks), dtype)
 
 
 @pytest.mark.parametrize("page_size", [1, 16])
