@@ -80,9 +80,10 @@ struct DecodeParams {
   // so the DRAM streams while the kernel before finishes (decode_prefetch.cuh):
   // 0 for none. The addresses are hints built from data the kernel before
   // may still write, bounded so they stay inside the cache (kv_source.cuh,
-  // KVSource::Hint), and the rows must be 16-byte aligned (the host checks). The planner sizes it (decode_choice.cpp); prefetch_items: the
-  // items (blockIdx.z) that warm, those of the first wave: a later wave's
-  // CTAs start when the wait has long returned.
+  // KVSource::Hint), and the rows must be 16-byte aligned (the host checks).
+  // The planner sizes it (decode_choice.cpp). prefetch_items: the items
+  // (blockIdx.z) that warm, those of the first wave: a later wave's CTAs
+  // start when the wait has long returned.
   int32_t prefetch_rows;
   int32_t prefetch_items;
 };

@@ -209,7 +209,8 @@ struct PagedKV {
 
 // Block tables (vLLM style): row j of request b lives in page
 // table[b * table_stride + j / page_size], with separate tables for K and V
-// (which may be the same array); the length is seq_lens[b].
+// (which may be the same array); the length is seq_lens[b], read plainly
+// (after pdl_wait()) or, for the hint, at the L2.
 template <class KVT>
 struct BlockTableKV {
   using Slice = detail::PagedSlice<storage_bytes<KVT>::value, true>;
@@ -221,29 +222,28 @@ struct BlockTableKV {
   int len;
 
   ATTNJIT_DEVICE BlockTableKV(const kernels::KVSourceParams& params, int request)
+      : BlockTableKV(params, request, params.seq_lens[request]) {}
+  ATTNJIT_DEVICE BlockTableKV(const kernels::KVSourceParams& params, int request, int length)
       : p(params),
         k_pages(p.k_table + request * p.table_stride),
         v_pages(p.v_table + request * p.table_stride),
-        len(p.seq_lens[request]) {}
+        len(length) {}
   ATTNJIT_DEVICE int length() const { return len; }
   ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const { return Slice(p, kv_head, dim0, k_pages, v_pages); }
 
-  // A table row holds table_entries pages.
-  struct Hint {
-    const kernels::KVSourceParams& p;
-    const int32_t* k_row;
-    const int32_t* v_row;
-    int len;
-    ATTNJIT_DEVICE Hint(const kernels::KVSourceParams& params, int request)
-        : p(params),
-          k_row(p.k_table + request * p.table_stride),
-          v_row(p.v_table + request * p.table_stride),
-          len(__ldcg(p.seq_lens + request)) {}
-    ATTNJIT_DEVICE int length() const { return p.table_entries > 0 && p.num_pages > 0 ? len : 0; }
-    ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const {
-      return detail::hinted_row<kBytes, true>(p, kv_head, j, k_row, v_row, 0);
-    }
-  };
+  struct Hint;
+};
+
+// The source with its length read at the L2; a table row holds table_entries pages.
+template <class KVT>
+struct BlockTableKV<KVT>::Hint {
+  BlockTableKV kv;
+  ATTNJIT_DEVICE Hint(const kernels::KVSourceParams& params, int request)
+      : kv(params, request, __ldcg(params.seq_lens + request)) {}
+  ATTNJIT_DEVICE int length() const { return kv.p.table_entries > 0 && kv.p.num_pages > 0 ? kv.len : 0; }
+  ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const {
+    return detail::hinted_row<kBytes, true>(kv.p, kv_head, j, kv.k_pages, kv.v_pages, 0);
+  }
 };
 
 }  // namespace attnjit
