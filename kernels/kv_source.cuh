@@ -168,6 +168,14 @@ ATTNJIT_DEVICE KVRowAddress hinted_row(const kernels::KVSourceParams& p, int kv_
   return PagedSlice<Bytes, kTwoTables>(p, kv_head, 0, nullptr, nullptr).at(k_id, v_id, slot);
 }
 
+// A FlashInfer request's length: all its pages full but the last, which
+// holds last_len rows. last_len is read by the caller (plainly, or at the
+// L2 for a hint) and only where the request has a page.
+template <class LastLen>
+ATTNJIT_DEVICE int paged_length(int num_pages, uint32_t page_size, LastLen last_len) {
+  return num_pages > 0 ? (num_pages - 1) * int(page_size) + last_len() : 0;
+}
+
 }  // namespace detail
 
 // FlashInfer's paged cache: request b owns pages indices[indptr[b] ..
@@ -184,7 +192,7 @@ struct PagedKV {
   ATTNJIT_DEVICE PagedKV(const kernels::KVSourceParams& params, int request) : p(params) {
     const int first = p.indptr[request], num_pages = p.indptr[request + 1] - first;
     pages = p.indices + first;
-    len = num_pages > 0 ? (num_pages - 1) * int(p.page_size.d) + p.last_page_len[request] : 0;
+    len = detail::paged_length(num_pages, p.page_size.d, [&] { return p.last_page_len[request]; });
   }
   ATTNJIT_DEVICE int length() const { return len; }
   ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const { return Slice(p, kv_head, dim0, pages, pages); }
@@ -198,7 +206,7 @@ struct PagedKV {
     ATTNJIT_DEVICE Hint(const kernels::KVSourceParams& params, int request) : p(params) {
       first = __ldcg(p.indptr + request);
       const int num_pages = int(__ldcg(p.indptr + request + 1) - first);
-      len = num_pages > 0 ? (num_pages - 1) * int(p.page_size.d) + __ldcg(p.last_page_len + request) : 0;
+      len = detail::paged_length(num_pages, p.page_size.d, [&] { return __ldcg(p.last_page_len + request); });
     }
     ATTNJIT_DEVICE int length() const { return p.table_entries > 0 && p.num_pages > 0 ? len : 0; }
     ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const {
