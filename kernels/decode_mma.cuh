@@ -165,23 +165,36 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
     }
   };
   auto store_tile = [&](int buf, int base) {
-#pragma unroll
-    for (int s = 0; s < Tr::kPasses; ++s) {
-      const int r = warp * Tr::kWarpRows + s * Tr::kRowsPerPass + row_in_pass;
-      const uint32_t k_row = k_tile(buf) + r * kRowBytes;
-      const uint32_t v_row = v_tile(buf) + r * kRowBytes;
+    if constexpr (Tr::kSplitQK) {
+      // A key transform (RoPE), the same for every head. A thread's rows are
+      // kRowsPerPass apart, so it walks them slice by slice (the variant's
+      // key_rotation); the keys go in float, then as a rounded part and the rest.
+      const int row0 = warp * Tr::kWarpRows + row_in_pass;  // this thread's first row of the tile
 #pragma unroll
       for (int f = 0; f < Tr::kLoadFrags; ++f) {
-        if constexpr (Tr::kSplitQK) {  // in float, then as a rounded part and the rest
+        auto rotation = any_row.template key_rotation<D>(base + row0, Tr::kRowsPerPass, dim0 + 8 * f);
+#pragma unroll
+        for (int s = 0; s < Tr::kPasses; ++s) {
+          const uint32_t at = (row0 + s * Tr::kRowsPerPass) * kRowBytes + chunk(chunk0 + f);
           frag8 kf = to_frag8(k_raw[s][f]);
-          any_row.template transform_key<D>(kf, base + r, dim0 + 8 * f, kRopePartner);  // the same for every head
+          rotation.rotate_and_step(kf, kRopePartner);
           const split8<T> parts(kf);
-          store_smem8(k_row + chunk(chunk0 + f), parts.hi);
-          store_smem8(k_rest_tile(buf) + r * kRowBytes + chunk(chunk0 + f), parts.lo);
-        } else {
-          store_smem8(k_row + chunk(chunk0 + f), widen8(k_raw[s][f]));
+          store_smem8(k_tile(buf) + at, parts.hi);
+          store_smem8(k_rest_tile(buf) + at, parts.lo);
+          store_smem8(v_tile(buf) + at, widen8(v_raw[s][f]));
         }
-        store_smem8(v_row + chunk(chunk0 + f), widen8(v_raw[s][f]));
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < Tr::kPasses; ++s) {
+        const int r = warp * Tr::kWarpRows + s * Tr::kRowsPerPass + row_in_pass;
+        const uint32_t k_row = k_tile(buf) + r * kRowBytes;
+        const uint32_t v_row = v_tile(buf) + r * kRowBytes;
+#pragma unroll
+        for (int f = 0; f < Tr::kLoadFrags; ++f) {
+          store_smem8(k_row + chunk(chunk0 + f), widen8(k_raw[s][f]));
+          store_smem8(v_row + chunk(chunk0 + f), widen8(v_raw[s][f]));
+        }
       }
     }
   };
@@ -215,9 +228,10 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   __syncthreads();
 
   // Q as the B operand of S^T = K Q^T: k-steps of 16 dims x 8 query rows
-  // per n-tile, one ldmatrix_x4 per two k-steps.
+  // per n-tile, one ldmatrix_x4 per two k-steps. Q's rests (kSplitQK) stay
+  // in shared memory, read per k-step: held, their 32 registers per n-tile
+  // made the 16-row variants spill.
   frag_b qb[D / 16][Tr::kQueryTiles];
-  frag_b qb_rest[Tr::kSplitQK ? D / 16 : 1][Tr::kQueryTiles];
 #pragma unroll
   for (int n = 0; n < Tr::kQueryTiles; ++n) {
 #pragma unroll
@@ -227,11 +241,6 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
       ldmatrix_x4(r, q_tile + at);
       qb[ks][n] = frag_b{{r[0], r[1]}};
       qb[ks + 1][n] = frag_b{{r[2], r[3]}};
-      if constexpr (Tr::kSplitQK) {
-        ldmatrix_x4(r, q_rest_tile + at);
-        qb_rest[ks][n] = frag_b{{r[0], r[1]}};
-        qb_rest[ks + 1][n] = frag_b{{r[2], r[3]}};
-      }
     }
   }
 
@@ -280,7 +289,9 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
             ldmatrix_x4(k_rest.x, kw - k_tile(buf) + k_rest_tile(buf) + chunk(2 * ks + (lane >> 4)));
 #pragma unroll
             for (int n = 0; n < Tr::kQueryTiles; ++n) {
-              mma_16816<T>(s[sub][n], k, qb_rest[ks][n]);
+              frag_b q_rest;  // k-step ks of n-tile n: rows n*8.., dims ks*16 + 0 / 8
+              ldmatrix_x2(q_rest.x, q_rest_tile + (n * 8 + (lane & 7)) * kRowBytes + (ks * 16 + ((lane >> 3) & 1) * 8) * 2);
+              mma_16816<T>(s[sub][n], k, q_rest);
               mma_16816<T>(s[sub][n], k_rest, qb[ks][n]);
             }
           }

@@ -37,6 +37,10 @@ ATTNJIT_DEVICE void ldmatrix_x4(uint32_t (&r)[4], uint32_t row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row));
 }
+// Two: lanes 0-15 supply the row addresses (the others' are ignored).
+ATTNJIT_DEVICE void ldmatrix_x2(uint32_t (&r)[2], uint32_t row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(row));
+}
 ATTNJIT_DEVICE void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row));

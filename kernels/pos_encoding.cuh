@@ -37,6 +37,52 @@ ATTNJIT_DEVICE void rope_llama(frag8& x, int dim0, float pos, int partner_lane_x
   }
 }
 
+// The rotations of one thread's 8-wide slice (from dim0) at positions
+// pos0, pos0 + step, pos0 + 2 step, ...: the rows a thread stages pass by
+// pass. Only the first angle and the step go through rotary_sincos; each
+// next angle's sine and cosine follow from the last ones by the angle-sum
+// identities, four FMAs per dim instead of a range reduction and two MUFU
+// ops (with fp8 keys the MUFU pipe, not DRAM, bounded the decode loop).
+// Each step adds a few 1e-7 to the sine and cosine; a walk covers one tile
+// (8 steps) and restarts from a fresh sincos, so the error stays there.
+template <int HeadDim>
+struct RotaryWalk {
+  float c[8], s[8];            // of the current position's angles
+  float step_c[8], step_s[8];  // of the step's
+  bool first_half;             // the slice's dims are rotated with those D/2 on
+
+  ATTNJIT_DEVICE RotaryWalk(int dim0, float pos0, float step, float rcp_scale, float log2_theta)
+      : first_half(dim0 < HeadDim / 2) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int pair = (dim0 + i) % (HeadDim / 2);
+      const float inv_freq = rcp_scale * exp2f(-log2_theta * float(2 * pair) / float(HeadDim));
+      rotary_sincos(pos0 * inv_freq, &s[i], &c[i]);
+      rotary_sincos(step * inv_freq, &step_s[i], &step_c[i]);
+    }
+  }
+
+  // Rotates x, the slice at the current position (its partner slice in the
+  // lane partner_lane_xor away, at the same position), then steps on.
+  ATTNJIT_DEVICE void rotate_and_step(frag8& x, int partner_lane_xor) {
+    frag8 partner;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) partner.x[i] = __shfl_xor_sync(0xffffffffu, x.x[i], partner_lane_xor);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      x.x[i] = first_half ? x.x[i] * c[i] - partner.x[i] * s[i] : x.x[i] * c[i] + partner.x[i] * s[i];
+      const float next_c = c[i] * step_c[i] - s[i] * step_s[i];
+      s[i] = s[i] * step_c[i] + c[i] * step_s[i];
+      c[i] = next_c;
+    }
+  }
+};
+
+// A variant without a positional rotation walks nowhere.
+struct NoRotation {
+  ATTNJIT_DEVICE void rotate_and_step(frag8& /*x*/, int /*partner_lane_xor*/) {}
+};
+
 // ALiBi slope of head h among num_heads (Press et al.; the same geometric
 // sequence FlashInfer and the reference implementations use).
 ATTNJIT_DEVICE float alibi_slope(int h, int num_heads) {

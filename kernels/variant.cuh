@@ -5,6 +5,7 @@
 //
 //   keep(q_pos, k_pos)                 mask.cuh: causal / custom / sliding window
 //   transform_query, transform_key     RoPE (LLaMA) when PosMode asks for it
+//   key_rotation                       the same for the keys at pos0, pos0 + step, ...
 //   x = sm_scale * q.k                 (q_scale and k_scale folded into sm_scale)
 //   x += slope_h * (j - q_pos)         (ALiBi)
 //   x = cap * tanh(x / cap)            (soft cap)
@@ -65,6 +66,17 @@ struct AttentionVariant {
   template <int HeadDim>
   ATTNJIT_DEVICE void transform_key(frag8& k, int pos, int dim0, int partner_lane_xor) const {
     if (kRope) rope_llama<HeadDim>(k, dim0, float(pos), partner_lane_xor, rope_rcp_scale, rope_log2_theta);
+  }
+
+  // transform_key for a thread's slice at positions pos0, pos0 + step, ...
+  // in turn (rotate_and_step): for skeletons that stage several rows a
+  // thread apart by a fixed step (decode_mma.cuh), at a fraction of the cost.
+  template <int HeadDim>
+  ATTNJIT_DEVICE auto key_rotation(int pos0, int step, int dim0) const {
+    if constexpr (kRope)
+      return RotaryWalk<HeadDim>(dim0, float(pos0), float(step), rope_rcp_scale, rope_log2_theta);
+    else
+      return NoRotation{};
   }
 
   // Tensor-core skeletons keep the raw product q.k and let the softmax
