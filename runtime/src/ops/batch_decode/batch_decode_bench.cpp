@@ -10,6 +10,7 @@
 #include <random>
 
 #include "attnjit/batch_decode.hpp"
+#include "attnjit/error.hpp"
 #include "bench/bench_support.hpp"
 #include "ops/batch_decode/batch_decode_entry.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
@@ -49,6 +50,11 @@ BenchFigures batch_decode_bench(const Runtime& rt, const nlohmann::json& problem
   BatchDecodeProblem p = batch_decode_problem_from_json(problem);
   p.device = device;
   const auto stream = static_cast<CUstream>(stream_ptr);
+  if (p.max_q_len > 0)  // the bench builds no cum_seq_lens_q
+    throw Error(Status::InvalidArgument,
+                fmt::format("problem.max_q_len={} is not benchmarked (per-request query lengths); allowed: 0, with "
+                            "q_len_per_req tokens for every request",
+                            p.max_q_len));
   const std::vector<int32_t> lens = kv_lens_from_json(problem, p);
   const int B = p.batch_size, ps = p.page_size;
   const int64_t hq = p.num_qo_heads, hkv = p.num_kv_heads, d = p.head_dim;
@@ -117,11 +123,12 @@ BenchFigures batch_decode_bench(const Runtime& rt, const nlohmann::json& problem
     }
     plan_us = bench::median(t);
   }
-  const size_t q_bytes = size_t(B) * hq * d * dtype_size(p.q_dtype);
-  bench::DeviceMem q(q_bytes), o(q_bytes);
+  const int64_t tokens = int64_t(B) * p.q_len_per_req;  // query rows: q_len_per_req per request (speculative)
+  const size_t q_bytes = size_t(tokens) * hq * d * dtype_size(p.q_dtype);
+  bench::DeviceMem q(q_bytes), o(size_t(tokens) * hq * d * dtype_size(p.o_dtype));
   bench::fill_random(q.p, q_bytes, 7);
-  const TensorView tq = make_tensor(q.get(), p.q_dtype, {B, hq, d}, device);
-  const TensorView to = make_tensor(o.get(), p.o_dtype, {B, hq, d}, device);
+  const TensorView tq = make_tensor(q.get(), p.q_dtype, {tokens, hq, d}, device);
+  const TensorView to = make_tensor(o.get(), p.o_dtype, {tokens, hq, d}, device);
   const int batch = sets * std::max(1, 8 / sets);
   int next = 0;
   auto launch_batch = [&] {
