@@ -155,7 +155,7 @@ def try_contender(results, name, fn, sets, kv_bytes, copy):
 
 
 # ---------------------------------------------------------------- single decode
-def bench_single(hq, hkv, n, copy, d=128, dtype=torch.bfloat16, kv_dtype=torch.bfloat16, peers=True):
+def bench_single(hq, hkv, n, copy, d=128, dtype=torch.bfloat16, kv_dtype=torch.bfloat16, peers=True, pos="NONE"):
     elem = torch.tensor([], dtype=kv_dtype).element_size()
     kv_bytes = 2 * n * hkv * d * elem
     sets = sets_for(kv_bytes)
@@ -166,16 +166,17 @@ def bench_single(hq, hkv, n, copy, d=128, dtype=torch.bfloat16, kv_dtype=torch.b
     res = {}
 
     w = attnjit.SingleDecodeWrapper()
-    w.plan(q[0], k[0], v[0])
+    w.plan(q[0], k[0], v[0], pos_encoding_mode=pos)
     try_contender(res, "attnjit", lambda i: w.run(q[i], k[i], v[i], out=out), sets, kv_bytes, copy)
     if flashinfer is not None and peers:
         for tc in (False, True):
             try_contender(res, f"flashinfer{' tc' if tc else ''}",
-                          lambda i, tc=tc: flashinfer.single_decode_with_kv_cache(q[i], k[i], v[i], use_tensor_cores=tc),
+                          lambda i, tc=tc: flashinfer.single_decode_with_kv_cache(q[i], k[i], v[i], use_tensor_cores=tc,
+                                                                                 pos_encoding_mode=pos),
                           sets, kv_bytes, copy)
-    if kv_dtype != dtype or not peers:  # SDPA has no fp8 K/V
+    if kv_dtype != dtype or not peers or pos != "NONE":  # SDPA has no fp8 K/V and no RoPE
         return {"op": "single_decode", "num_qo_heads": hq, "num_kv_heads": hkv, "kv_len": n, "kv_bytes": kv_bytes,
-                "kv_dtype": str(kv_dtype).replace("torch.", ""), "results": res}
+                "kv_dtype": str(kv_dtype).replace("torch.", ""), "pos_encoding_mode": pos, "results": res}
     # SDPA: [1, H, 1, D] against [1, Hkv, N, D] (HND views of the same data).
     qs = [x.view(1, hq, 1, d) for x in q]
     ks = [x.permute(1, 0, 2).unsqueeze(0) for x in k]
@@ -190,7 +191,8 @@ def bench_single(hq, hkv, n, copy, d=128, dtype=torch.bfloat16, kv_dtype=torch.b
 
 
 # ----------------------------------------------------------------- batch decode
-def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_dtype=torch.bfloat16, peers=True):
+def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_dtype=torch.bfloat16, peers=True,
+                pos="NONE"):
     B = len(lens)
     pages_per = [(n + page - 1) // page for n in lens]
     num_pages = sum(pages_per)
@@ -208,7 +210,7 @@ def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_
     out = torch.empty(B, hq, d, dtype=q_dtype, device="cuda")
     res = {}
     plan_args = dict(num_qo_heads=hq, num_kv_heads=hkv, head_dim=d, page_size=page, q_data_type=q_dtype,
-                     kv_data_type=kv_dtype)
+                     kv_data_type=kv_dtype, pos_encoding_mode=pos)
 
     for tc in (True, False):
         ws = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
@@ -229,7 +231,7 @@ def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_
                               kv_bytes, copy)
             except Exception as e:
                 res[f"flashinfer{' tc' if tc else ''}"] = {"error": f"{type(e).__name__}: {e}"[:300]}
-    if peers and len(set(lens)) == 1 and kv_dtype in (torch.bfloat16, torch.float16):
+    if peers and len(set(lens)) == 1 and kv_dtype in (torch.bfloat16, torch.float16) and pos == "NONE":
         n = lens[0]
         dense_sets = sets_for(2 * B * n * hkv * d * elem)
         qs = [torch.randn(B, hq, 1, d, dtype=q_dtype, device="cuda") for _ in range(dense_sets)]
@@ -249,7 +251,8 @@ def bench_batch(hq, hkv, lens, copy, d=128, page=16, kv_dtype=torch.bfloat16, q_
     del caches
     torch.cuda.empty_cache()
     return {"op": "batch_decode", "batch": label, "num_qo_heads": hq, "num_kv_heads": hkv, "page_size": page,
-            "kv_dtype": str(kv_dtype).replace("torch.", ""), "kv_bytes": kv_bytes, "results": res}
+            "kv_dtype": str(kv_dtype).replace("torch.", ""), "pos_encoding_mode": pos, "kv_bytes": kv_bytes,
+            "results": res}
 
 
 def bench_speculative(hq, hkv, lens, copy, d=128, page=16, q_lens=(1, 4)):
@@ -432,6 +435,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--only", choices=["single", "batch", "prefill", "prefill_grid", "paged"], default=None)
+    ap.add_argument("--rope", action="store_true",
+                    help="decode rows with pos_encoding_mode ROPE_LLAMA instead of issue 6's (attnjit and FlashInfer; "
+                         "SDPA has no RoPE): single 32 / 8 and 32 / 4 at 32k, batch 64 x 4096 and 256 x 1024, bf16 and fp8")
     ap.add_argument("--batch-shapes", default=None,
                     help="batch decode rows to run instead of issue 6's (bf16, 32 / 8 heads): comma-separated "
                          "batches, each BxN or groups joined by + (1x32768+63x512: the skewed batch)")
@@ -455,10 +461,19 @@ def main():
     rows = []
     gemm = None
     peers = not args.attnjit_only
-    if args.only in (None, "prefill", "prefill_grid", "paged"):
+    if args.only in (None, "prefill", "prefill_grid", "paged") and not args.rope:
         gemm = gemm_rate()
         print(f"bf16 GEMM (torch.matmul 8192^3): {gemm / 1e12:.0f} TFLOP/s")
-    if args.only in (None, "single"):
+    if args.rope:
+        for hq, hkv, kvt in ((32, 8, torch.bfloat16), (32, 8, torch.float8_e4m3fn), (32, 4, torch.bfloat16)):
+            if args.only in (None, "single"):
+                rows.append(bench_single(hq, hkv, 32768, copy, kv_dtype=kvt, peers=peers, pos="ROPE_LLAMA"))
+                print(json.dumps(rows[-1]), flush=True)
+            if args.only in (None, "batch"):
+                for lens in ([4096] * 64, [1024] * 256):
+                    rows.append(bench_batch(hq, hkv, lens, copy, kv_dtype=kvt, peers=peers, pos="ROPE_LLAMA"))
+                    print(json.dumps(rows[-1]), flush=True)
+    elif args.only in (None, "single"):
         for hq, hkv, n in ((32, 8, 4096), (32, 8, 32768), (32, 32, 32768), (64, 8, 32768), (32, 4, 32768)):
             rows.append(bench_single(hq, hkv, n, copy, peers=peers))
             print(json.dumps(rows[-1]), flush=True)
@@ -467,15 +482,15 @@ def main():
             for kvt in ((torch.bfloat16, torch.float8_e4m3fn) if n > 32768 else (torch.float8_e4m3fn,)):
                 rows.append(bench_single(32, 8, n, copy, kv_dtype=kvt, peers=peers))
                 print(json.dumps(rows[-1]), flush=True)
-    if args.only in (None, "batch") and args.trtllm_shapes:
+    if args.only in (None, "batch") and args.trtllm_shapes and not args.rope:
         for shape in args.trtllm_shapes.split(","):
             rows.append(bench_speculative(32, 8, shape_lens(shape), copy, q_lens=(1,)))
             print(json.dumps(rows[-1]), flush=True)
-    if args.only in (None, "batch") and args.batch_shapes:
+    if args.only in (None, "batch") and args.batch_shapes and not args.rope:
         for shape in args.batch_shapes.split(","):
             rows.append(bench_batch(32, 8, shape_lens(shape), copy, peers=peers))
             print(json.dumps(rows[-1]), flush=True)
-    elif args.only in (None, "batch") and not args.trtllm_shapes:
+    elif args.only in (None, "batch") and not args.trtllm_shapes and not args.rope:
         for lens, kvt in (([4096] * 64, torch.bfloat16), ([1024] * 256, torch.bfloat16), ([32768], torch.bfloat16),
                           ([32768] + [512] * 63, torch.bfloat16), ([4096] * 64, torch.float8_e4m3fn)):
             rows.append(bench_batch(32, 8, lens, copy, kv_dtype=kvt, peers=peers))
@@ -484,7 +499,7 @@ def main():
         print(json.dumps(rows[-1]), flush=True)
         rows.append(bench_speculative(32, 8, [4096] * 64, copy))
         print(json.dumps(rows[-1]), flush=True)
-    if args.only in (None, "prefill"):
+    if args.only in (None, "prefill") and not args.rope:
         # Single prefill on FlashAttention's grid points: one request of n tokens, 2048 / d heads.
         fi_dims = {int(x) for x in args.flashinfer_head_dims.split(",") if x}
         for d in (int(x) for x in args.grid_head_dims.split(",")):
@@ -493,14 +508,14 @@ def main():
                     rows.append(bench_prefill(2048 // d, n, causal, copy, d=d, with_flashinfer=d in fi_dims,
                                               backend=args.attnjit_backend))
                     print(json.dumps(rows[-1]), flush=True)
-    if args.only in (None, "prefill_grid"):
+    if args.only in (None, "prefill_grid") and not args.rope:
         fi_dims = {int(x) for x in args.flashinfer_head_dims.split(",") if x}
         for d in (int(x) for x in args.grid_head_dims.split(",")):
             for n in (int(x) for x in args.grid_seqlens.split(",")):
                 for causal in (False, True):
                     rows.append(bench_prefill_grid(d, n, causal, d in fi_dims))
                     print(json.dumps(rows[-1]), flush=True)
-    if args.only in (None, "paged"):
+    if args.only in (None, "paged") and not args.rope:
         # Append (issue 7's target): 32 requests x 128 new tokens on 8k cached each, 32 / 8 heads, causal.
         rows.append(bench_paged_prefill("append 32 x 128 on 8192", [128] * 32, [8192 + 128] * 32, 32, 8, True, True))
         print(json.dumps(rows[-1]), flush=True)
@@ -532,6 +547,7 @@ def main():
                 if r["op"] == "single_decode"
                 else f"batch {r['batch']} {r['num_qo_heads']}/{r['num_kv_heads']} {r.get('kv_dtype', 'bfloat16')}"
                 + (" speculative" if r["op"] == "speculative_decode" else ""))
+        what += " rope" if r.get("pos_encoding_mode", "NONE") != "NONE" else ""
         cells = []
         for name, x in r["results"].items():
             cells.append(f"{name}: " + (f"{x['us']:.1f} us {x['x_copy']:.2f}x ({x['how']})" if "us" in x
