@@ -43,36 +43,41 @@ ATTNJIT_DEVICE void rope_llama(frag8& x, int dim0, float pos, int partner_lane_x
 // next angle's sine and cosine follow from the last ones by the angle-sum
 // identities, four FMAs per dim instead of a range reduction and two MUFU
 // ops (with fp8 keys the MUFU pipe, not DRAM, bounded the decode loop).
-// Each step adds a few 1e-7 to the sine and cosine; a walk covers one tile
-// (8 steps) and restarts from a fresh sincos, so the error stays there.
+// Both sines carry the rotation's sign for this half of the head
+// (x' = x cos -+ partner sin; the identities keep the sign), so a rotation
+// is one multiply and one FMA. Each step adds a few 1e-7 to the sine and
+// cosine; a walk covers one tile (8 steps) and restarts from a fresh sincos.
 template <int HeadDim>
 struct RotaryWalk {
-  float c[8], s[8];            // of the current position's angles
-  float step_c[8], step_s[8];  // of the step's
-  bool first_half;             // the slice's dims are rotated with those D/2 on
+  float c[8], s[8];            // cos and signed sin at the current position
+  float step_c[8], step_s[8];  // of the step (step_s signed alike)
 
-  ATTNJIT_DEVICE RotaryWalk(int dim0, float pos0, float step, float rcp_scale, float log2_theta)
-      : first_half(dim0 < HeadDim / 2) {
+  ATTNJIT_DEVICE RotaryWalk(int dim0, float pos0, float step, float rcp_scale, float log2_theta) {
+    const float sign = dim0 < HeadDim / 2 ? -1.f : 1.f;  // the first half subtracts its partner
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int pair = (dim0 + i) % (HeadDim / 2);
       const float inv_freq = rcp_scale * exp2f(-log2_theta * float(2 * pair) / float(HeadDim));
       rotary_sincos(pos0 * inv_freq, &s[i], &c[i]);
       rotary_sincos(step * inv_freq, &step_s[i], &step_c[i]);
+      s[i] *= sign;
+      step_s[i] *= sign;
     }
   }
 
   // Rotates x, the slice at the current position (its partner slice in the
-  // lane partner_lane_xor away, at the same position), then steps on.
+  // lane partner_lane_xor away, at the same position), then steps on:
+  // cos(a + d) = cos a cos d - sin a sin d, sin(a + d) = sin a cos d + cos a sin d,
+  // the sign squared away in the first.
   ATTNJIT_DEVICE void rotate_and_step(frag8& x, int partner_lane_xor) {
     frag8 partner;
 #pragma unroll
     for (int i = 0; i < 8; ++i) partner.x[i] = __shfl_xor_sync(0xffffffffu, x.x[i], partner_lane_xor);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      x.x[i] = first_half ? x.x[i] * c[i] - partner.x[i] * s[i] : x.x[i] * c[i] + partner.x[i] * s[i];
-      const float next_c = c[i] * step_c[i] - s[i] * step_s[i];
-      s[i] = s[i] * step_c[i] + c[i] * step_s[i];
+      x.x[i] = fmaf(partner.x[i], s[i], x.x[i] * c[i]);
+      const float next_c = fmaf(-s[i], step_s[i], c[i] * step_c[i]);
+      s[i] = fmaf(c[i], step_s[i], s[i] * step_c[i]);
       c[i] = next_c;
     }
   }
