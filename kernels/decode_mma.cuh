@@ -231,14 +231,18 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   // per n-tile, one ldmatrix_x4 per two k-steps. Q's rests (kSplitQK) stay
   // in shared memory, read per k-step: held, their 32 registers per n-tile
   // made the 16-row variants spill.
+  // This lane's row address in a Q tile for an ldmatrix of `matrices` 8x8
+  // matrices from k-step ks of n-tile n on (8 dims each, the next ones in turn).
+  auto q_fragment_at = [&](int n, int ks, int matrices) {
+    return uint32_t((n * 8 + (lane & 7)) * kRowBytes + (ks * 16 + ((lane >> 3) % matrices) * 8) * 2);
+  };
   frag_b qb[D / 16][Tr::kQueryTiles];
 #pragma unroll
   for (int n = 0; n < Tr::kQueryTiles; ++n) {
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks += 2) {
-      const uint32_t at = (n * 8 + (lane & 7)) * kRowBytes + (ks * 16 + (lane >> 3) * 8) * 2;
       uint32_t r[4];
-      ldmatrix_x4(r, q_tile + at);
+      ldmatrix_x4(r, q_tile + q_fragment_at(n, ks, 4));
       qb[ks][n] = frag_b{{r[0], r[1]}};
       qb[ks + 1][n] = frag_b{{r[2], r[3]}};
     }
@@ -289,8 +293,8 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
             ldmatrix_x4(k_rest.x, kw - k_tile(buf) + k_rest_tile(buf) + chunk(2 * ks + (lane >> 4)));
 #pragma unroll
             for (int n = 0; n < Tr::kQueryTiles; ++n) {
-              frag_b q_rest;  // k-step ks of n-tile n: rows n*8.., dims ks*16 + 0 / 8
-              ldmatrix_x2(q_rest.x, q_rest_tile + (n * 8 + (lane & 7)) * kRowBytes + (ks * 16 + ((lane >> 3) & 1) * 8) * 2);
+              frag_b q_rest;
+              ldmatrix_x2(q_rest.x, q_rest_tile + q_fragment_at(n, ks, 2));
               mma_16816<T>(s[sub][n], k, q_rest);
               mma_16816<T>(s[sub][n], k_rest, qb[ks][n]);
             }

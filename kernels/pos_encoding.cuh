@@ -17,22 +17,34 @@ ATTNJIT_DEVICE void rotary_sincos(float angle, float* s, float* c) {
   __sincosf(r, s, c);
 }
 
+// The rotation frequency of dim `dim` (its pair's, d <-> d + D/2), in radians per position.
+template <int HeadDim>
+ATTNJIT_DEVICE float rotary_inv_freq(int dim, float rcp_scale, float log2_theta) {
+  const int pair = dim % (HeadDim / 2);
+  return rcp_scale * exp2f(-log2_theta * float(2 * pair) / float(HeadDim));
+}
+
+// The rotation partner of a thread's 8-wide slice: the same row's slice
+// D/2 dims on, or back, held by the lane partner_lane_xor away.
+ATTNJIT_DEVICE frag8 partner_slice(const frag8& x, int partner_lane_xor) {
+  frag8 partner;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) partner.x[i] = __shfl_xor_sync(0xffffffffu, x.x[i], partner_lane_xor);
+  return partner;
+}
+
 // Rotates a thread's 8-wide slice x of a head vector at position `pos`. The
 // slice starts at dim0; its rotation partner (dim0 +- D/2) lives in the lane
 // `partner_lane_xor` away, which holds the matching slice of the same row.
 template <int HeadDim>
 ATTNJIT_DEVICE void rope_llama(frag8& x, int dim0, float pos, int partner_lane_xor, float rcp_scale,
                                float log2_theta) {
-  frag8 partner;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) partner.x[i] = __shfl_xor_sync(0xffffffffu, x.x[i], partner_lane_xor);
+  const frag8 partner = partner_slice(x, partner_lane_xor);
   const bool first_half = dim0 < HeadDim / 2;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const int pair = (dim0 + i) % (HeadDim / 2);
-    const float inv_freq = rcp_scale * exp2f(-log2_theta * float(2 * pair) / float(HeadDim));
     float s, c;
-    rotary_sincos(pos * inv_freq, &s, &c);
+    rotary_sincos(pos * rotary_inv_freq<HeadDim>(dim0 + i, rcp_scale, log2_theta), &s, &c);
     x.x[i] = first_half ? x.x[i] * c - partner.x[i] * s : x.x[i] * c + partner.x[i] * s;
   }
 }
@@ -42,7 +54,8 @@ ATTNJIT_DEVICE void rope_llama(frag8& x, int dim0, float pos, int partner_lane_x
 // pass. Only the first angle and the step go through rotary_sincos; each
 // next angle's sine and cosine follow from the last ones by the angle-sum
 // identities, four FMAs per dim instead of a range reduction and two MUFU
-// ops (with fp8 keys the MUFU pipe, not DRAM, bounded the decode loop).
+// ops (this per-element work, not DRAM, bounds the RoPE decode loop:
+// docs/PERFORMANCE.md).
 // Both sines carry the rotation's sign for this half of the head
 // (x' = x cos -+ partner sin; the identities keep the sign), so a rotation
 // is one multiply and one FMA. Each step adds a few 1e-7 to the sine and
@@ -56,8 +69,7 @@ struct RotaryWalk {
     const float sign = dim0 < HeadDim / 2 ? -1.f : 1.f;  // the first half subtracts its partner
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int pair = (dim0 + i) % (HeadDim / 2);
-      const float inv_freq = rcp_scale * exp2f(-log2_theta * float(2 * pair) / float(HeadDim));
+      const float inv_freq = rotary_inv_freq<HeadDim>(dim0 + i, rcp_scale, log2_theta);
       rotary_sincos(pos0 * inv_freq, &s[i], &c[i]);
       rotary_sincos(step * inv_freq, &step_s[i], &step_c[i]);
       s[i] *= sign;
@@ -70,9 +82,7 @@ struct RotaryWalk {
   // cos(a + d) = cos a cos d - sin a sin d, sin(a + d) = sin a cos d + cos a sin d,
   // the sign squared away in the first.
   ATTNJIT_DEVICE void rotate_and_step(frag8& x, int partner_lane_xor) {
-    frag8 partner;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) partner.x[i] = __shfl_xor_sync(0xffffffffu, x.x[i], partner_lane_xor);
+    const frag8 partner = partner_slice(x, partner_lane_xor);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       x.x[i] = fmaf(partner.x[i], s[i], x.x[i] * c[i]);
