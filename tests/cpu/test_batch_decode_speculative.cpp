@@ -13,6 +13,7 @@
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
+#include "ops/batch_decode/batch_decode_entry.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "reference/decode_reference.hpp"
@@ -285,6 +286,16 @@ TEST_CASE("TensorRT-LLM batch decode checks q_len_per_req, max_q_len and cum_seq
   CHECK_THAT(call(10, a), Contains("q: 10 token rows is not allowed with batch=2 and max_q_len=4; allowed: 1 to 8"));
   a.max_q_len = 65;
   CHECK_THAT(call(10, a), Contains("max_q_len=65 is not allowed"));
+}
+
+TEST_CASE("the batch-decode bench refuses per-request query lengths by name, before the device",
+          "[batch_decode][speculative][input]") {
+  Runtime rt;
+  const nlohmann::json problem = {{"op", "batch_decode"}, {"batch_size", 2},   {"kv_len", 64},    {"num_qo_heads", 8},
+                                  {"num_kv_heads", 2},    {"head_dim", 128},   {"max_q_len", 2}};
+  CHECK_THAT(error_of([&] { ops::batch_decode_bench(rt, problem, 0, nullptr); }, Status::InvalidArgument),
+             Contains("problem.max_q_len=2 is not benchmarked (per-request query lengths); allowed: 0, with "
+                      "q_len_per_req tokens for every request"));
 }
 
 TEST_CASE("the decode reference at a query position is decode over the keys up to it",
