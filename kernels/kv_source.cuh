@@ -168,6 +168,11 @@ ATTNJIT_DEVICE KVRowAddress hinted_row(const kernels::KVSourceParams& p, int kv_
   return PagedSlice<Bytes, kTwoTables>(p, kv_head, 0, nullptr, nullptr).at(k_id, v_id, slot);
 }
 
+// A hint's length: none without the bounds (0: unknown), so nothing is warmed.
+ATTNJIT_DEVICE int hinted_length(const kernels::KVSourceParams& p, int len) {
+  return p.table_entries > 0 && p.num_pages > 0 ? len : 0;
+}
+
 // A FlashInfer request's length: all its pages full but the last, which
 // holds last_len rows. last_len is read by the caller (plainly, or at the
 // L2 for a hint) and only where the request has a page.
@@ -208,7 +213,7 @@ struct PagedKV {
       const int num_pages = int(__ldcg(p.indptr + request + 1) - first);
       len = detail::paged_length(num_pages, p.page_size.d, [&] { return __ldcg(p.last_page_len + request); });
     }
-    ATTNJIT_DEVICE int length() const { return p.table_entries > 0 && p.num_pages > 0 ? len : 0; }
+    ATTNJIT_DEVICE int length() const { return detail::hinted_length(p, len); }
     ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const {
       return detail::hinted_row<kBytes, false>(p, kv_head, j, p.indices, nullptr, first);
     }
@@ -248,7 +253,7 @@ struct BlockTableKV<KVT>::Hint {
   BlockTableKV kv;
   ATTNJIT_DEVICE Hint(const kernels::KVSourceParams& params, int request)
       : kv(params, request, __ldcg(params.seq_lens + request)) {}
-  ATTNJIT_DEVICE int length() const { return kv.p.table_entries > 0 && kv.p.num_pages > 0 ? kv.len : 0; }
+  ATTNJIT_DEVICE int length() const { return detail::hinted_length(kv.p, kv.len); }
   ATTNJIT_DEVICE KVRowAddress row(int kv_head, int j) const {
     return detail::hinted_row<kBytes, true>(kv.p, kv_head, j, kv.k_pages, kv.v_pages, 0);
   }
