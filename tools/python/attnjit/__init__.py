@@ -1,22 +1,28 @@
-"""attnjit from Python: a ctypes binding of libattnjit's C API.
+"""attnjit from Python: a ctypes binding of libattnjit's C API under FlashInfer 0.7.2's names.
 
 Pure Python; torch is imported only inside calls that take tensors, so
 ``import attnjit`` and ``attnjit.version()`` work without it.
 """
 
 from ._plans import Plan
-from .batch_decode import BatchDecodeWithPagedKVCacheWrapper
+from .batch_decode import BatchDecodeWithPagedKVCacheWrapper, fast_decode_plan
 from .batch_decode_block_tables import cudnn_batch_decode_with_kv_cache, trtllm_batch_decode_with_kv_cache
 from .batch_prefill import BatchPrefillWithPagedKVCacheWrapper, BatchPrefillWithRaggedKVCacheWrapper
+from .cascade import (BatchDecodeWithSharedPrefixPagedKVCacheWrapper, BatchPrefillWithSharedPrefixPagedKVCacheWrapper,
+                      MultiLevelCascadeAttentionWrapper)
 from .decode import SingleDecodeWrapper, single_decode_with_kv_cache
 from .errors import AttnjitError, Status
 from .merge_state import merge_state, merge_state_in_place, merge_states
 from .prefill import single_prefill_with_kv_cache, single_prefill_with_kv_cache_return_lse
 
-__all__ = ["AttnjitError", "BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
-           "BatchPrefillWithRaggedKVCacheWrapper", "Plan", "SingleDecodeWrapper", "Status",
-           "cudnn_batch_decode_with_kv_cache", "merge_state", "merge_state_in_place", "merge_states",
-           "single_decode_with_kv_cache", "single_prefill_with_kv_cache",
+# FlashInfer's page helpers arrive with attnjit/page.py:
+# from .page import append_paged_kv_cache, get_batch_indices_positions, get_seq_lens
+
+__all__ = ["AttnjitError", "BatchDecodeWithPagedKVCacheWrapper", "BatchDecodeWithSharedPrefixPagedKVCacheWrapper",
+           "BatchPrefillWithPagedKVCacheWrapper", "BatchPrefillWithRaggedKVCacheWrapper",
+           "BatchPrefillWithSharedPrefixPagedKVCacheWrapper", "MultiLevelCascadeAttentionWrapper", "Plan",
+           "SingleDecodeWrapper", "Status", "cudnn_batch_decode_with_kv_cache", "fast_decode_plan", "merge_state",
+           "merge_state_in_place", "merge_states", "single_decode_with_kv_cache", "single_prefill_with_kv_cache",
            "single_prefill_with_kv_cache_return_lse", "trtllm_batch_decode_with_kv_cache", "version",
            "version_number"]
 

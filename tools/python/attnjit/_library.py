@@ -136,6 +136,16 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+    # Functions a newer library adds: declared where present, looked up with has().
+    optional = {
+        "attnjit_plan_set_int_workspace": (c_int, [c_void_p, c_void_p, c_size_t]),
+        "attnjit_plan_int_workspace_bytes": (c_int, [c_void_p, ctypes.POINTER(c_size_t)]),
+    }
+    for name, (restype, argtypes) in optional.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = restype
+            fn.argtypes = argtypes
 
 
 def lib():
@@ -168,6 +178,11 @@ def lib():
                     "ATTNJIT_LIBRARY to its path, or build it (cmake -S . -B build && make -C build attnjit). "
                     "Tried: " + "; ".join(errors))
     return _lib
+
+
+def has(name):
+    """Whether the opened library has the C function `name` (one a newer library added)."""
+    return getattr(lib(), name, None) is not None
 
 
 def check(status):

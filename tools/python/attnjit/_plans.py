@@ -40,3 +40,22 @@ class Plan:
 
     def __repr__(self):
         return f"<attnjit.Plan {self.operator}: {self.describe() if self.handle else 'destroyed'}>"
+
+
+class BatchPrefillHandle:
+    """attnjit_batch_prefill_t, the batch prefill wrappers' C handle (attnjit.h's batch prefill functions):
+    like a Plan, destroyed once, when asked or when it goes away."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def destroy(self):
+        if self.handle:
+            lib().attnjit_batch_prefill_destroy(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass

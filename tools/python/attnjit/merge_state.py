@@ -12,7 +12,7 @@ and devices and names the argument at fault; a and b (v and v_other) must
 have equal strides, which tensors of one shape made by torch do.
 """
 
-from . import _batch_args as A
+from . import _args as checks
 from . import _runtime
 from ._dlpack import Borrowed, require_torch
 from ._library import check, lib
@@ -22,7 +22,7 @@ from .errors import invalid_argument
 
 def _tensors(torch, **tensors):
     for name, t in tensors.items():
-        A.tensor(torch, name, t)
+        checks.tensor(torch, name, t)
 
 
 _STATE = "[seq_len, num_heads, head_dim]"
@@ -39,7 +39,7 @@ def _on_cuda(torch, **tensors):
     """After the checks that need no device: each tensor given is a CUDA tensor."""
     for name, t in tensors.items():
         if t is not None:
-            A.cuda_tensor(torch, name, t)
+            checks.cuda_tensor(torch, name, t)
 
 
 def _outputs(torch, v, state_shape):
@@ -73,7 +73,7 @@ def merge_state_in_place(v, s, v_other, s_other, mask=None):
     _tensors(torch, v=v, s=s, v_other=v_other, s_other=s_other)
     _rank("v", v, 3, _STATE)
     if mask is not None:
-        A.tensor(torch, "mask", mask)
+        checks.tensor(torch, "mask", mask)
         if mask.dtype not in (torch.bool, torch.uint8, torch.int8):
             raise invalid_argument(f"mask: dtype {mask.dtype} is not allowed; allowed: torch.bool (or uint8, int8: "
                                    "nonzero means merge)")

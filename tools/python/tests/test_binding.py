@@ -9,7 +9,7 @@ import ctypes
 import pytest
 
 import attnjit
-from attnjit import _ctypes_types as T
+from attnjit import _ctypes_types as c_types
 from attnjit import decode
 from attnjit._library import lib
 from attnjit.errors import AttnjitError, Status
@@ -17,21 +17,21 @@ from attnjit.errors import AttnjitError, Status
 
 def _dltensor(shape, code=2, bits=16, device_type=2, device_id=0):
     arr = (ctypes.c_int64 * len(shape))(*shape)
-    t = T.DLTensor()
+    t = c_types.DLTensor()
     t.data = 0x7F0000000000
-    t.device = T.DLDevice(device_type, device_id)
+    t.device = c_types.DLDevice(device_type, device_id)
     t.ndim = len(shape)
-    t.dtype = T.DLDataType(code, bits, 1)
+    t.dtype = c_types.DLDataType(code, bits, 1)
     t.shape = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
     return t, arr  # keep arr alive with t
 
 
 def test_struct_layouts_match_the_headers():
-    assert ctypes.sizeof(T.DLTensor) == 48
-    assert T.DLTensor.dtype.offset == 20 and T.DLTensor.shape.offset == 24
+    assert ctypes.sizeof(c_types.DLTensor) == 48
+    assert c_types.DLTensor.dtype.offset == 20 and c_types.DLTensor.shape.offset == 24
     # struct_size (uint32) leads, then 4 int32 and 7 floats: attnjit.h's attnjit_decode_options_t.
-    assert ctypes.sizeof(T.DecodeOptions) == 4 + 4 * 4 + 7 * 4
-    assert T.DecodeOptions.kv_layout.offset == 4
+    assert ctypes.sizeof(c_types.DecodeOptions) == 4 + 4 * 4 + 7 * 4
+    assert c_types.DecodeOptions.kv_layout.offset == 4
 
 
 def test_the_library_serves_this_binding_abi():
@@ -49,7 +49,7 @@ def test_version():
 
 
 def test_options_init_defaults():
-    o = T.DecodeOptions()
+    o = c_types.DecodeOptions()
     o.window_left = 123
     lib().attnjit_decode_options_init(ctypes.byref(o))
     assert (o.kv_layout, o.pos_encoding_mode, o.use_tensor_cores, o.window_left) == (0, 0, 0, -1)
@@ -58,7 +58,7 @@ def test_options_init_defaults():
 
 def test_view_as_relabels_bytes_as_fp8():
     src, _keep = _dltensor([16, 2, 64], code=1, bits=8)  # uint8
-    out = T.DLTensor()
+    out = c_types.DLTensor()
     assert lib().attnjit_dltensor_view_as(ctypes.byref(src), b"float8_e4m3fn", ctypes.byref(out)) == 0
     assert (out.dtype.code, out.dtype.bits, out.dtype.lanes) == (10, 8, 1)
     assert ctypes.addressof(out.shape.contents) == ctypes.addressof(src.shape.contents)
@@ -66,7 +66,7 @@ def test_view_as_relabels_bytes_as_fp8():
 
 def test_failures_raise_attnjit_error_with_the_library_message():
     src, _keep = _dltensor([8, 128])  # float16: not raw bytes
-    out = T.DLTensor()
+    out = c_types.DLTensor()
     status = lib().attnjit_dltensor_view_as(ctypes.byref(src), b"e4m3", ctypes.byref(out))
     assert status == Status.INVALID_ARGUMENT
     with pytest.raises(AttnjitError) as info:
@@ -83,7 +83,7 @@ def test_plan_refuses_host_memory_naming_q():
 
     q, _a = _dltensor([8, 128], device_type=1)
     k, _b = _dltensor([100, 2, 128])
-    o = T.DecodeOptions()
+    o = c_types.DecodeOptions()
     lib().attnjit_decode_options_init(ctypes.byref(o))
     plan = ctypes.c_void_p()
     status = lib().attnjit_single_decode_plan(_runtime.handle(), ctypes.byref(q), ctypes.byref(k),
@@ -94,11 +94,11 @@ def test_plan_refuses_host_memory_naming_q():
 
 
 @pytest.mark.parametrize("kwargs, needle", [
-    (dict(kv_layout="NDH"), "kv_layout='NDH' is not a KV layout; allowed: NHD, HND"),
+    (dict(kv_layout="NDH"), "kv_layout='NDH' is not a KV layout; allowed: 'NHD', 'HND'"),
     (dict(pos_encoding_mode="ROPE"), "pos_encoding_mode='ROPE' is not a positional encoding"),
     (dict(window_left=-2), "window_left=-2 is not allowed"),
     (dict(sm_scale=0.0), "sm_scale=0.0 is not allowed"),
-    (dict(rope_theta=float("nan")), "rope_theta=nan is not finite"),
+    (dict(rope_theta=float("nan")), "rope_theta=nan is not allowed; allowed: a finite float"),
 ])
 def test_python_side_option_checks(kwargs, needle):
     args = dict(kv_layout="NHD", pos_encoding_mode="NONE", use_tensor_cores=False, q_scale=None, k_scale=None,

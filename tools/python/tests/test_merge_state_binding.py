@@ -12,7 +12,7 @@ import inspect
 import pytest
 
 import attnjit
-from attnjit import _ctypes_types as T
+from attnjit import _ctypes_types as c_types
 from attnjit import _runtime
 from attnjit._library import lib
 from attnjit.errors import AttnjitError, Status
@@ -22,11 +22,11 @@ F16, F32, BOOL = (2, 16), (2, 32), (6, 8)
 
 def _dltensor(shape, dtype=F16, device_type=2, device_id=0):
     arr = (ctypes.c_int64 * len(shape))(*shape)
-    t = T.DLTensor()
+    t = c_types.DLTensor()
     t.data = 0x7F0000000000
-    t.device = T.DLDevice(device_type, device_id)
+    t.device = c_types.DLDevice(device_type, device_id)
     t.ndim = len(shape)
-    t.dtype = T.DLDataType(dtype[0], dtype[1], 1)
+    t.dtype = c_types.DLDataType(dtype[0], dtype[1], 1)
     t.shape = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
     return t, arr  # keep arr alive with t
 

@@ -1,0 +1,91 @@
+"""PlanOwner: what every wrapper holding a C plan shares.
+
+A wrapper owns its C plan handle (a ``Plan``, destroyed with the wrapper),
+references to its workspaces (the library keeps raw pointers into them, so
+they live as long as the handle), its device, and whether plan() has run.
+As in FlashInfer, ``float_workspace_buffer`` is scratch that any number of
+wrappers may share on one stream, and each wrapper allocates an int
+workspace of its own (8 MiB, FlashInfer's size) for its plan's metadata;
+where the library takes one (attnjit_plan_set_int_workspace), the plan
+keeps its index arrays there.
+"""
+
+import contextlib
+import ctypes
+
+from . import _args as checks
+from ._library import check, has, lib
+from ._streams import current_stream
+from .errors import AttnjitError, Status, invalid_argument
+
+INT_WORKSPACE_BYTES = 8 * 1024 * 1024
+
+
+class PlanOwner:
+    _plan = None  # the C plan (a Plan or another handle owner with .handle and .destroy())
+    _planned = False
+
+    def _own_workspaces(self, torch, float_workspace_buffer, int_workspace_buffer=None):
+        """Checks and keeps both workspaces; allocates the int workspace when none is given."""
+        checks.workspace(torch, "float_workspace_buffer", float_workspace_buffer)
+        device = float_workspace_buffer.device
+        if int_workspace_buffer is None:
+            int_workspace_buffer = torch.empty(INT_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+        checks.workspace(torch, "int_workspace_buffer", int_workspace_buffer)
+        if int_workspace_buffer.device != device:
+            raise invalid_argument(f"int_workspace_buffer: device {int_workspace_buffer.device} is not allowed; "
+                                   f"allowed: {device} (float_workspace_buffer's)")
+        self._float_workspace_buffer = float_workspace_buffer
+        self._int_workspace_buffer = int_workspace_buffer
+        self._workspace_size = float_workspace_buffer.numel() * float_workspace_buffer.element_size()
+        self.device = device
+
+    def _adopt_int_workspace(self, handle):
+        """Hands a generic plan handle this wrapper's int workspace for its metadata, where the library
+        takes one (a library without attnjit_plan_set_int_workspace keeps it in its own memory)."""
+        if not has("attnjit_plan_set_int_workspace"):
+            return
+        buffer = self._int_workspace_buffer
+        check(lib().attnjit_plan_set_int_workspace(handle, ctypes.c_void_p(buffer.data_ptr()),
+                                                   buffer.numel() * buffer.element_size()))
+
+    def _replace_plan(self, plan):
+        """Makes `plan` this wrapper's C plan, destroying the one before; nothing is planned on it yet."""
+        if self._plan is not None:
+            self._plan.destroy()
+        self._plan = plan
+        self._planned = False
+
+    def _require_planned(self, how="plan(...)"):
+        if not self._planned:
+            raise AttnjitError(Status.NOT_PLANNED, f"run() before plan(): call {how} first")
+
+    @contextlib.contextmanager
+    def _stream(self, torch, device=None):
+        """torch's current stream on `device` (the wrapper's by default), inside that device's context."""
+        with current_stream(torch, self.device if device is None else device) as stream:
+            yield stream
+
+    @staticmethod
+    def _capturing(torch, device):
+        with torch.cuda.device(device):
+            return torch.cuda.is_current_stream_capturing()
+
+    def _remake_plan(self):
+        """A new C plan on the current workspaces (a subclass's; reset_workspace_buffer calls it)."""
+        raise NotImplementedError
+
+    def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer):
+        """New workspaces (FlashInfer's): the plan is made again on them, so call plan() again before run()."""
+        from ._dlpack import require_torch
+
+        torch = require_torch()
+        self._own_workspaces(torch, float_workspace_buffer, int_workspace_buffer)
+        self._remake_plan()
+
+    def __del__(self):
+        try:
+            if self._plan is not None:
+                self._plan.destroy()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
