@@ -90,20 +90,21 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
         checks.kv_layout(kv_layout)
         self._use_cuda_graph = bool(checks.flag("use_cuda_graph", use_cuda_graph))
         self._use_tensor_cores = bool(checks.flag("use_tensor_cores", use_tensor_cores))
-        self._own_workspaces(torch, float_workspace_buffer)
         buffers = {"paged_kv_indptr_buffer": paged_kv_indptr_buffer,
                    "paged_kv_indices_buffer": paged_kv_indices_buffer,
                    "paged_kv_last_page_len_buffer": paged_kv_last_page_len_buffer}
         for name, buf in buffers.items():
-            if buf is None:
-                if self._use_cuda_graph:
-                    raise invalid_argument(f"{name}: is None but use_cuda_graph=True; allowed: a CUDA int32 tensor "
-                                           "the captured graph reads")
-                continue
-            if not self._use_cuda_graph:
+            if buf is None and self._use_cuda_graph:
+                raise invalid_argument(f"{name}: is None but use_cuda_graph=True; allowed: a CUDA int32 tensor "
+                                       "the captured graph reads")
+            if buf is not None and not self._use_cuda_graph:
                 raise invalid_argument(f"{name}: is given but use_cuda_graph=False; allowed: None (the fixed "
                                        "buffers serve CUDA-graph mode only)")
-            checks.cuda_tensor(torch, name, checks.index_array(torch, name, buf))
+        for check_buffer in (checks.index_array, checks.cuda_tensor):
+            for name, buf in buffers.items():
+                if buf is not None:
+                    check_buffer(torch, name, buf)
+        self._own_workspaces(torch, float_workspace_buffer)
         self._fixed_batch_size = 0
         if self._use_cuda_graph:
             self._fixed_batch_size = len(paged_kv_last_page_len_buffer)
@@ -294,10 +295,11 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
             raise checks.unsupported(f"window_left={window_left} is not supported: it differs from plan()'s "
                                      f"window_left={self._window_left}, which the kernels take at plan time; "
                                      "allowed: None or the planned value")
-        checks.cuda_tensor(torch, "q", q)
+        checks.tensor(torch, "q", q)
         if q.dtype != self._cached_q_data_type:
             raise invalid_argument(f"q: dtype {q.dtype} is not allowed; allowed: {self._cached_q_data_type} "
                                    "(plan()'s q_data_type)")
+        checks.cuda_tensor(torch, "q", q)
         q_scale, k_scale, v_scale = (checks.scale(torch, name, value) for name, value in
                                      (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)))
         k_cache, v_cache = checks.kv_cache_pair(torch, "paged_kv_cache", paged_kv_cache)

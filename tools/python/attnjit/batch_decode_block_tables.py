@@ -164,6 +164,11 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
             options.bmm1_scale = scale_log2 * checks.LN2
         else:
             bmm1_tensor = bmm1_tensor * checks.LN2  # a one-value kernel on the stream: graph-capturable
+    # Index dtypes first: refused by name whatever the device.
+    checks.index_array(torch, "block_tables", block_tables, ndim=None, allow_uint32=True)
+    checks.index_array(torch, "seq_lens", seq_lens, allow_uint32=True)
+    if cum_seq_lens_q is not None:
+        checks.index_array(torch, "cum_seq_lens_q", cum_seq_lens_q)
     if sinks is not None:
         sinks = _sinks(torch, sinks, query)
     checks.cuda_tensor(torch, "query", query)
@@ -227,6 +232,8 @@ def cudnn_batch_decode_with_kv_cache(q, k_cache, v_cache, scale, workspace_buffe
     if scale is None:
         raise invalid_argument("scale: is None; allowed: a float > 0 (typically 1/sqrt(head_dim))")
     checks.positive_int("max_sequence_kv", max_sequence_kv)
+    checks.index_array(torch, "actual_seq_lens_kv", actual_seq_lens_kv, ndim=None, allow_uint32=True)
+    checks.index_array(torch, "block_tables", block_tables, ndim=2)
     checks.cuda_tensor(torch, "q", q)
     checks.tensor(torch, "k_cache", k_cache)
     checks.tensor(torch, "v_cache", v_cache)

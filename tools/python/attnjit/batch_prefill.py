@@ -79,11 +79,11 @@ class _BatchPrefill(PlanOwner):
         self._paged = paged
         self._kv_layout, self._backend = kv_layout, backend
         self._use_cuda_graph = bool(checks.flag("use_cuda_graph", use_cuda_graph))
-        self._own_workspaces(torch, float_workspace_buffer)
         for name, buf in graph_buffers.items():
             if buf is not None and not self._use_cuda_graph:
                 raise invalid_argument(f"{self._buffer_name(name)}: is given but use_cuda_graph=False; allowed: None "
                                        "(the fixed buffers serve CUDA-graph mode only)")
+        self._own_workspaces(torch, float_workspace_buffer)
         self._graph_buffers = graph_buffers
         qo_buf = graph_buffers["qo_indptr_buf"]
         self._fixed_batch_size = len(qo_buf) - 1 if self._use_cuda_graph and qo_buf is not None else 0
@@ -215,7 +215,7 @@ class _BatchPrefill(PlanOwner):
             raise checks.unsupported(f"window_left={window_left} is not supported: it differs from plan()'s "
                                      f"window_left={self._window_left}, which the kernels take at plan time; "
                                      "allowed: None or the planned value")
-        checks.cuda_tensor(torch, "q", q)
+        checks.tensor(torch, "q", q)
         if q.dtype != self._cached_q_data_type:
             raise invalid_argument(f"q: dtype {q.dtype} is not allowed; allowed: {self._cached_q_data_type} "
                                    "(plan()'s q_data_type)")
@@ -224,6 +224,7 @@ class _BatchPrefill(PlanOwner):
             raise invalid_argument(f"q: {q.shape[0]} rows is not allowed; allowed: qo_indptr[-1] = "
                                    f"{self._qo_indptr_last}, the planned number of query tokens"
                                    + (" or more (CUDA-graph mode)" if self._use_cuda_graph else ""))
+        checks.cuda_tensor(torch, "q", q)
         q_scale, k_scale, v_scale = (checks.scale(torch, name, value) for name, value in
                                      (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)))
         if self._settings() != self._planned_settings:
