@@ -13,7 +13,7 @@ import pytest
 
 import attnjit
 from attnjit import _args as checks
-from attnjit import batch_decode, batch_prefill
+from attnjit import batch_decode
 from attnjit.errors import AttnjitError, Status
 
 
