@@ -97,3 +97,16 @@ class PrefillOptions(ctypes.Structure):
         ("rope_theta", ctypes.c_float),
         ("backend", ctypes.c_int32),  # 0 auto, 1 fa2, 2 fa3
     ]
+
+
+class BatchPrefillWrapperOptions(ctypes.Structure):
+    """attnjit_batch_prefill.h's attnjit_batch_prefill_wrapper_options_t."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by attnjit_batch_prefill_wrapper_options_init
+        ("paged", ctypes.c_int32),
+        ("kv_layout", ctypes.c_int32),
+        ("backend", ctypes.c_int32),  # attnjit_prefill_backend_t
+        ("use_cuda_graph", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+    ]

@@ -17,7 +17,7 @@ DLPack 1.1's fp8 code (attnjit_fp8.h), which every attnjit entry point takes.
 
 import ctypes
 
-from . import _ctypes_types as T
+from . import _ctypes_types as c_types
 from ._library import check, lib
 from .errors import invalid_argument, missing_torch
 
@@ -74,7 +74,7 @@ class Borrowed:
         address = _dltensor_address(capsule, arg)
         if fp8 is None:
             return address
-        relabelled = T.DLTensor()
+        relabelled = c_types.DLTensor()
         self._keep.append(relabelled)
         check(lib().attnjit_dltensor_view_as(address, fp8, ctypes.byref(relabelled)))
         return ctypes.addressof(relabelled)

@@ -14,7 +14,7 @@ import os
 import threading
 import warnings
 
-from . import _ctypes_types as T
+from . import _ctypes_types as c_types
 from .errors import AttnjitError
 
 # attnjit.h's ATTNJIT_ABI_VERSION that _ctypes_types mirrors.
@@ -51,8 +51,8 @@ def _candidates():
 def _declare(lib):
     c_int, c_size_t, c_char_p, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p
     pp = ctypes.POINTER(c_void_p)  # out-parameter for a handle
-    opts = ctypes.POINTER(T.DecodeOptions)
-    popts = ctypes.POINTER(T.PrefillOptions)
+    opts = ctypes.POINTER(c_types.DecodeOptions)
+    popts = ctypes.POINTER(c_types.PrefillOptions)
     i32p = ctypes.POINTER(ctypes.c_int32)
     signatures = {
         "attnjit_version": (c_char_p, []),
@@ -95,15 +95,15 @@ def _declare(lib):
         "attnjit_plan_describe": (c_int, [c_void_p, c_char_p, c_size_t, ctypes.POINTER(c_size_t)]),
         "attnjit_plan_destroy": (c_int, [c_void_p]),
         # attnjit_batch_decode.h
-        "attnjit_batch_decode_wrapper_options_init": (None, [ctypes.POINTER(T.BatchDecodeWrapperOptions)]),
-        "attnjit_batch_decode_plan_options_init": (None, [ctypes.POINTER(T.BatchDecodePlanOptions)]),
-        "attnjit_trtllm_decode_options_init": (None, [ctypes.POINTER(T.TrtllmDecodeOptions)]),
+        "attnjit_batch_decode_wrapper_options_init": (None, [ctypes.POINTER(c_types.BatchDecodeWrapperOptions)]),
+        "attnjit_batch_decode_plan_options_init": (None, [ctypes.POINTER(c_types.BatchDecodePlanOptions)]),
+        "attnjit_trtllm_decode_options_init": (None, [ctypes.POINTER(c_types.TrtllmDecodeOptions)]),
         "attnjit_batch_decode_wrapper_create": (
-            c_int, [c_void_p, c_void_p, c_size_t, ctypes.POINTER(T.BatchDecodeWrapperOptions), c_void_p, c_void_p,
+            c_int, [c_void_p, c_void_p, c_size_t, ctypes.POINTER(c_types.BatchDecodeWrapperOptions), c_void_p, c_void_p,
                     c_void_p, pp]),
         "attnjit_batch_decode_wrapper_plan": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int, c_int,
-                    ctypes.POINTER(T.BatchDecodePlanOptions), c_void_p]),
+                    ctypes.POINTER(c_types.BatchDecodePlanOptions), c_void_p]),
         "attnjit_batch_decode_wrapper_run": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, ctypes.c_float,
                     c_void_p]),
@@ -112,13 +112,13 @@ def _declare(lib):
                     c_int, c_void_p]),
         "attnjit_trtllm_batch_decode_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, ctypes.c_int64,
-                    ctypes.POINTER(T.TrtllmDecodeOptions), c_void_p, c_void_p, c_void_p]),
+                    ctypes.POINTER(c_types.TrtllmDecodeOptions), c_void_p, c_void_p, c_void_p]),
         "attnjit_trtllm_batch_decode_with_kv_cache_v2": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, ctypes.c_int64,
-                    ctypes.POINTER(T.TrtllmDecodeOptions), c_void_p, c_int, c_void_p, c_void_p, c_void_p]),
+                    ctypes.POINTER(c_types.TrtllmDecodeOptions), c_void_p, c_int, c_void_p, c_void_p, c_void_p]),
         "attnjit_trtllm_batch_decode_with_kv_cache_v3": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, ctypes.c_int64,
-                    ctypes.POINTER(T.TrtllmDecodeOptions), c_void_p, c_int, c_int, c_int, c_void_p, c_void_p,
+                    ctypes.POINTER(c_types.TrtllmDecodeOptions), c_void_p, c_int, c_int, c_int, c_void_p, c_void_p,
                     c_void_p, c_void_p, c_void_p, c_void_p]),
         "attnjit_cudnn_batch_decode_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, c_void_p, c_size_t, ctypes.c_int64,
@@ -138,8 +138,25 @@ def _declare(lib):
         fn.argtypes = argtypes
     # Functions a newer library adds: declared where present, looked up with has().
     optional = {
+        # Plans that own their metadata memory (attnjit.h's memory contract).
         "attnjit_plan_set_int_workspace": (c_int, [c_void_p, c_void_p, c_size_t]),
         "attnjit_plan_int_workspace_bytes": (c_int, [c_void_p, ctypes.POINTER(c_size_t)]),
+        # attnjit_batch_prefill.h: the batch prefill wrappers as an attnjit_plan_t.
+        "attnjit_batch_prefill_wrapper_options_init": (None, [ctypes.POINTER(c_types.BatchPrefillWrapperOptions)]),
+        "attnjit_batch_prefill_wrapper_create": (
+            c_int, [c_void_p, c_void_p, c_size_t, ctypes.POINTER(c_types.BatchPrefillWrapperOptions), c_void_p, c_void_p,
+                    c_void_p, c_void_p, c_void_p, c_void_p, pp]),
+        "attnjit_batch_prefill_wrapper_plan": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int, c_int, popts,
+                    c_types.DLDataType, c_types.DLDataType, c_void_p, c_void_p]),
+        "attnjit_batch_prefill_wrapper_run": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, ctypes.c_float,
+                    c_void_p]),
+        # attnjit_batch_decode.h: TensorRT-LLM's decode with the draft-tree mask.
+        "attnjit_trtllm_batch_decode_with_kv_cache_v4": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, ctypes.c_int64,
+                    ctypes.POINTER(c_types.TrtllmDecodeOptions), c_void_p, c_int, c_int, c_int, c_void_p, c_void_p,
+                    c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     }
     for name, (restype, argtypes) in optional.items():
         fn = getattr(lib, name, None)

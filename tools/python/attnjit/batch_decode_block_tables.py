@@ -3,7 +3,7 @@ over the C API (attnjit_batch_decode.h).
 
 TensorRT-LLM's goes through attnjit_trtllm_batch_decode_with_kv_cache_v3
 (sinks, enable_pdl, speculative decoding's query lengths, device-tensor
-scales, lse). cuDNN's goes through attnjit_cudnn_batch_decode_with_kv_cache_v2
+scales, lse), or _v4 for a draft-tree mask. cuDNN's goes through attnjit_cudnn_batch_decode_with_kv_cache_v2
 (the ragged batch offsets of q and out), or, when it asks for what only the
 TensorRT-LLM entry point computes (lse, several query tokens per request, a
 window, sinks) and passes no batch offsets, through that one: both read the
@@ -23,7 +23,7 @@ from . import _args as checks
 from . import _ctypes_types as c_types
 from . import _runtime
 from ._dlpack import Borrowed, require_torch
-from ._library import check, lib
+from ._library import check, has, lib
 from ._streams import current_stream
 from .errors import invalid_argument
 
@@ -85,18 +85,23 @@ def _batch_offsets(torch, name, value, device):
     return checks.device_index(torch, name, value, device)
 
 
-def _trtllm_v3(torch, query, k_cache, v_cache, workspace_buffer, block_tables, seq_lens, max_seq_len, options,
-               sinks, pdl, q_len_per_req, max_q_len, cum_seq_lens_q, bmm1_tensor, bmm2_tensor, out, lse):
+def _trtllm(torch, query, k_cache, v_cache, workspace_buffer, block_tables, seq_lens, max_seq_len, options, sinks,
+            pdl, q_len_per_req, max_q_len, cum_seq_lens_q, bmm1_tensor, bmm2_tensor, out, lse, mask=None):
+    """attnjit_trtllm_batch_decode_with_kv_cache_v3, or _v4 (the same with the draft-tree mask) for a mask."""
     ws, ws_bytes, _ = checks.workspace(torch, "workspace_buffer", workspace_buffer)
     with Borrowed() as borrowed, current_stream(torch, query.device) as stream:
-        check(lib().attnjit_trtllm_batch_decode_with_kv_cache_v3(
-            _runtime.handle(), borrowed.tensor(query, "query"), borrowed.tensor(k_cache, "k_cache"),
-            borrowed.optional(v_cache, "v_cache"), ws, ws_bytes, borrowed.tensor(block_tables, "block_tables"),
-            borrowed.tensor(seq_lens, "seq_lens"), max_seq_len, ctypes.byref(options),
-            borrowed.optional(sinks, "sinks"), pdl, q_len_per_req, 0 if max_q_len is None else max_q_len,
-            borrowed.optional(cum_seq_lens_q, "cum_seq_lens_q"), borrowed.optional(bmm1_tensor, "bmm1_scale"),
-            borrowed.optional(bmm2_tensor, "bmm2_scale"), borrowed.tensor(out, "out"), borrowed.optional(lse, "lse"),
-            stream))
+        leading = (_runtime.handle(), borrowed.tensor(query, "query"), borrowed.tensor(k_cache, "k_cache"),
+                   borrowed.optional(v_cache, "v_cache"), ws, ws_bytes, borrowed.tensor(block_tables, "block_tables"),
+                   borrowed.tensor(seq_lens, "seq_lens"), max_seq_len, ctypes.byref(options),
+                   borrowed.optional(sinks, "sinks"), pdl, q_len_per_req, 0 if max_q_len is None else max_q_len,
+                   borrowed.optional(cum_seq_lens_q, "cum_seq_lens_q"), borrowed.optional(bmm1_tensor, "bmm1_scale"),
+                   borrowed.optional(bmm2_tensor, "bmm2_scale"))
+        trailing = (borrowed.tensor(out, "out"), borrowed.optional(lse, "lse"), stream)
+        if mask is None:
+            check(lib().attnjit_trtllm_batch_decode_with_kv_cache_v3(*leading, *trailing))
+        else:
+            check(lib().attnjit_trtllm_batch_decode_with_kv_cache_v4(*leading, borrowed.tensor(mask, "mask"),
+                                                                     *trailing))
 
 
 def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_tables, seq_lens, max_seq_len,
@@ -126,10 +131,15 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
     added to that head's softmax denominator. enable_pdl: programmatic dependent launch; None lets the library
     decide (on for sm_90 and newer), True below sm_90 is UNSUPPORTED. lse: a float32 [num_tokens, num_qo_heads]
     CUDA tensor, filled (base 2, sinks included) whenever given. multi_ctas_kv_counter_buffer: TensorRT-LLM's
-    multi-CTA counters; attnjit's kernels keep no counters, so none is read from it.
+    multi-CTA counters; attnjit's kernels keep no counters, so none is read from it. mask: the draft-tree mask
+    of speculative decoding (FlashInfer's bit-packed rows, one per query token), where the library has
+    attnjit_trtllm_batch_decode_with_kv_cache_v4; UNSUPPORTED otherwise.
     """
     torch = require_torch()
-    checks.refuse_if_given(o_sf_scale=o_sf_scale, o_sf_vec_size=o_sf_vec_size, mask=mask,
+    if mask is not None and not has("attnjit_trtllm_batch_decode_with_kv_cache_v4"):
+        raise checks.unsupported(f"mask={checks.short(mask)} is not supported by this library (it has no "
+                                 "attnjit_trtllm_batch_decode_with_kv_cache_v4); allowed: None")
+    checks.refuse_if_given(o_sf_scale=o_sf_scale, o_sf_vec_size=o_sf_vec_size,
                            skip_softmax_threshold_scale_factor=skip_softmax_threshold_scale_factor,
                            kv_cache_sf=kv_cache_sf, causal_seqlens_kv_global=causal_seqlens_kv_global,
                            bf16q_fp8kv_transform_mode=bf16q_fp8kv_transform_mode, request_order=request_order,
@@ -172,6 +182,8 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
     if sinks is not None:
         sinks = _sinks(torch, sinks, query)
     checks.cuda_tensor(torch, "query", query)
+    if mask is not None:
+        checks.cuda_tensor(torch, "mask", mask)
     if multi_ctas_kv_counter_buffer is not None:
         checks.cuda_tensor(torch, "multi_ctas_kv_counter_buffer", multi_ctas_kv_counter_buffer)
     k_cache, v_cache = checks.kv_cache_pair(torch, "kv_cache", kv_cache)
@@ -184,8 +196,8 @@ def trtllm_batch_decode_with_kv_cache(query, kv_cache, workspace_buffer, block_t
     lens = checks.device_index(torch, "seq_lens", seq_lens, query.device, allow_uint32=True)
     if cum_seq_lens_q is not None:
         cum_seq_lens_q = checks.device_index(torch, "cum_seq_lens_q", cum_seq_lens_q, query.device)
-    _trtllm_v3(torch, query, k_cache, v_cache, workspace_buffer, tables, lens, max_seq_len, options, sinks, pdl,
-               q_len_per_req, max_q_len, cum_seq_lens_q, bmm1_tensor, bmm2_tensor, out, lse)
+    _trtllm(torch, query, k_cache, v_cache, workspace_buffer, tables, lens, max_seq_len, options, sinks, pdl,
+            q_len_per_req, max_q_len, cum_seq_lens_q, bmm1_tensor, bmm2_tensor, out, lse, mask)
     return (out, lse) if return_lse else out
 
 
@@ -256,8 +268,8 @@ def cudnn_batch_decode_with_kv_cache(q, k_cache, v_cache, scale, workspace_buffe
         options.kv_layout = checks.KV_LAYOUTS["HND"]  # cuDNN's cache: [pages, num_kv_heads, page_size, head_dim]
         options.window_left = window_left
         options.bmm1_scale, options.bmm2_scale = scale, 1.0
-        _trtllm_v3(torch, q, k_cache, v_cache, workspace_buffer, tables, lens, max_sequence_kv, options, sinks, -1,
-                   q_len_per_req, None, None, None, None, out, lse)
+        _trtllm(torch, q, k_cache, v_cache, workspace_buffer, tables, lens, max_sequence_kv, options, sinks, -1,
+                q_len_per_req, None, None, None, None, out, lse)
         return (out, lse) if return_lse else out
     ws, ws_bytes, _ = checks.workspace(torch, "workspace_buffer", workspace_buffer)
     batch_offsets_q = _batch_offsets(torch, "batch_offsets_q", batch_offsets_q, q.device)

@@ -18,11 +18,12 @@ import functools
 import math
 
 from . import _args as checks
+from . import _ctypes_types as c_types
 from . import _runtime
 from ._dlpack import Borrowed, require_torch
-from ._library import check, lib
+from ._library import check, has, lib
 from ._plan_owner import PlanOwner
-from ._plans import BatchPrefillHandle
+from ._plans import BatchPrefillHandle, Plan
 from .errors import invalid_argument
 from .prefill import prefill_options
 
@@ -61,12 +62,15 @@ def _check_length_hints(torch, qo_lens, kv_lens, seq_lens, seq_lens_q, max_token
         checks.positive_int("uniform_q_len", uniform_q_len)  # a tile-size hint; attnjit's planner sizes tiles itself
 
 
+def metadata_in_float_workspace():
+    """Whether the library uploads a plan's index arrays into the float workspace (as it did before plans owned
+    their memory, attnjit.h's contract): then two prefill wrappers planned on one float workspace before either
+    runs would overwrite each other's (cascade.py splits the buffer then)."""
+    return not has("attnjit_plan_int_workspace_bytes")
+
+
 class _BatchPrefill(PlanOwner):
     """What both wrappers share: the C handle, the graph buffers, plan() and run() around the C calls."""
-
-    # attnjit_batch_prefill_t uploads a plan's index arrays into the float workspace, so two of these wrappers
-    # planned on one float workspace before either runs would overwrite each other's (cascade.py splits it).
-    keeps_metadata_in_float_workspace = True
 
     def _init(self, paged, float_workspace_buffer, kv_layout, use_cuda_graph, backend, jit_args, jit_kwargs,
               variant_owns_mask, graph_buffers):
@@ -97,15 +101,32 @@ class _BatchPrefill(PlanOwner):
         return name if self._paged or name != "paged_kv_indptr_buf" else "kv_indptr_buf"
 
     def _remake_plan(self):
+        # attnjit_batch_prefill.h's wrapper (an attnjit_plan_t) where the library has it, else the 0.2 handle.
+        self._generic = has("attnjit_batch_prefill_wrapper_create")
         ws = self._float_workspace_buffer
         handle = ctypes.c_void_p()
         with Borrowed() as borrowed:
             buffers = [borrowed.optional(self._graph_buffers[name], self._buffer_name(name)) for name in _GRAPH_BUFFERS]
-            check(lib().attnjit_batch_prefill_create_v2(
-                _runtime.handle(), int(self._paged), ctypes.c_void_p(ws.data_ptr()), self._workspace_size,
-                checks.kv_layout(self._kv_layout), self._backend.encode(), ws.device.index or 0,
-                int(self._use_cuda_graph), *buffers, ctypes.byref(handle)))
-        self._replace_plan(BatchPrefillHandle(handle))
+            if self._generic:
+                options = c_types.BatchPrefillWrapperOptions()
+                lib().attnjit_batch_prefill_wrapper_options_init(ctypes.byref(options))
+                options.paged, options.kv_layout = int(self._paged), checks.kv_layout(self._kv_layout)
+                options.backend = checks.prefill_backend(self._backend)
+                options.use_cuda_graph, options.device = int(self._use_cuda_graph), ws.device.index or 0
+                check(lib().attnjit_batch_prefill_wrapper_create(
+                    _runtime.handle(), ctypes.c_void_p(ws.data_ptr()), self._workspace_size, ctypes.byref(options),
+                    *buffers, ctypes.byref(handle)))
+            else:
+                check(lib().attnjit_batch_prefill_create_v2(
+                    _runtime.handle(), int(self._paged), ctypes.c_void_p(ws.data_ptr()), self._workspace_size,
+                    checks.kv_layout(self._kv_layout), self._backend.encode(), ws.device.index or 0,
+                    int(self._use_cuda_graph), *buffers, ctypes.byref(handle)))
+        if self._generic:
+            plan = Plan(handle)
+            self._adopt_int_workspace(plan.handle)
+        else:
+            plan = BatchPrefillHandle(handle)
+        self._replace_plan(plan)
 
     @property
     def is_cuda_graph_enabled(self):
@@ -185,8 +206,33 @@ class _BatchPrefill(PlanOwner):
         options = prefill_options(self._causal, self._kv_layout, self._pos_encoding_mode, self._window_left,
                                   self._logits_soft_cap, self._sm_scale, self._rope_scale, self._rope_theta,
                                   self._backend)
-        host, mask = self._host_plan, self._host_plan["mask"]
         self._planned = False
+        if self._generic:
+            self._plan_wrapper(torch, options)
+        else:
+            self._plan_handle(torch, options)
+        self._planned = True
+        self._planned_settings = self._settings()
+        self._planned_sm_scale = self._default_sm_scale() if self._sm_scale is None else float(self._sm_scale)
+
+    def _plan_wrapper(self, torch, options):
+        """attnjit_batch_prefill_wrapper_plan: the host arrays as DLTensors."""
+        host, mask = self._host_plan, self._host_plan["mask"]
+        q_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "q_data_type", self._cached_q_data_type), 1)
+        kv_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "kv_data_type", self._cached_kv_data_type), 1)
+        mask = None if mask is None else torch.from_numpy(mask)
+        with Borrowed() as borrowed, self._stream(torch) as stream:
+            check(lib().attnjit_batch_prefill_wrapper_plan(
+                self._plan.handle, borrowed.tensor(host["qo_indptr"], "qo_indptr"),
+                borrowed.tensor(host["kv_indptr"], "paged_kv_indptr" if self._paged else "kv_indptr"),
+                borrowed.optional(host.get("indices"), "paged_kv_indices"),
+                borrowed.optional(host.get("last_page_len"), "paged_kv_last_page_len"), self._page_size,
+                self._num_qo_heads, self._num_kv_heads, self._head_dim, ctypes.byref(options), q_type, kv_type,
+                borrowed.optional(mask, "custom_mask"), stream))
+
+    def _plan_handle(self, torch, options):
+        """attnjit_batch_prefill_plan (the 0.2 handle): the host arrays as pointers."""
+        host, mask = self._host_plan, self._host_plan["mask"]
         with self._stream(torch) as stream:
             check(lib().attnjit_batch_prefill_plan(
                 self._plan.handle, _int32_pointer(host["qo_indptr"]), _int32_pointer(host["kv_indptr"]),
@@ -197,9 +243,6 @@ class _BatchPrefill(PlanOwner):
                 checks.dtype_name(torch, "kv_data_type", self._cached_kv_data_type).encode(),
                 None if mask is None else mask.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
                 0 if mask is None else mask.size, stream))
-        self._planned = True
-        self._planned_settings = self._settings()
-        self._planned_sm_scale = self._default_sm_scale() if self._sm_scale is None else float(self._sm_scale)
 
     def _default_sm_scale(self):
         return 1.0 / math.sqrt(self._head_dim)
@@ -243,7 +286,8 @@ class _BatchPrefill(PlanOwner):
         out = checks.output(torch, "out", out, shape, self._cached_o_data_type, q.device)
         lse = checks.Lse(torch, lse, return_lse, q.shape[0], q.shape[1], q.device, lse_base, lse_layout)
         with Borrowed() as borrowed, self._stream(torch, q.device) as stream:
-            check(lib().attnjit_batch_prefill_run_v2(
+            run = lib().attnjit_batch_prefill_wrapper_run if self._generic else lib().attnjit_batch_prefill_run_v2
+            check(run(
                 self._plan.handle, borrowed.tensor(q, "q"), borrowed.tensor(k, "k"), borrowed.tensor(v, "v"),
                 borrowed.tensor(out, "out"), borrowed.optional(lse.kernel, "lse"),
                 0.0 if logit_scale is None else logit_scale, 0.0 if v_scale is None else v_scale, stream))

@@ -10,7 +10,7 @@ those of their union.
 from . import _args as checks
 from ._dlpack import require_torch
 from .batch_decode import BatchDecodeWithPagedKVCacheWrapper
-from .batch_prefill import BatchPrefillWithPagedKVCacheWrapper
+from .batch_prefill import BatchPrefillWithPagedKVCacheWrapper, metadata_in_float_workspace
 from .errors import invalid_argument
 from .merge_state import merge_state, merge_state_in_place, merge_states
 from .prefill import single_prefill_with_kv_cache
@@ -35,7 +35,7 @@ def _level_workspaces(torch, float_workspace_buffer, num_levels):
     float workspace (attnjit_batch_prefill_t does), the levels, all planned before any runs, must not share it:
     each gets its own aligned slice; otherwise all share the whole buffer, as in FlashInfer."""
     checks.workspace(torch, "float_workspace_buffer", float_workspace_buffer)
-    if num_levels == 1 or not BatchPrefillWithPagedKVCacheWrapper.keeps_metadata_in_float_workspace:
+    if num_levels == 1 or not metadata_in_float_workspace():
         return [float_workspace_buffer] * num_levels
     flat = float_workspace_buffer.view(-1).view(torch.uint8)
     share = (flat.numel() // num_levels) // _ALIGN * _ALIGN

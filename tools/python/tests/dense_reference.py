@@ -7,13 +7,13 @@ import math
 import torch
 
 
-def attention(q, k, v, causal=False, sm_scale=None, window_left=-1, v_scale=1.0):
+def attention(q, k, v, causal=False, sm_scale=None, window_left=-1, v_scale=1.0, visible=None):
     """o [T, Hq, D] and lse [T, Hq] (base 2), float64, of q [T, Hq, D] against k, v [N, Hk, D] (GQA: query head
     h reads KV head h // (Hq / Hk)).
 
     causal aligns the queries to the end of the keys: query t sits at position N - T + t and sees keys up to it;
-    window_left >= 0 also hides keys more than window_left before that position. A row that sees no key gets
-    o = 0 and lse = -inf."""
+    window_left >= 0 also hides keys more than window_left before that position. visible: a bool [T, N] of
+    the keys each query sees, instead of causal / window_left. A row that sees no key gets o = 0 and lse = -inf."""
     q, k, v = q.double(), k.double(), v.double()
     rows, heads, dim = q.shape
     n = k.shape[0]
@@ -23,7 +23,11 @@ def attention(q, k, v, causal=False, sm_scale=None, window_left=-1, v_scale=1.0)
     s = torch.einsum("thd,nhd->htn", q, k) * scale
     position = torch.arange(rows, device=q.device)[:, None] + (n - rows)
     key = torch.arange(n, device=q.device)[None, :]
-    visible = torch.ones(rows, n, dtype=torch.bool, device=q.device)
+    if visible is not None:
+        visible = visible.to(q.device)
+        causal, window_left = False, -1
+    else:
+        visible = torch.ones(rows, n, dtype=torch.bool, device=q.device)
     if causal:
         visible &= key <= position
     if window_left >= 0:

@@ -278,6 +278,30 @@ def test_trtllm_return_lse_scale_log2_and_one_tensor_cache():
     check(o3, None, o_ref, None, DTYPE)
 
 
+@pytest.mark.skipif(not attnjit._library.has("attnjit_trtllm_batch_decode_with_kv_cache_v4"),
+                    reason="this library has no attnjit_trtllm_batch_decode_with_kv_cache_v4 (the draft-tree mask)")
+def test_trtllm_draft_tree_mask():
+    """mask: bit c of token t's row lets t see its request's draft token c (at position L - q_len + c); every
+    token sees the keys before the draft tokens. Rows: [batch, q_len_per_req, 1] int32 (one 32-bit word)."""
+    q_len, lens = 4, [4, 33, 300]
+    batch = PagedBatch(lens, PS, HK, D, DTYPE, "HND", seed=40)
+    q = make_q(len(lens) * q_len, HQ, D, DTYPE, seed=41)
+    g = torch.Generator().manual_seed(42)
+    bits = torch.rand(len(lens), q_len, q_len, generator=g) < 0.5
+    bits = bits.tril() | torch.eye(q_len, dtype=torch.bool)  # a tree: each token sees itself and some before it
+    words = (bits.long() << torch.arange(q_len)).sum(-1)  # [batch, q_len] 32-bit words
+    mask = words.to(torch.int32)[..., None].to(DEVICE)
+    o = attnjit.trtllm_batch_decode_with_kv_cache(q, batch.kv, workspace(), batch.block_tables, batch.seq_lens,
+                                                  max(lens), bmm1_scale=1.0 / math.sqrt(D), q_len_per_req=q_len,
+                                                  mask=mask)
+    outs = []
+    for r, n in enumerate(lens):
+        visible = torch.ones(q_len, n, dtype=torch.bool)
+        visible[:, n - q_len:] = bits[r]
+        outs.append(attention(q[r * q_len:(r + 1) * q_len], *batch.dense(r), visible=visible)[0])
+    check(o, None, torch.cat(outs), None, DTYPE)
+
+
 def copy_with_v_as_k(batch):
     """A PagedBatch whose V is its K (for a one-tensor cache)."""
     same = PagedBatch.__new__(PagedBatch)

@@ -442,3 +442,19 @@ def test_cudnn_new_arguments(torch):
     refused(Status.INVALID_ARGUMENT, "block_tables: dtype torch.int64 is not allowed",
             attnjit.cudnn_batch_decode_with_kv_cache, q, k, k, 0.1, torch.zeros(16, dtype=torch.uint8),
             **{**args, "block_tables": torch.zeros(2, 4, dtype=torch.int64)})
+
+
+def test_trtllm_mask_needs_the_library_that_computes_it(torch):
+    from attnjit._library import has
+
+    q = torch.zeros(4, 8, 128, dtype=torch.float16)
+    args = dict(query=q, kv_cache=torch.zeros(10, 2, 2, 16, 128, dtype=torch.float16),
+                workspace_buffer=torch.zeros(16, dtype=torch.uint8), block_tables=torch.zeros(2, 4, dtype=torch.int32),
+                seq_lens=torch.ones(2, dtype=torch.int32), max_seq_len=64, q_len_per_req=2,
+                mask=torch.zeros(2, 2, 2, dtype=torch.int32))
+    if has("attnjit_trtllm_batch_decode_with_kv_cache_v4"):
+        refused(Status.INVALID_ARGUMENT, "query: device cpu is not allowed", attnjit.trtllm_batch_decode_with_kv_cache,
+                **args)
+    else:
+        refused(Status.UNSUPPORTED, "mask=<tensor of shape [2, 2, 2], torch.int32> is not supported by this library",
+                attnjit.trtllm_batch_decode_with_kv_cache, **args)
