@@ -40,14 +40,8 @@ Config Config::from_env() {
   Config c;
   c.cache.dir = default_cache_dir();
   if (auto m = env("ATTNJIT_CACHE_MODE"); !m.empty()) c.cache.mode = parse_cache_mode(m, "ATTNJIT_CACHE_MODE");
-  if (auto b = env("ATTNJIT_CACHE_MAX_BYTES"); !b.empty()) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(b.c_str(), &end, 10);
-    if (end == b.c_str() || *end != '\0' || v == 0)
-      throw Error(Status::InvalidArgument,
-                  fmt::format("ATTNJIT_CACHE_MAX_BYTES='{}' is not a positive byte count", b));
-    c.cache.max_bytes = v;
-  }
+  if (auto b = env("ATTNJIT_CACHE_MAX_BYTES"); !b.empty())
+    c.cache.max_bytes = parse_byte_count(b, "ATTNJIT_CACHE_MAX_BYTES");
   c.nvrtc_library = env("ATTNJIT_NVRTC_LIBRARY");
   c.log_level = env("ATTNJIT_LOG_LEVEL");
   // Checked here, with the other variables, so that every entry point refuses

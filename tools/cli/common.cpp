@@ -4,8 +4,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <cctype>
-#include <cmath>
 #include <ctime>
 #include <set>
 
@@ -23,34 +21,6 @@ void add_cache_dir_option(CLI::App* sub, std::string& cache_dir) {
   sub->add_option("--cache-dir", cache_dir,
                   "Kernel cache folder (default: $ATTNJIT_CACHE_DIR, else $XDG_CACHE_HOME/attnjit, else "
                   "~/.cache/attnjit)");
-}
-
-uint64_t parse_byte_count(const std::string& text, const char* arg) {
-  auto bad = [&]() {
-    return Error(Status::InvalidArgument,
-                 fmt::format("{}='{}' is not a byte count; use a number with an optional K, M, G or T suffix "
-                             "(powers of 1024), e.g. 4G or 512MiB",
-                             arg, text));
-  };
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    throw bad();
-  }
-  std::string suffix = text.substr(pos);
-  for (auto& ch : suffix) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  static const std::pair<const char*, int> units[] = {{"", 0}, {"B", 0}, {"K", 1}, {"KB", 1}, {"KIB", 1},
-                                                      {"M", 2}, {"MB", 2}, {"MIB", 2}, {"G", 3}, {"GB", 3},
-                                                      {"GIB", 3}, {"T", 4}, {"TB", 4}, {"TIB", 4}};
-  for (const auto& [name, power] : units) {
-    if (suffix != name) continue;
-    const double bytes = value * std::pow(1024.0, power);
-    if (!std::isfinite(bytes) || bytes < 1 || bytes > 1.8e19) throw bad();
-    return static_cast<uint64_t>(bytes);
-  }
-  throw bad();
 }
 
 std::string format_bytes(uint64_t bytes) {

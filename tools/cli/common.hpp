@@ -19,10 +19,6 @@ Config load_config(const std::string& cache_dir);
 // Adds --cache-dir to a subcommand.
 void add_cache_dir_option(CLI::App* sub, std::string& cache_dir);
 
-// "512", "64K", "512M", "4G", "1.5GiB" -> bytes (K/M/G/T are powers of 1024).
-// Throws Error(InvalidArgument) naming `arg` when malformed.
-uint64_t parse_byte_count(const std::string& text, const char* arg);
-
 std::string format_bytes(uint64_t bytes);       // "12.3 KiB"
 std::string format_local_time(std::filesystem::file_time_type t);  // "2025-01-31 14:02:11"
 bool stderr_is_terminal();
