@@ -16,13 +16,14 @@
 
 #include "spec/decode_kernel.hpp"
 #include "spec/merge_kernel.hpp"
+#include "spec/page_kernel.hpp"
 #include "spec/prefill_kernel.hpp"
 
 namespace attnjit {
 
 class KernelSpec {
  public:
-  using Family = std::variant<DecodeKernel, MergeKernel, PrefillKernel>;
+  using Family = std::variant<DecodeKernel, MergeKernel, PrefillKernel, PageKernel>;
 
   KernelSpec() = default;
   template <class F, class = std::enable_if_t<std::is_constructible_v<Family, F>>>
