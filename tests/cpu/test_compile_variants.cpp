@@ -24,7 +24,7 @@ TEST_CASE("the registry lists every operator, each with a variant grid", "[regis
     CHECK_FALSE(op.bench_problems().empty());
     for (const auto& p : op.variant_grid()) CHECK(p.at("op") == op.name);
   }
-  CHECK(names == std::set<std::string>{"single_decode", "batch_decode", "single_prefill"});
+  CHECK(names == std::set<std::string>{"single_decode", "batch_decode", "single_prefill", "page"});
   CHECK_THROWS_WITH(ops::find_operator("prefil"), Catch::Contains("known: single_decode, batch_decode, single_prefill"));
 }
 

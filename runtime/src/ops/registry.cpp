@@ -4,6 +4,7 @@
 
 #include "attnjit/error.hpp"
 #include "ops/batch_decode/batch_decode_entry.hpp"
+#include "ops/page/page_entry.hpp"
 #include "ops/single_decode/single_decode_entry.hpp"
 #include "ops/single_prefill/single_prefill_entry.hpp"
 
@@ -15,6 +16,7 @@ const std::vector<OperatorEntry>& operators() {
       single_decode_entry(),
       batch_decode_entry(),
       single_prefill_entry(),
+      page_entry(),
   };
   return entries;
 }
