@@ -13,16 +13,15 @@ from .cascade import (BatchDecodeWithSharedPrefixPagedKVCacheWrapper, BatchPrefi
 from .decode import SingleDecodeWrapper, single_decode_with_kv_cache
 from .errors import AttnjitError, Status
 from .merge_state import merge_state, merge_state_in_place, merge_states
+from .page import append_paged_kv_cache, get_batch_indices_positions, get_seq_lens
 from .prefill import single_prefill_with_kv_cache, single_prefill_with_kv_cache_return_lse
-
-# FlashInfer's page helpers arrive with attnjit/page.py:
-# from .page import append_paged_kv_cache, get_batch_indices_positions, get_seq_lens
 
 __all__ = ["AttnjitError", "BatchDecodeWithPagedKVCacheWrapper", "BatchDecodeWithSharedPrefixPagedKVCacheWrapper",
            "BatchPrefillWithPagedKVCacheWrapper", "BatchPrefillWithRaggedKVCacheWrapper",
            "BatchPrefillWithSharedPrefixPagedKVCacheWrapper", "MultiLevelCascadeAttentionWrapper", "Plan",
-           "SingleDecodeWrapper", "Status", "cudnn_batch_decode_with_kv_cache", "fast_decode_plan", "merge_state",
-           "merge_state_in_place", "merge_states", "single_decode_with_kv_cache", "single_prefill_with_kv_cache",
+           "SingleDecodeWrapper", "Status", "append_paged_kv_cache", "cudnn_batch_decode_with_kv_cache",
+           "fast_decode_plan", "get_batch_indices_positions", "get_seq_lens", "merge_state", "merge_state_in_place",
+           "merge_states", "single_decode_with_kv_cache", "single_prefill_with_kv_cache",
            "single_prefill_with_kv_cache_return_lse", "trtllm_batch_decode_with_kv_cache", "version",
            "version_number"]
 

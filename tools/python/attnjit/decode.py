@@ -131,8 +131,9 @@ class SingleDecodeWrapper(PlanOwner):
         o = checks.output(torch, "out", out, q.shape, q.dtype, q.device)
         if self._return_lse:
             lse = checks.output(torch, "lse", lse, q.shape[:1], torch.float32, q.device)
-        else:
-            checks.refuse_unless("lse", lse, (None,), "plan() was made with return_lse=False")
+        elif lse is not None:
+            raise checks.unsupported(f"lse={checks.short(lse)} is not supported: plan() was made with "
+                                     "return_lse=False; allowed: None")
         ws = self._workspace
         with Borrowed() as borrowed, self._stream(torch, q.device) as stream:
             check(lib().attnjit_single_decode_run(
