@@ -66,10 +66,17 @@ def pos_encoding(value, name="pos_encoding_mode"):
     return POS_ENCODINGS[value]
 
 
+# FlashInfer 0.7.2's other prefill backends: its own implementations, which attnjit does not have.
+FLASHINFER_ONLY_PREFILL_BACKENDS = ("cudnn", "trtllm-gen", "cutlass", "cute-dsl", "cute-dsl-prims", "fmha_v2",
+                                    "cutile")
+
+
 def prefill_backend(value, name="backend"):
-    if value not in PREFILL_BACKENDS:
+    if value in FLASHINFER_ONLY_PREFILL_BACKENDS:
         raise unsupported(f"{name}={value!r} is not supported: attnjit runs its own kernels; allowed: 'auto', 'fa2', "
                           "'fa3'")
+    if not isinstance(value, str) or value not in PREFILL_BACKENDS:
+        raise invalid_argument(f"{name}={short(value)} is not a backend; allowed: 'auto', 'fa2', 'fa3'")
     return PREFILL_BACKENDS[value]
 
 

@@ -39,6 +39,7 @@ def refused(status, needle, call, *args, **kwargs):
     (lambda: checks.c_float("rope_theta", float("inf")), "rope_theta=inf is not allowed; allowed: a finite float"),
     (lambda: checks.c_float("rope_scale", "x"), "rope_scale='x' is not allowed; allowed: a float"),
     (lambda: checks.soft_cap(-1.0), "logits_soft_cap=-1.0 is not allowed"),
+    (lambda: checks.prefill_backend("fa4"), "backend='fa4' is not a backend; allowed: 'auto', 'fa2', 'fa3'"),
     (lambda: checks.together("max_q_len", 3, "cum_seq_lens_q", None),
      "max_q_len=3 is not allowed without cum_seq_lens_q"),
 ])
@@ -52,6 +53,7 @@ def test_invalid_values_are_named(call, needle):
      "backend='cudnn' is not supported: why; allowed: 'auto', 'fa2'"),
     (lambda: checks.no_extra_args((1, 2)), "*args: 2 extra positional argument(s) (1, 2) are not supported"),
     (lambda: checks.prefill_backend("trtllm-gen"), "backend='trtllm-gen' is not supported"),
+    (lambda: checks.prefill_backend("cutlass"), "backend='cutlass' is not supported: attnjit runs its own kernels"),
     (lambda: checks.split_controls(4096, False), "fixed_split_size=4096 is not supported"),
     (lambda: checks.split_controls(None, True), "disable_split_kv=True is not supported"),
     (lambda: checks.head_dims(128, 64), "head_dim_vo=64 is not supported"),
