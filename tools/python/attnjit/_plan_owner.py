@@ -29,6 +29,7 @@ class PlanOwner:
         """Checks and keeps both workspaces; allocates the int workspace when none is given."""
         checks.workspace(torch, "float_workspace_buffer", float_workspace_buffer)
         device = float_workspace_buffer.device
+        self._own_int_workspace = int_workspace_buffer is None  # may then grow (see _plan_with_room)
         if int_workspace_buffer is None:
             int_workspace_buffer = torch.empty(INT_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
         checks.workspace(torch, "int_workspace_buffer", int_workspace_buffer)
@@ -48,6 +49,22 @@ class PlanOwner:
         buffer = self._int_workspace_buffer
         check(lib().attnjit_plan_set_int_workspace(handle, ctypes.c_void_p(buffer.data_ptr()),
                                                    buffer.numel() * buffer.element_size()))
+
+    def _plan_with_room(self, torch, plan_call):
+        """plan_call() (a C plan() on this wrapper's handle); where the plan needs more int workspace than the
+        8 MiB this wrapper allocated (a large custom mask), a buffer twice as large is taken and the plan made
+        again. Not in CUDA-graph mode, where a captured graph holds the buffer's address, nor for a buffer the
+        caller gave (reset_workspace_buffer): there the library's error, naming int_workspace_buffer, stands."""
+        while True:
+            try:
+                return plan_call()
+            except AttnjitError as error:
+                if (error.status != Status.WORKSPACE_TOO_SMALL or "int_workspace_buffer" not in error.message
+                        or not self._own_int_workspace or getattr(self, "_use_cuda_graph", False)):
+                    raise
+                size = self._int_workspace_buffer.numel() * self._int_workspace_buffer.element_size()
+                self._int_workspace_buffer = torch.empty(2 * size, dtype=torch.uint8, device=self.device)
+                self._adopt_int_workspace(self._plan.handle)
 
     def _replace_plan(self, plan):
         """Makes `plan` this wrapper's C plan, destroying the one before; nothing is planned on it yet."""

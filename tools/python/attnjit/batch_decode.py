@@ -238,12 +238,16 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
         options.rope_theta = checks.c_float("rope_theta", self._rope_theta)
         host = self._host_page_table
         self._planned = False
-        with Borrowed() as borrowed, self._stream(torch) as stream:
-            check(lib().attnjit_batch_decode_wrapper_plan(
-                self._plan.handle, borrowed.tensor(host["indptr"], "indptr"),
-                borrowed.tensor(host["indices"], "indices"), borrowed.tensor(host["last_page_len"], "last_page_len"),
-                self._num_qo_heads, self._num_kv_heads, self._head_dim, self._page_size, ctypes.byref(options),
-                stream))
+
+        def plan_call():
+            with Borrowed() as borrowed, self._stream(torch) as stream:
+                check(lib().attnjit_batch_decode_wrapper_plan(
+                    self._plan.handle, borrowed.tensor(host["indptr"], "indptr"),
+                    borrowed.tensor(host["indices"], "indices"),
+                    borrowed.tensor(host["last_page_len"], "last_page_len"), self._num_qo_heads, self._num_kv_heads,
+                    self._head_dim, self._page_size, ctypes.byref(options), stream))
+
+        self._plan_with_room(torch, plan_call)
         self._planned = True
         self._planned_settings = self._settings()
         self._planned_sm_scale = self._default_sm_scale() if self._sm_scale is None else float(self._sm_scale)

@@ -208,7 +208,7 @@ class _BatchPrefill(PlanOwner):
                                   self._backend)
         self._planned = False
         if self._generic:
-            self._plan_wrapper(torch, options)
+            self._plan_with_room(torch, lambda: self._plan_wrapper(torch, options))
         else:
             self._plan_handle(torch, options)
         self._planned = True

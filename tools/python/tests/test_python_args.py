@@ -460,3 +460,29 @@ def test_trtllm_mask_needs_the_library_that_computes_it(torch):
     else:
         refused(Status.UNSUPPORTED, "mask=<tensor of shape [2, 2, 2], torch.int32> is not supported by this library",
                 attnjit.trtllm_batch_decode_with_kv_cache, **args)
+
+
+def test_an_int_workspace_of_the_wrappers_own_grows_when_a_plan_needs_more(torch):
+    from types import SimpleNamespace
+
+    from attnjit._plan_owner import PlanOwner
+
+    owner = PlanOwner()
+    owner._int_workspace_buffer, owner._own_int_workspace, owner.device = torch.empty(8, dtype=torch.uint8), True, "cpu"
+    owner._plan = SimpleNamespace(handle=None)
+    adopted = []
+    owner._adopt_int_workspace = lambda handle: adopted.append(owner._int_workspace_buffer.numel())
+
+    def plan_call():
+        if owner._int_workspace_buffer.numel() < 32:
+            raise AttnjitError(Status.WORKSPACE_TOO_SMALL, "int_workspace_buffer: too few bytes; this plan needs 32")
+        return "planned"
+
+    assert owner._plan_with_room(torch, plan_call) == "planned"
+    assert adopted == [16, 32]
+    # A buffer the caller gave, or CUDA-graph mode (a graph holds the address): the library's error stands.
+    owner._int_workspace_buffer = torch.empty(8, dtype=torch.uint8)
+    for state in (dict(_own_int_workspace=False), dict(_own_int_workspace=True, _use_cuda_graph=True)):
+        owner.__dict__.update(state)
+        refused(Status.WORKSPACE_TOO_SMALL, "int_workspace_buffer", owner._plan_with_room, torch, plan_call)
+    owner._plan = None  # no C plan to destroy
