@@ -63,6 +63,18 @@ std::vector<fs::path> subdirs(const fs::path& p) {
   return out;
 }
 
+// A cache path that exists as something other than a folder is a wrong
+// setting: listing it as an empty cache would answer "0 entries, 0 ok".
+void check_is_folder(const fs::path& dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);  // follows a link to a folder
+  if (ec || st.type() == fs::file_type::not_found || st.type() == fs::file_type::directory) return;
+  const char* what = st.type() == fs::file_type::regular ? "a regular file" : "not a folder";
+  throw Error(Status::InvalidArgument,
+              fmt::format("{} is not a cache directory: it is {}; point --cache-dir or ATTNJIT_CACHE_DIR at a folder",
+                          dir.string(), what));
+}
+
 }  // namespace
 
 void check_key(const std::string& key) {
@@ -94,6 +106,7 @@ fs::path lock_path(const fs::path& dir, const std::string& arch, const std::stri
 std::string temp_prefix(const std::string& key) { return "." + key + ".tmp."; }
 
 std::vector<FoundFile> scan(const fs::path& dir) {
+  check_is_folder(dir);
   std::vector<FoundFile> out;
   for (const auto& arch_dir : subdirs(dir)) {
     const std::string arch = arch_dir.filename().string();

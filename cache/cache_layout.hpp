@@ -33,7 +33,8 @@ struct FoundFile {
 
 // Every entry, lock and temporary file under `dir` (missing dir: none).
 // Files that fit none of the patterns are left alone. A folder that cannot be
-// read throws Error(CacheError) naming it.
+// read throws Error(CacheError) naming it; a `dir` that exists but is not a
+// folder (a regular file) throws Error(InvalidArgument) naming it.
 std::vector<FoundFile> scan(const fs::path& dir);
 
 }  // namespace attnjit::cache::layout

@@ -39,6 +39,13 @@ void note_if_readonly(const cache::DiskCache& c, const char* what) {
     fmt::print(stderr, "note: cache mode is readonly (ATTNJIT_CACHE_MODE): {} nothing\n", what);
 }
 
+// A missing folder is an empty cache, but say so: it is often a mistyped path.
+void note_if_missing(const cache::DiskCache& c) {
+  std::error_code ec;
+  if (!std::filesystem::exists(c.config().dir, ec) && !ec)
+    fmt::print(stderr, "note: the cache folder {} does not exist (nothing is cached there yet)\n", c.config().dir);
+}
+
 std::string entry_name(const cache::EntryInfo& e) {
   if (e.metadata.is_object()) {
     if (auto it = e.metadata.find("name"); it != e.metadata.end() && it->is_string()) return it->get<std::string>();
@@ -50,6 +57,7 @@ std::string entry_name(const cache::EntryInfo& e) {
 void run_ls(const CacheOptions& o) {
   auto c = open_cache(o, Access::Read);
   auto entries = c.list();
+  note_if_missing(c);
   if (!o.arch.empty())
     entries.erase(std::remove_if(entries.begin(), entries.end(), [&](const auto& e) { return e.arch != o.arch; }),
                   entries.end());
@@ -80,6 +88,7 @@ void run_verify(const CacheOptions& o) {
   auto c = open_cache(o, o.remove ? Access::Change : Access::Read);
   if (o.remove) note_if_readonly(c, "removes");
   const cache::VerifyReport r = c.verify(o.remove);
+  note_if_missing(c);
   for (const auto& p : r.problems) fmt::print("corrupt: {}\n", p);
   print_temporaries(r.temporaries);
   fmt::print("verify {}: {} ok, {} corrupt{}, {} temporar{}\n", c.config().dir, r.ok, r.corrupt,
@@ -144,7 +153,8 @@ void register_cache(CLI::App& app) {
   };
   {
     auto [sub, o] = add("ls", "One line per entry: arch, key prefix, size, last used, kernel name", run_ls);
-    sub->add_option("--arch", o->arch, "Only entries for this arch, e.g. sm_90a");
+    sub->add_option("--arch", o->arch, "Only entries for this arch, e.g. sm_90a")
+        ->check(not_empty("give an arch such as sm_90a, or leave --arch out for every arch"));
   }
   {
     auto [sub, o] = add("verify", "Check every entry's header and payload hash; exit 1 if any is corrupt", run_verify);
@@ -154,7 +164,8 @@ void register_cache(CLI::App& app) {
   {
     auto [sub, o] = add("gc", "Reap stale temporary files and evict least-recently-used entries down to the cap", run_gc);
     sub->add_option("--max-bytes", o->max_bytes,
-                    "Cap, e.g. 2G or 512M (default: ATTNJIT_CACHE_MAX_BYTES, else 4 GiB)");
+                    "Cap, e.g. 2G or 512M (default: ATTNJIT_CACHE_MAX_BYTES, else 4 GiB)")
+        ->check(not_empty("give a size such as 2G, or leave --max-bytes out for ATTNJIT_CACHE_MAX_BYTES"));
   }
   {
     auto [sub, o] = add("stats", "Folder, mode, entry count, bytes, cap and whether it is writable", run_stats);

@@ -73,7 +73,8 @@ void register_cache_pack(CLI::App* cache) {
         "pack", "Pack every verified entry into a tar archive (.tar.zst, .tar.gz or .tar) for other machines");
     add_cache_dir_option(sub, o->cache_dir);
     sub->add_option("OUT", o->path, "Archive to write, e.g. llama-sm_90a.tar.zst")->required();
-    sub->add_option("--arch", o->arch, "Only entries for this arch, e.g. sm_90a");
+    sub->add_option("--arch", o->arch, "Only entries for this arch, e.g. sm_90a")
+        ->check(not_empty("give an arch such as sm_90a, or leave --arch out for every arch"));
     sub->callback([o] { run_pack(*o); });
   }
   {

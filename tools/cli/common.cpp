@@ -17,10 +17,21 @@ Config load_config(const std::string& cache_dir) {
   return c;
 }
 
+CLI::Validator not_empty(const std::string& instead) {
+  return CLI::Validator(
+      [instead](std::string& value) {
+        return value.empty() ? "an empty value is not allowed; " + instead : std::string();
+      },
+      "", "not_empty");
+}
+
 void add_cache_dir_option(CLI::App* sub, std::string& cache_dir) {
+  // Empty would otherwise mean "not given" (load_config) and write the default cache.
   sub->add_option("--cache-dir", cache_dir,
                   "Kernel cache folder (default: $ATTNJIT_CACHE_DIR, else $XDG_CACHE_HOME/attnjit, else "
-                  "~/.cache/attnjit)");
+                  "~/.cache/attnjit)")
+      ->check(not_empty("give a folder, or leave --cache-dir out for the default ($ATTNJIT_CACHE_DIR, else "
+                        "$XDG_CACHE_HOME/attnjit, else ~/.cache/attnjit)"));
 }
 
 std::string format_bytes(uint64_t bytes) {

@@ -280,14 +280,17 @@ void register_prewarm(CLI::App& app) {
       "prewarm",
       "Compile every kernel a model or a manifest needs into the disk cache (NVRTC only; no GPU needed). "
       "ATTNJIT_CACHE_MODE=require is treated as readwrite here.");
-  auto* model = sub->add_option("--model", o->model, "Model preset (see --list-models): " + preset_names());
+  auto* model = sub->add_option("--model", o->model, "Model preset (see --list-models): " + preset_names())
+                    ->check(not_empty("give a model preset: " + preset_names()));
   auto* manifest = sub->add_option("--manifest", o->manifest,
                                    "JSON file: {\"arch\": optional, \"kernels\": [kernel spec, ...]} and/or "
                                    "{\"problems\": [{\"op\": \"single_decode\", \"num_qo_heads\", \"num_kv_heads\", "
-                                   "\"head_dim\", \"q_dtype\", \"kv_dtype\", ...}, ...]} (see `attnjit explain --list-ops`)");
+                                   "\"head_dim\", \"q_dtype\", \"kv_dtype\", ...}, ...]} (see `attnjit explain --list-ops`)")
+                      ->check(not_empty("give a manifest file"));
   model->excludes(manifest);
   sub->add_option("--arch", o->arch,
-                  "Target arch, e.g. sm_90a or sm_80 (default: the manifest's, else the first GPU's, else sm_90a)");
+                  "Target arch, e.g. sm_90a or sm_80 (default: the manifest's, else the first GPU's, else sm_90a)")
+      ->check(not_empty("give an arch such as sm_90a, or leave --arch out for the manifest's or the GPU's"));
   sub->add_option("-j,--jobs", o->jobs, "Parallel compiles (default: the number of hardware threads)")
       ->check(CLI::Range(1u, 1024u));
   add_cache_dir_option(sub, o->cache_dir);
