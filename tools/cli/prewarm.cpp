@@ -220,10 +220,17 @@ void run_prewarm(const PrewarmOptions& o) {
     // Prewarm exists to fill the cache; "fail on miss" is for the fleet that reads it.
     config.cache.mode = CacheMode::ReadWrite;
   }
+  const CacheMode mode = config.cache.mode;
+  // A folder this user cannot write (a shared cache another user filled)
+  // fails only if something needs storing: the run checks each kernel's entry
+  // and compiles nothing, since nothing compiled could be kept.
+  std::string unwritable = preflight_cache(config.cache, o.allow_memory_only);
+  if (o.allow_memory_only) unwritable.clear();
+  const bool check_only = !unwritable.empty();
+  if (check_only) config.cache.mode = CacheMode::ReadOnly;  // the engine only computes keys: never touch the folder
   Runtime rt(config);
   detail::Engine& engine = rt.engine();
   const std::string arch = !o.arch.empty() ? o.arch : !list.arch.empty() ? list.arch : rt.default_arch();
-  preflight_cache(engine.disk_cache(), o.allow_memory_only);
   // Kernels of an arch-specific backend (Hopper prefill) only where they run.
   const size_t listed = list.specs.size();
   list.specs.erase(std::remove_if(list.specs.begin(), list.specs.end(),
@@ -246,9 +253,15 @@ void run_prewarm(const PrewarmOptions& o) {
       const auto t0 = Clock::now();
       Outcome& out = outcomes[i];
       try {
-        const detail::Prepared p = engine.prepare(list.specs[i], arch);
-        out.kind = p.origin == detail::Origin::Compiled ? Outcome::Compiled : Outcome::Cached;
-        out.key = p.kernel->key;
+        if (check_only) {
+          list.specs[i].validate();
+          out.key = engine.key_for(list.specs[i], arch);
+          out.kind = entry_is_stored(engine.disk_cache(), arch, out.key) ? Outcome::Cached : Outcome::NotCached;
+        } else {
+          const detail::Prepared p = engine.prepare(list.specs[i], arch);
+          out.kind = p.origin == detail::Origin::Compiled ? Outcome::Compiled : Outcome::Cached;
+          out.key = p.kernel->key;
+        }
       } catch (const std::exception& e) {
         out.kind = Outcome::Failed;
         out.error = e.what();
@@ -257,7 +270,10 @@ void run_prewarm(const PrewarmOptions& o) {
           stop = true;
       }
       out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      progress.report(out.kind == Outcome::Compiled ? "compiled" : out.kind == Outcome::Cached ? "cached  " : "FAILED  ",
+      progress.report(out.kind == Outcome::Compiled    ? "compiled"
+                      : out.kind == Outcome::Cached    ? "cached  "
+                      : out.kind == Outcome::NotCached ? "missing "
+                                                       : "FAILED  ",
                       list.specs[i].name(), out.seconds);
     }
   };
@@ -267,7 +283,7 @@ void run_prewarm(const PrewarmOptions& o) {
   progress.finish();
   const double total = std::chrono::duration<double>(Clock::now() - start).count();
 
-  PrewarmRun run{list.label, arch, {}, std::move(outcomes), total, o.allow_memory_only};
+  PrewarmRun run{list.label, arch, {}, std::move(outcomes), total, o.allow_memory_only, mode, unwritable};
   for (const auto& spec : list.specs) run.names.push_back(spec.name());
   report_prewarm(run, engine.disk_cache());
 }

@@ -16,32 +16,27 @@ namespace attnjit::cli {
 
 namespace {
 
-bool mode_writes(const cache::DiskCache& c) {
-  return c.config().mode == CacheMode::ReadWrite || c.config().mode == CacheMode::Require;
-}
+bool mode_writes(CacheMode m) { return m == CacheMode::ReadWrite || m == CacheMode::Require; }
+
+std::string kernels_text(size_t n) { return fmt::format("{} kernel{}", n, n == 1 ? "" : "s"); }
 
 }  // namespace
 
-void preflight_cache(cache::DiskCache& c, bool allow_memory_only) {
-  const std::string& dir = c.config().dir;
-  if (!mode_writes(c)) {
+std::string preflight_cache(const CacheConfig& c, bool allow_memory_only) {
+  if (!mode_writes(c.mode)) {
     fmt::print(stderr, "note: cache mode {} (ATTNJIT_CACHE_MODE): kernels are compiled but not stored in {}\n",
-               to_string(c.config().mode), dir);
-    return;
+               to_string(c.mode), c.dir);
+    return {};
   }
-  const cache::WriteProbe probe = cache::probe_writable(dir);
-  std::string reason = probe.writable ? c.not_writable_reason() : probe.reason;
-  if (reason.empty()) return;
-  if (allow_memory_only) {
+  const cache::WriteProbe probe = cache::probe_writable(c.dir);
+  if (probe.writable) return {};
+  if (allow_memory_only)
     fmt::print(stderr, "warning: the cache folder {} is not writable ({}): kernels are compiled but not stored "
-                       "(--allow-memory-only)\n", dir, reason);
-    return;
-  }
-  throw Error(Status::CacheError,
-              fmt::format("cannot store kernels in the cache folder {}: {}. Fix its permissions or free space "
-                          "(docs/RELIABILITY.md: shared caches), choose another with --cache-dir, or pass "
-                          "--allow-memory-only to compile without storing",
-                          dir, reason));
+                       "(--allow-memory-only)\n", c.dir, probe.reason);
+  else
+    fmt::print(stderr, "note: the cache folder {} is not writable ({}): checking that every kernel is already "
+                       "cached there; nothing is compiled\n", c.dir, probe.reason);
+  return probe.reason;
 }
 
 bool entry_is_stored(const cache::DiskCache& c, const std::string& arch, const std::string& key) {
@@ -53,8 +48,8 @@ bool entry_is_stored(const cache::DiskCache& c, const std::string& arch, const s
 
 PrewarmTally report_prewarm(PrewarmRun& run, const cache::DiskCache& c) {
   PrewarmTally t;
-  const bool expect_store = mode_writes(c);
-  std::vector<std::string> unstored;
+  const bool writes = mode_writes(run.mode);
+  std::vector<std::string> unstored, uncached;
   for (size_t i = 0; i < run.outcomes.size(); ++i) {
     auto& out = run.outcomes[i];
     if (out.kind == PrewarmOutcome::Pending) out.kind = PrewarmOutcome::Skipped;
@@ -62,7 +57,8 @@ PrewarmTally report_prewarm(PrewarmRun& run, const cache::DiskCache& c) {
       case PrewarmOutcome::Compiled:
         ++t.compiled;
         // Checked after every worker finished: a later store's eviction may have removed it.
-        if (entry_is_stored(c, run.arch, out.key)) {
+        // A mode that does not write stored nothing, whatever an earlier run left there.
+        if (writes && entry_is_stored(c, run.arch, out.key)) {
           ++t.stored;
         } else {
           ++t.not_stored;
@@ -70,18 +66,28 @@ PrewarmTally report_prewarm(PrewarmRun& run, const cache::DiskCache& c) {
         }
         break;
       case PrewarmOutcome::Cached: ++t.cached; break;
+      case PrewarmOutcome::NotCached:
+        ++t.not_cached;
+        uncached.push_back(run.names[i]);
+        break;
       case PrewarmOutcome::Failed: ++t.failed; break;
       default: ++t.not_attempted; break;
     }
   }
-  fmt::print("prewarm {} for {}: {} kernels: {} compiled, {} stored, {} already cached, {} failed, {} not stored{} "
+  fmt::print("prewarm {} for {}: {} kernels: {} compiled, {} stored{}, {} already cached, {} failed, {} not stored{}{} "
              "in {:.1f} s (cache: {})\n",
-             run.label, run.arch, run.outcomes.size(), t.compiled, t.stored, t.cached, t.failed, t.not_stored,
+             run.label, run.arch, run.outcomes.size(), t.compiled, t.stored,
+             writes ? std::string() : fmt::format(" (cache mode {})", to_string(run.mode)), t.cached, t.failed,
+             t.not_stored,
+             run.unwritable.empty() ? std::string()
+                                    : fmt::format(", {} not cached (checked only: the cache folder is not writable)",
+                                                  t.not_cached),
              t.not_attempted ? fmt::format(", {} not attempted", t.not_attempted) : std::string(), run.seconds,
              c.config().dir);
 
   if (t.not_stored) {
-    std::string reason = c.not_writable_reason();
+    std::string reason = writes ? c.not_writable_reason()
+                                : fmt::format("cache mode {} does not write", to_string(run.mode));
     if (reason.empty())
       reason = fmt::format("their entries are not in {} after the run (evicted by the size cap of {}, or removed "
                            "by another process)", c.config().dir, format_bytes(c.config().max_bytes));
@@ -96,8 +102,20 @@ PrewarmTally report_prewarm(PrewarmRun& run, const cache::DiskCache& c) {
     if (t.not_attempted)
       fmt::print(stderr, "stopped after an invalid-argument error; {} not attempted\n", t.not_attempted);
   }
+  if (!run.unwritable.empty() && t.not_cached == 0 && t.failed == 0 && t.not_attempted == 0)
+    fmt::print(stderr, "note: the cache folder {} is not writable, but every kernel is already cached there and "
+                       "verifies: nothing to store\n", c.config().dir);
   if (t.failed) throw CLI::RuntimeError(kExitFailure);
-  if (t.not_stored && expect_store && !run.allow_memory_only) {
+  if (t.not_cached) {
+    fmt::print(stderr, "attnjit: error: cannot store kernels in the cache folder {}: {}. {} of {} are not cached "
+                       "there and were not compiled (they could not be stored): {}. Fix its permissions or free "
+                       "space (docs/RELIABILITY.md: shared caches), choose another with --cache-dir, or pass "
+                       "--allow-memory-only to compile without storing\n",
+               c.config().dir, run.unwritable, t.not_cached, kernels_text(run.outcomes.size()),
+               fmt::join(uncached, ", "));
+    throw CLI::RuntimeError(kExitFailure);
+  }
+  if (t.not_stored && writes && !run.allow_memory_only) {
     fmt::print(stderr, "attnjit: error: {} of {} compiled kernels were not stored in the cache; pass "
                        "--allow-memory-only to accept that\n", t.not_stored, t.compiled);
     throw CLI::RuntimeError(kExitFailure);
