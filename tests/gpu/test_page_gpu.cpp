@@ -141,7 +141,7 @@ void add_bad_rows(const Case& c, Tables& t) {
     t.positions.push_back(pos);
   };
   row(-1, 0);
-  row(B, 0);
+  row(B + 3, 0);  // batch_size, once the three requests below are added
   row(0, -3);
   for (int b = 0; b < B; ++b) {
     const int len = c.before[b] + c.appended[b];
