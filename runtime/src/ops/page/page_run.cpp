@@ -3,6 +3,9 @@
 // launch on the caller's stream. No allocation, no sync.
 #include "attnjit/page.hpp"
 
+#include <memory>
+#include <string>
+
 #include "cuda/driver.hpp"
 #include "engine.hpp"
 #include "launcher.hpp"
@@ -16,9 +19,20 @@ namespace {
 
 ops::DeviceFigures figures_of(const Runtime& rt, int device) {
   ops::DeviceFigures f;
-  f.sm_count = rt.engine().sm_count(device);
-  f.smem_per_block = rt.engine().smem_per_block(device);
+  f.sm_count = rt.engine().sm_count(device);  // the grid cap; the kernels use no shared memory
   return f;
+}
+
+// The loaded kernel, memoized in the engine under a short key: the engine's
+// own registry is keyed by the spec's canonical JSON, which takes about 2 us
+// to build, and an engine calls these helpers every step for every layer.
+std::shared_ptr<const detail::Kernel> kernel_for(const Runtime& rt, const KernelSpec& spec, int device) {
+  auto& engine = rt.engine();
+  const std::string key = "page/" + spec.name() + "/" + std::to_string(device);
+  if (auto k = engine.find_plan(key)) return std::static_pointer_cast<const detail::Kernel>(k);
+  std::shared_ptr<const detail::Kernel> k = engine.load_on_device(spec, device);
+  engine.remember_plan(key, k);
+  return k;
 }
 
 // One side's strides, the cache layout resolved: a chunk step is vec_bytes
@@ -67,7 +81,7 @@ void append_paged_kv_cache(const Runtime& rt, const TensorView& append_key, cons
   p.vec_bytes = plan.vec_bytes;
   p.lanes_log2 = plan.lanes_log2;
 
-  const auto kernel = rt.engine().load_on_device(plan.kernel.spec, problem.device);
+  const auto kernel = kernel_for(rt, plan.kernel.spec, problem.device);
   cuda::ScopedDevice scope(problem.device);
   detail::launch(*kernel, plan.kernel.shape, &p, stream);
 }
@@ -86,7 +100,7 @@ void get_batch_indices_positions(const Runtime& rt, const int32_t* append_indptr
   p.positions = positions;
   p.batch_size = batch_size;
   p.nnz = static_cast<int32_t>(nnz);
-  const auto kernel = rt.engine().load_on_device(plan.kernel.spec, device);
+  const auto kernel = kernel_for(rt, plan.kernel.spec, device);
   cuda::ScopedDevice scope(device);
   detail::launch(*kernel, plan.kernel.shape, &p, stream);
 }
