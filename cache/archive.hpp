@@ -91,9 +91,14 @@ struct UnpackReport {
 };
 
 // Verifies and installs every entry of `in` into `into` (which must be
-// writable: Error(CacheError) otherwise). A member that fails is refused
-// and counted; the rest still go in. Throws Error(InvalidArgument) when `in`
-// is not an attnjit cache archive (unreadable, not tar, no manifest first).
+// writable: Error(CacheError) otherwise). The whole archive is read and
+// judged before anything is written: Error(InvalidArgument), nothing
+// installed, when `in` is not an attnjit cache archive (unreadable, not tar,
+// no manifest first) or is damaged (truncated, or fewer entry members than
+// its manifest lists). A member that fails verification is refused and
+// counted; the rest still go in. A write that fails while installing (a full
+// disk) throws Error(CacheError) saying how many entries were installed
+// before it; each of those is complete (atomic publish).
 UnpackReport unpack(const std::filesystem::path& in, DiskCache& into, const LocalVersions& local);
 
 }  // namespace attnjit::cache::archive
