@@ -1,8 +1,10 @@
 // prewarm's counts are true in every cache mode and folder: a mode that does
 // not write stores nothing (even where an earlier run left the entries), and a
 // complete cache this user cannot write is a success (nothing to store) while
-// a missing kernel there is an error naming it, with nothing compiled. Needs
-// NVRTC (merge kernels for sm_80, well under a second each), never a GPU.
+// a missing kernel there is an error naming it, with nothing compiled. The
+// cache commands that change the folder name the mode that kept them from
+// it. Needs NVRTC (merge kernels for sm_80, well under a second each), never
+// a GPU.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -111,6 +113,26 @@ TEST_CASE("CLI: prewarm as another user over a complete cache it cannot write su
   INFO(memory.output);
   CHECK(memory.status == 0);
   CHECK(memory.has("2 kernels: 1 compiled, 0 stored, 1 already cached, 0 failed, 1 not stored"));
+}
+
+TEST_CASE("CLI: cache clear, gc and verify --remove in modes off and readonly change nothing and name the mode",
+          "[cli][prewarm]") {
+  TempDir tmp;
+  const fs::path cache = tmp.path() / "cache";
+  {
+    DiskCache c(config_for(cache));
+    REQUIRE(c.store(make_entry("kept")));
+  }
+  const auto files = sorted_files(cache);
+  for (const char* mode : {"off", "readonly"}) {
+    for (const char* args : {"cache clear", "cache gc --max-bytes 1", "cache verify --remove"}) {
+      const CliResult r = run_cli(args, cache, std::string("ATTNJIT_CACHE_MODE=") + mode);
+      INFO(mode << " " << args << "\n" << r.output);
+      CHECK(r.status == 0);
+      CHECK(r.has(std::string("note: cache mode is ") + mode + " (ATTNJIT_CACHE_MODE)"));
+    }
+  }
+  CHECK(sorted_files(cache) == files);
 }
 
 }  // namespace attnjit::test

@@ -34,9 +34,11 @@ cache::DiskCache open_cache(const CacheOptions& o, Access access) {
   return cache::DiskCache(config.cache);
 }
 
-void note_if_readonly(const cache::DiskCache& c, const char* what) {
+// Names the mode the user set (off is run as readonly here, see above).
+void note_if_readonly(const CacheOptions& o, const cache::DiskCache& c, const char* what) {
   if (c.config().mode == CacheMode::ReadOnly)
-    fmt::print(stderr, "note: cache mode is readonly (ATTNJIT_CACHE_MODE): {} nothing\n", what);
+    fmt::print(stderr, "note: cache mode is {} (ATTNJIT_CACHE_MODE): {} nothing\n",
+               to_string(load_config(o.cache_dir).cache.mode), what);
 }
 
 // A missing folder is an empty cache, but say so: it is often a mistyped path.
@@ -86,7 +88,7 @@ void print_temporaries(const std::vector<cache::TemporaryInfo>& temps) {
 
 void run_verify(const CacheOptions& o) {
   auto c = open_cache(o, o.remove ? Access::Change : Access::Read);
-  if (o.remove) note_if_readonly(c, "removes");
+  if (o.remove) note_if_readonly(o, c, "removes");
   const cache::VerifyReport r = c.verify(o.remove);
   note_if_missing(c);
   for (const auto& p : r.problems) fmt::print("corrupt: {}\n", p);
@@ -102,14 +104,14 @@ void run_verify(const CacheOptions& o) {
 
 void run_clear(const CacheOptions& o) {
   auto c = open_cache(o, Access::Change);
-  note_if_readonly(c, "removes");
+  note_if_readonly(o, c, "removes");
   const size_t removed = c.clear();
   fmt::print("removed {} entr{} from {}\n", removed, removed == 1 ? "y" : "ies", c.config().dir);
 }
 
 void run_gc(const CacheOptions& o) {
   auto c = open_cache(o, Access::Change);
-  note_if_readonly(c, "evicts");
+  note_if_readonly(o, c, "evicts");
   std::optional<uint64_t> cap;
   if (!o.max_bytes.empty()) cap = parse_byte_count(o.max_bytes, "--max-bytes");
   const cache::GcReport r = c.gc(cap);
