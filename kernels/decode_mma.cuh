@@ -35,6 +35,7 @@
 #include "decode_params.h"
 #include "decode_prefetch.cuh"
 #include "decode_queries.cuh"
+#include "decode_row_variant.cuh"
 #include "decode_scales.cuh"
 #include "decode_work.cuh"
 #include "key_major_softmax.cuh"
@@ -51,8 +52,8 @@ struct DecodeMmaTraits {
   static_assert(HeadDim == 64 || HeadDim == 128, "tensor-core decode supports head_dim 64 and 128");
   static_assert(HeadsPerCta >= 1 && TokensPerCta >= 1 && HeadsPerCta * TokensPerCta <= 16,
                 "the CTA's query rows (heads x tokens) are at most two 8-row n-tiles");
-  static_assert(TokensPerCta == 1 || MaskMode == kernels::kMaskCausal,
-                "several query tokens of a request are causal among themselves");
+  static_assert(TokensPerCta == 1 || MaskMode == kernels::kMaskCausal || MaskMode == kernels::kMaskDraft,
+                "several query tokens of a request are causal among themselves, or follow a draft-tree mask");
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeads = HeadsPerCta;
   static constexpr int kRows = HeadsPerCta * TokensPerCta;
@@ -77,8 +78,8 @@ struct DecodeMmaTraits {
   using Rows = DecodeQueryRows<HeadsPerCta, TokensPerCta>;
   // A work item's rows start inside the window of the request's first token
   // (decode_work.cuh), so one token needs no window check per row; with
-  // several (causal), later tokens' windows start later and are checked.
-  using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, MaskMode == kernels::kMaskCausal>;
+  // several (causal or a draft mask), later tokens' windows start later and are checked.
+  using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, MaskMode != kernels::kMaskNone>;
   // Keys and queries transformed in float (RoPE) reach the MMA as a rounded
   // part and the rest (split8), and S takes three MMAs per product instead of
   // one: rounding the rotated q and k once cost up to 3e-2 of lse (bf16),
@@ -144,9 +145,10 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const int row = min(n * 8 + 2 * t + c, Tr::kRows - 1);
-      q_pos[n][c] = queries.q_pos(row, kv_len);
-      vars[n][c] = typename Tr::Variant(var, work.request, queries.head(row), p.num_qo_heads, kv_len, queries.q_len,
-                                        queries.token(row));
+      // A draft mask's padding rows take the last token's row (decode_row_variant.cuh).
+      q_pos[n][c] = Tr::Variant::MaskT::kMode == kernels::kMaskDraft ? queries.mask_q_pos(row, kv_len)
+                                                                     : queries.q_pos(row, kv_len);
+      vars[n][c] = decode_row_variant<typename Tr::Variant>(var, p, queries, work.request, row, kv_len);
     }
   }
   const typename Tr::Variant& any_row = vars[0][0];  // for the hooks that do not depend on the row (RoPE)

@@ -86,13 +86,21 @@ struct DecodeParams {
   // start when the wait has long returned.
   int32_t prefetch_rows;
   int32_t prefetch_items;
+  // Speculative decoding's draft-tree mask (variant mask kMaskDraft; null
+  // otherwise), TensorRT-LLM's `mask`: one row of draft_mask_row_words
+  // 32-bit words per query token row (the rows of q), bit c of a row (word
+  // c / 32, bit c % 32) set when that token sees its request's draft token
+  // c; the keys before the draft tokens are seen by all (kernels/mask.cuh).
+  // Last in the struct: the fields before keep their offsets.
+  const uint32_t* draft_mask;
+  int32_t draft_mask_row_words;
 };
 
 // Dynamic shared memory of the decode kernel: one (m, d, o[head_dim]) state
-// per warp and head for the cross-warp merge. Shared by host and device so the
-// launch and the kernel agree.
-ATTNJIT_HOST_DEVICE constexpr int decode_smem_bytes(int warps, int heads_per_cta, int head_dim) {
-  return warps * heads_per_cta * (head_dim + 2) * 4;
+// per warp and query row (heads x tokens) for the cross-warp merge. Shared by
+// host and device so the launch and the kernel agree.
+ATTNJIT_HOST_DEVICE constexpr int decode_smem_bytes(int warps, int rows_per_cta, int head_dim) {
+  return warps * rows_per_cta * (head_dim + 2) * 4;
 }
 
 // Dynamic shared memory of the tensor-core decode kernel: double-buffered K and

@@ -55,6 +55,10 @@ struct DecodeQueryRows {
   // The row's position in the KV sequence; negative when the request has more
   // tokens than keys (it then sees nothing).
   ATTNJIT_DEVICE int q_pos(int r, int kv_len) const { return kv_len - q_len + token(r); }
+  // The token whose mask row a row reads: its own, or for padding the
+  // request's last (decode_row_variant.cuh). Call once the CTA is not empty().
+  ATTNJIT_DEVICE int mask_token(int r) const { return min(token(r), q_len - 1); }
+  ATTNJIT_DEVICE int mask_q_pos(int r, int kv_len) const { return kv_len - q_len + mask_token(r); }
   ATTNJIT_DEVICE int64_t q_row(int r) const { return q_first + token(r); }
   // Where row r's token starts in q / o, in elements (decode_params.h: the ragged offsets).
   ATTNJIT_DEVICE int64_t q_elem(const kernels::DecodeParams& p, int r) const {

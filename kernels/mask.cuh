@@ -5,6 +5,10 @@
 //   causal:  k_pos <= q_pos
 //   custom:  bit (q_pos - (kv_len - qo_len)) * kv_len + k_pos of the request's
 //            packed block (FlashInfer's order: little-endian within a byte)
+//   draft:   keys before the request's q_len query tokens always; key
+//            first_q_pos + c for query token t: bit t * row_bits + c of the
+//            request's rows (TensorRT-LLM's speculative-decoding mask, bound
+//            by the decode skeletons: decode_queries.cuh, decode_row_variant)
 //   window:  k_pos >= q_pos - window_left        (and with any mode)
 //
 // Mode and whether the window is checked are compile-time, so a variant
@@ -17,19 +21,26 @@ namespace attnjit {
 
 template <int Mode, bool Window>
 struct Mask {
-  static_assert(Mode == kernels::kMaskNone || Mode == kernels::kMaskCausal || Mode == kernels::kMaskCustom,
+  static_assert(Mode == kernels::kMaskNone || Mode == kernels::kMaskCausal || Mode == kernels::kMaskCustom ||
+                    Mode == kernels::kMaskDraft,
                 "unknown mask mode");
+  static constexpr int kMode = Mode;
 
   int window_left;      // Window; < 0: none
-  int first_q_pos;      // kMaskCustom: kv_len - qo_len, the position of block row 0
-  int kv_len;           // kMaskCustom: block row length
-  const uint8_t* bits;  // kMaskCustom: the request's block
+  int first_q_pos;      // kMaskCustom, kMaskDraft: kv_len - qo_len, the position of block row 0
+  int kv_len;           // kMaskCustom: block row length; kMaskDraft: bits per row (bind_draft_rows)
+  const uint8_t* bits;  // kMaskCustom, kMaskDraft: the request's block
 
   Mask() = default;
   ATTNJIT_DEVICE Mask(const kernels::VariantParams& p, int request, int qo_len, int kv_len_)
       : window_left(p.window_left), first_q_pos(kv_len_ - qo_len), kv_len(kv_len_), bits(nullptr) {
     if constexpr (Mode == kernels::kMaskCustom)
       bits = p.custom_mask + (p.custom_mask_indptr ? p.custom_mask_indptr[request] : 0);
+  }
+  // kMaskDraft: the request's rows (token 0's first) and their pitch in bits.
+  ATTNJIT_DEVICE void bind_draft_rows(const uint8_t* rows, int row_bits) {
+    bits = rows;
+    kv_len = row_bits;
   }
 
   ATTNJIT_DEVICE bool keep(int q_pos, int k_pos) const {
@@ -38,6 +49,13 @@ struct Mask {
     if constexpr (Mode == kernels::kMaskCustom) {
       const int64_t bit = int64_t(q_pos - first_q_pos) * kv_len + k_pos;
       ok = (bits[bit >> 3] >> (bit & 7)) & 1;
+    }
+    if constexpr (Mode == kernels::kMaskDraft) {
+      const int col = k_pos - first_q_pos;  // < 0: a key before the draft tokens, seen by every one
+      if (col >= 0) {
+        const int64_t bit = int64_t(q_pos - first_q_pos) * kv_len + col;
+        ok = (bits[bit >> 3] >> (bit & 7)) & 1;
+      }
     }
     if constexpr (Window) ok = ok && (window_left < 0 || k_pos >= q_pos - window_left);
     return ok;
@@ -48,6 +66,7 @@ struct Mask {
 // exactly as large (and compiles exactly as) one without a mask.
 template <>
 struct Mask<kernels::kMaskNone, false> {
+  static constexpr int kMode = kernels::kMaskNone;
   Mask() = default;
   ATTNJIT_DEVICE Mask(const kernels::VariantParams&, int, int, int) {}
   ATTNJIT_DEVICE bool keep(int, int) const { return true; }

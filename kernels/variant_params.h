@@ -16,7 +16,8 @@ enum PosEncodingMode : int32_t { kPosNone = 0, kPosRopeLlama = 1, kPosAlibi = 2 
 // The sliding window is orthogonal: a run-time window_left, checked only by
 // variants compiled to check it (decode instead starts each work item's rows
 // at the window, decode_work.cuh, at no per-row cost).
-enum MaskMode : int32_t { kMaskNone = 0, kMaskCausal = 1, kMaskCustom = 2 };
+// kMaskDraft: TensorRT-LLM's draft-tree mask of speculative decoding (mask.cuh).
+enum MaskMode : int32_t { kMaskNone = 0, kMaskCausal = 1, kMaskCustom = 2, kMaskDraft = 3 };
 
 struct VariantParams {
   float sm_scale;         // softmax scale with q_scale * k_scale folded in

@@ -185,16 +185,14 @@ TEST_CASE("speculative decode: problems refuse what the kernel cannot do, naming
     b["max_q_len"] = 2;  // q_len_per_req equal to it: accepted
     CHECK_NOTHROW(ops::batch_decode_problem_from_json(b));
   }
-  auto wide = spec_problem(4, 4, 3, 256);
-  CHECK_THAT(error_of([&] { ops::validate(wide); }, Status::Unsupported),
-             Contains("q_len_per_req=3 is not supported with head_dim=256; several query tokens per request run on "
-                      "the tensor-core decode kernel, which supports head_dim 64 and 128"));
-  wide.q_len_per_req = 1;
-  wide.max_q_len = 2;
-  CHECK_THAT(error_of([&] { ops::validate(wide); }, Status::Unsupported),
-             Contains("max_q_len=2 is not supported with head_dim=256"));
-  wide.max_q_len = 0;
-  CHECK_NOTHROW(ops::validate(wide));  // one token: CUDA cores, as before
+  // Several tokens at head_dim 256 and 512 run on CUDA cores (tokens x heads a CTA).
+  for (int d : {256, 512}) {
+    auto wide = spec_problem(4, 4, 3, d);
+    CHECK_NOTHROW(ops::validate(wide));
+    wide.q_len_per_req = 1;
+    wide.max_q_len = 2;
+    CHECK_NOTHROW(ops::validate(wide));
+  }
 }
 
 TEST_CASE("speculative decode: query rows against q_len_per_req and cum_seq_lens_q", "[batch_decode][speculative]") {
@@ -234,10 +232,12 @@ TEST_CASE("speculative decode: decode specs validate rows, tokens and mask", "[b
   k = s;
   k.tensor_cores = false;
   k.heads_per_cta = 4;
-  CHECK_THAT(refused(k), Contains("decode spec.mask=causal is not supported on CUDA cores; allowed: none, or causal "
-                                  "with tensor_cores"));
+  CHECK_NOTHROW(k.validate());  // several tokens on CUDA cores: 2 x 4 rows
+  k.heads_per_cta = 5;
+  CHECK_THAT(refused(k), Contains("= 10 query rows is not supported on CUDA cores; allowed: at most 8"));
+  k.heads_per_cta = 4;
   k.variant.mask = MaskMode::None;
-  CHECK_THAT(refused(k), Contains("decode spec.tokens_per_cta=2 is not supported; allowed: 1 (CUDA cores)"));
+  CHECK_THAT(refused(k), Contains("decode spec.tokens_per_cta=2 needs mask=causal or draft"));
   k = s;
   k.variant.mask = MaskMode::Custom;
   CHECK_THAT(refused(k), Contains("decode spec.mask=custom is not supported"));

@@ -158,8 +158,7 @@ TEST_CASE("batch prefill: bad index arrays name the argument, value and what is 
   msg = error_of([&] { ops::validate_batch_prefill(s); }, Status::InvalidArgument);
   CHECK_THAT(msg, Catch::Contains("qo_indptr[2]=3 < qo_indptr[1]=5") && Catch::Contains("non-decreasing"));
   s = shape({4, 20}, {8, 10});
-  msg = error_of([&] { ops::validate_batch_prefill(s); }, Status::InvalidArgument);
-  CHECK_THAT(msg, Catch::Contains("request 1: qo_len=20 > kv_len=10") && Catch::Contains("causal"));
+  CHECK_NOTHROW(ops::validate_batch_prefill(s));  // causal, qo_len > kv_len: rows that see no key give 0
   s.options.causal = false;
   CHECK_NOTHROW(ops::validate_batch_prefill(s));
   s.kv_lens = {8};

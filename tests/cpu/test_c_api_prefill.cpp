@@ -46,9 +46,14 @@ TEST_CASE("C API: single prefill rejects bad options and problems, naming them",
   opts.causal = 2;
   CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("options->causal=2"));
-  opts.causal = 1;  // qo_len 100 > kv_len 50
-  CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_len=100 > kv_len=50"));
+  opts.causal = 1;  // qo_len 100 > kv_len 50 is allowed (rows that see no key give 0); no KV at all is not
+  DLTensorMaker k0({0, 2, 128}), v0({0, 2, 128});
+  auto call_no_kv = [&] {
+    return attnjit_single_prefill_with_kv_cache(r.rt, q.get(), k0.get(), v0.get(), o.get(), nullptr, &opts, nullptr, 0,
+                                                nullptr, 0, nullptr);
+  };
+  CHECK(call_no_kv() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("kv_len=0 is not allowed"));
   opts.struct_size = 0;
   CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("attnjit_prefill_options_init"));
@@ -61,8 +66,8 @@ TEST_CASE("C API: single prefill rejects bad options and problems, naming them",
   opts.backend = 7;
   opts.struct_size = offsetof(attnjit_prefill_options_t, backend);
   opts.causal = 1;
-  CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);  // the problem's error, not the backend's
-  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_len=100 > kv_len=50"));
+  CHECK(call_no_kv() == ATTNJIT_ERROR_INVALID_ARGUMENT);  // the problem's error, not the backend's
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("kv_len=0 is not allowed"));
   attnjit_prefill_options_init(&opts);
   opts.pos_encoding_mode = 7;
   CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
@@ -87,10 +92,10 @@ TEST_CASE("C API: single prefill's workspace query checks its arguments like the
   CHECK(attnjit_single_prefill_workspace_bytes(r.rt, q.get(), k.get(), v.get(), &opts, 0, 0, nullptr) ==
         ATTNJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("out"));
-  opts.causal = 1;  // the problem's own errors come before any device is asked
-  CHECK(attnjit_single_prefill_workspace_bytes(r.rt, q.get(), k.get(), v.get(), &opts, 0, 0, &bytes) ==
+  DLTensorMaker k0({0, 2, 128}), v0({0, 2, 128});  // the problem's own errors come before any device is asked
+  CHECK(attnjit_single_prefill_workspace_bytes(r.rt, q.get(), k0.get(), v0.get(), &opts, 0, 0, &bytes) ==
         ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_len=100 > kv_len=50"));
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("kv_len=0 is not allowed"));
   CHECK(bytes == 7);  // nothing written on failure
 }
 

@@ -136,10 +136,10 @@ TEST_CASE("single prefill plan: the variant follows the options", "[prefill][pla
 TEST_CASE("single prefill: bad problems name the argument, its value and what is allowed", "[prefill][errors]") {
   auto p = problem(200, 100);
   p.options.causal = true;
-  auto msg = error_of([&] { ops::validate(p); }, Status::InvalidArgument);
-  CHECK_THAT(msg, Catch::Contains("qo_len=200 > kv_len=100") && Catch::Contains("causal"));
+  CHECK_NOTHROW(ops::validate(p));  // the first 100 rows see no key: o = 0, lse = -inf, as FlashInfer
   p.options.causal = false;
-  CHECK_NOTHROW(ops::validate(p));  // without causal a longer query is fine
+  CHECK_NOTHROW(ops::validate(p));
+  std::string msg;
 
   p = problem(16, 16, 32, 8, 96);
   msg = error_of([&] { ops::validate(p); }, Status::Unsupported);

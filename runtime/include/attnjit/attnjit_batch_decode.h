@@ -14,7 +14,8 @@
  * The KV cache is a pair of 4-D tensors k_cache, v_cache ([pages, page_size,
  * kv_heads, head_dim] for NHD, [pages, kv_heads, page_size, head_dim] for
  * HND); where a function says so, v_cache may be NULL and k_cache the 5-D
- * single-tensor form [pages, 2, ...] (K at [:, 0], V at [:, 1]).
+ * single-tensor form [pages, 2, ...] (K at [:, 0], V at [:, 1]), or for
+ * TensorRT-LLM's entry [pages, 1, ...] (K and V the same tensor).
  * Index arrays are int32 DLTensors (seq_lens may also be uint32).
  *
  * Errors, handles and options structs follow attnjit.h: a status code, the
@@ -167,13 +168,36 @@ ATTNJIT_API attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v2(
  *    value the tensor holds at replay; the host never reads it (its value is
  *    not checked: it must be finite and > 0, like the float's).
  * At most 64 tokens per request; more than one per request runs on tensor
- * cores (head_dim 64 or 128, whatever options->use_tensor_cores says). */
+ * cores at head_dim 64 and 128 (whatever options->use_tensor_cores says), on
+ * CUDA cores at 256 and 512. */
 ATTNJIT_API attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v3(
     attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache, const DLTensor* v_cache, void* workspace,
     size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
     const attnjit_trtllm_decode_options_t* options, const DLTensor* sinks, int enable_pdl, int q_len_per_req,
     int max_q_len, const DLTensor* cum_seq_lens_q, const DLTensor* bmm1_scale, const DLTensor* bmm2_scale,
     DLTensor* out, DLTensor* lse, void* stream);
+
+/* attnjit_trtllm_batch_decode_with_kv_cache_v3 with TensorRT-LLM's `mask`,
+ * the draft-tree mask of speculative decoding (_v3 is this with mask NULL:
+ * the request's tokens are causal among themselves).
+ *  - mask: NULL, or uint16 on the query's device, contiguous, FlashInfer's
+ *    bit-packed rows: [batch, q_len_per_req, words] or, with cum_seq_lens_q,
+ *    [num_tokens, words], one row per query token row, words an even number
+ *    of uint16 (32-bit words, ((max tokens + 31) / 32) * 2 in FlashInfer);
+ *    32-bit (uint32/int32) words are taken too. Bit c of token t's row (word
+ *    c / 32, bit c % 32, little-endian) set: t sees its request's draft token
+ *    c, at position L - q_len + c; every token sees the keys before the draft
+ *    tokens (and its window). Needs q_len_per_req or max_q_len >= 2. The bits
+ *    are device data the host does not read.
+ * The single-tensor cache (v_cache NULL) of the TensorRT-LLM functions may be
+ * [pages, 2, ...] or, as FlashInfer accepts, [pages, 1, ...]: K and V are
+ * then the same tensor. */
+ATTNJIT_API attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v4(
+    attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache, const DLTensor* v_cache, void* workspace,
+    size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
+    const attnjit_trtllm_decode_options_t* options, const DLTensor* sinks, int enable_pdl, int q_len_per_req,
+    int max_q_len, const DLTensor* cum_seq_lens_q, const DLTensor* bmm1_scale, const DLTensor* bmm2_scale,
+    const DLTensor* mask, DLTensor* out, DLTensor* lse, void* stream);
 
 /* cuDNN's batch decode: q [batch, num_qo_heads, head_dim]; k_cache, v_cache
  * [pages, num_kv_heads, page_size, head_dim] (HND); scale > 0;

@@ -82,6 +82,9 @@ struct BatchDecodeProblem {
   // cum_seq_lens_q, BatchDecodeLaunchExtras), each at most max_q_len;
   // q_len_per_req is then 1 or equal to it. 0: uniform q_len_per_req.
   int max_q_len = 0;
+  // Several query tokens follow TensorRT-LLM's draft-tree mask
+  // (BatchDecodeLaunchExtras::draft_mask) instead of being causal.
+  bool draft_mask = false;
   DType q_dtype = DType::F16;
   DType kv_dtype = DType::F16;
   DType o_dtype = DType::F16;
@@ -109,7 +112,8 @@ struct PagedKVView {
 };
 
 // The K and V halves of a 5-D cache [pages, 2, ...] (FlashInfer's and
-// TensorRT-LLM's single-tensor form) as 4-D views. shape/strides in elements.
+// TensorRT-LLM's single-tensor form) as 4-D views; [pages, 1, ...] gives the
+// one tensor as both, as FlashInfer reads it. shape/strides in elements.
 ATTNJIT_API std::pair<TensorView, TensorView> kv_cache_halves(void* data, DType dtype, const int64_t (&shape)[5],
                                                                const int64_t (&strides)[5], int device = 0);
 
@@ -140,6 +144,13 @@ struct BatchDecodeLaunchExtras {
   // they hold at replay. Not read by the host.
   const float* bmm1_scale = nullptr;
   const float* bmm2_scale = nullptr;
+  // Required iff the problem has draft_mask: TensorRT-LLM's speculative
+  // mask on the device, draft_mask_row_words 32-bit words per query token
+  // row (the rows of q), bit c (word c / 32, bit c % 32) of token t's row
+  // set when t sees its request's draft token c (the request's last q_len
+  // positions); keys before those are seen by every token. Not read by the host.
+  const uint32_t* draft_mask = nullptr;
+  int draft_mask_row_words = 0;
 };
 
 class ATTNJIT_API BatchDecodePlan {
@@ -254,6 +265,11 @@ struct TrtllmDecodeArgs {
   int max_q_len = 0;
   int batch_size = 0;                     // required with cum_seq_lens_q; else 0 (query rows / q_len_per_req) or that
   std::optional<bool> enable_pdl;         // programmatic dependent launch; unset: on where the GPU has it (sm_90+)
+  // TensorRT-LLM's `mask` with several query tokens: null (causal), or the
+  // draft-tree mask on the device, mask_row_words uint32 words per query row
+  // (BatchDecodeLaunchExtras::draft_mask).
+  const uint32_t* mask = nullptr;
+  int mask_row_words = 0;
   bool use_tensor_cores = false;
 };
 // query [tokens, H, D] (tokens = batch * q_len_per_req, or cum_seq_lens_q[batch]);

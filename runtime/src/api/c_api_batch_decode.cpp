@@ -121,7 +121,51 @@ struct TrtllmExtras {
   const DLTensor* cum_seq_lens_q = nullptr;
   const DLTensor* bmm1_scale = nullptr;
   const DLTensor* bmm2_scale = nullptr;
+  const DLTensor* mask = nullptr;  // _v4
 };
+
+// _v4's draft-tree mask: uint16 (or uint32) on the query's device, contiguous,
+// [batch, q_len_per_req, words] or with cum_seq_lens_q [num_tokens, words]:
+// one row per query token, words 16-bit (32-bit) units, an even number of
+// 16-bit ones (FlashInfer's ((q_len + 31) / 32) * 2). Returns the rows' 32-bit words.
+int mask_row_words(const DLTensor* m, const attnjit::TensorView& q, const attnjit::TrtllmDecodeArgs& a,
+                   int64_t batch) {
+  if (m->ndim < 2 || m->ndim > 3 || m->shape == nullptr)
+    invalid(fmt::format("mask: ndim={} is not allowed; allowed: 3, [batch_size, q_len_per_req, words], or 2, "
+                        "[num_tokens, words] (uint16, FlashInfer's bit-packed rows)",
+                        m->ndim));
+  const std::vector<int64_t> shape(m->shape, m->shape + m->ndim);
+  const bool u16 = m->dtype.code == kDLUInt && m->dtype.bits == 16 && m->dtype.lanes == 1;
+  const bool u32 = (m->dtype.code == kDLUInt || m->dtype.code == kDLInt) && m->dtype.bits == 32 && m->dtype.lanes == 1;
+  if (!u16 && !u32)
+    invalid(fmt::format("mask: dtype (code {}, bits {}) is not allowed; allowed: uint16 (FlashInfer's) or 32-bit "
+                        "words",
+                        int(m->dtype.code), int(m->dtype.bits)));
+  const int64_t rows = m->ndim == 3 ? shape[0] * shape[1] : shape[0];
+  if (m->ndim == 3 && (shape[0] != batch || shape[1] != a.q_len_per_req || a.cum_seq_lens_q))
+    invalid(fmt::format("mask: shape {} is not allowed; allowed: [batch_size={}, q_len_per_req={}, words]{}", shape,
+                        batch, a.q_len_per_req, a.cum_seq_lens_q ? " (with cum_seq_lens_q: [num_tokens, words])" : ""));
+  if (rows != q.shape[0])
+    invalid(fmt::format("mask: shape {} has {} rows; allowed: one per query token row ({})", shape, rows, q.shape[0]));
+  const int64_t units = shape.back();
+  if (u16 && units % 2 != 0)
+    invalid(fmt::format("mask: shape {} is not allowed; a row is 32-bit words, an even number of uint16", shape));
+  if (m->strides) {
+    int64_t expect = 1;
+    for (int i = m->ndim - 1; i >= 0; --i) {
+      if (shape[i] != 1 && m->strides[i] != expect)
+        invalid(fmt::format("mask: strides are not allowed for shape {}; allowed: contiguous (row-major)", shape));
+      expect *= shape[i];
+    }
+  }
+  if (m->device.device_type != kDLCUDA || m->device.device_id != q.device)
+    invalid(fmt::format("mask: device (type {}, id {}) is not allowed; allowed: the query's, cuda:{}",
+                        int(m->device.device_type), m->device.device_id, q.device));
+  if (!m->data) invalid("mask: data is NULL");
+  if ((reinterpret_cast<uintptr_t>(m->data) + m->byte_offset) % 4 != 0)
+    invalid("mask: its first element is not 4-byte aligned; allowed: 32-bit aligned rows");
+  return static_cast<int>(u16 ? units / 2 : units);
+}
 
 // The three TensorRT-LLM entry points, one path.
 void trtllm_decode(const char* fn, attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache,
@@ -133,7 +177,7 @@ void trtllm_decode(const char* fn, attnjit_runtime_t* rt, const DLTensor* query,
   a.enable_pdl = pdl_choice(x.enable_pdl);
   const auto qv = attnjit::from_dlpack(query, "query");
   rows_of(qv, "query", "num_tokens");
-  const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache);
+  const auto [kc, vc] = attnjit::capi::kv_cache_views(k_cache, v_cache, true);  // [pages, 1, ...] too, as FlashInfer
   // seq_lens before the batch: with per-request query lengths its length is the batch.
   const auto lens = attnjit::capi::device_int32_array(seq_lens, "seq_lens", true);
   same_device(lens, "seq_lens", qv.device);
@@ -170,6 +214,10 @@ void trtllm_decode(const char* fn, attnjit_runtime_t* rt, const DLTensor* query,
     a.bmm1_scale_tensor = attnjit::capi::device_float32_scalar(x.bmm1_scale, "bmm1_scale", "the query", qv.device);
   if (x.bmm2_scale)
     a.bmm2_scale_tensor = attnjit::capi::device_float32_scalar(x.bmm2_scale, "bmm2_scale", "the query", qv.device);
+  if (x.mask) {
+    a.mask_row_words = mask_row_words(x.mask, qv, a, batch);
+    a.mask = reinterpret_cast<const uint32_t*>(static_cast<const char*>(x.mask->data) + x.mask->byte_offset);
+  }
   attnjit::trtllm_batch_decode_with_kv_cache(rt->runtime, qv, kc, vc, workspace, workspace_bytes, a, ov,
                                              lv ? &*lv : nullptr, as_stream(stream));
 }
@@ -384,6 +432,19 @@ attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v3(
   return guard([&] {
     const TrtllmExtras x{sinks, enable_pdl, q_len_per_req, max_q_len, cum_seq_lens_q, bmm1_scale, bmm2_scale};
     trtllm_decode("attnjit_trtllm_batch_decode_with_kv_cache_v3", rt, query, k_cache, v_cache, workspace,
+                  workspace_bytes, block_tables, seq_lens, max_seq_len, options, x, out, lse, stream);
+  });
+}
+
+attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v4(
+    attnjit_runtime_t* rt, const DLTensor* query, const DLTensor* k_cache, const DLTensor* v_cache, void* workspace,
+    size_t workspace_bytes, const DLTensor* block_tables, const DLTensor* seq_lens, int64_t max_seq_len,
+    const attnjit_trtllm_decode_options_t* options, const DLTensor* sinks, int enable_pdl, int q_len_per_req,
+    int max_q_len, const DLTensor* cum_seq_lens_q, const DLTensor* bmm1_scale, const DLTensor* bmm2_scale,
+    const DLTensor* mask, DLTensor* out, DLTensor* lse, void* stream) {
+  return guard([&] {
+    const TrtllmExtras x{sinks, enable_pdl, q_len_per_req, max_q_len, cum_seq_lens_q, bmm1_scale, bmm2_scale, mask};
+    trtllm_decode("attnjit_trtllm_batch_decode_with_kv_cache_v4", rt, query, k_cache, v_cache, workspace,
                   workspace_bytes, block_tables, seq_lens, max_seq_len, options, x, out, lse, stream);
   });
 }

@@ -85,17 +85,19 @@ DeviceInt32 device_int32_array(const DLTensor* t, const char* arg, bool allow_ui
   return d;
 }
 
-std::pair<TensorView, TensorView> kv_cache_views(const DLTensor* k_cache, const DLTensor* v_cache) {
+std::pair<TensorView, TensorView> kv_cache_views(const DLTensor* k_cache, const DLTensor* v_cache,
+                                                 bool allow_one_tensor) {
   if (v_cache) return {from_dlpack(k_cache, "k_cache"), from_dlpack(v_cache, "v_cache")};
   if (k_cache == nullptr) invalid("kv_cache: is NULL; expected a DLTensor* (k_cache, or the 5-D cache with v_cache NULL)");
   if (k_cache->ndim != 5 || k_cache->shape == nullptr)
     invalid(fmt::format("kv_cache: ndim={} is not allowed with v_cache NULL; allowed: 5, [pages, 2, page_size, "
-                        "num_kv_heads, head_dim] (NHD) or [pages, 2, num_kv_heads, page_size, head_dim] (HND), "
+                        "num_kv_heads, head_dim] (NHD) or [pages, 2, num_kv_heads, page_size, head_dim] (HND){}, "
                         "or pass k_cache and v_cache",
-                        k_cache->ndim));
+                        k_cache->ndim, allow_one_tensor ? " (or [pages, 1, ...]: K and V are one tensor)" : ""));
   const auto shape = shape_of(*k_cache);
-  if (shape[1] != 2)
-    invalid(fmt::format("kv_cache: shape {} is not allowed; shape[1] must be 2 (K then V)", shape));
+  if (shape[1] != 2 && !(allow_one_tensor && shape[1] == 1))
+    invalid(fmt::format("kv_cache: shape {} is not allowed; shape[1] must be 2 (K then V){}", shape,
+                        allow_one_tensor ? " or 1 (K and V are the same tensor, as FlashInfer reads it)" : ""));
   int64_t strides[5];
   if (k_cache->strides) {
     std::memcpy(strides, k_cache->strides, sizeof strides);
@@ -118,6 +120,7 @@ std::pair<TensorView, TensorView> kv_cache_views(const DLTensor* k_cache, const 
     h.byte_offset += static_cast<uint64_t>(which * strides[1] * (bits / 8));
     return from_dlpack(&h, arg);  // copies shape and strides out
   };
+  if (shape[1] == 1) return {half(0, "kv_cache[:, 0] (K)"), half(0, "kv_cache[:, 0] (V: K's tensor)")};
   return {half(0, "kv_cache[:, 0] (K)"), half(1, "kv_cache[:, 1] (V)")};
 }
 

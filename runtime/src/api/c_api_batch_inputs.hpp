@@ -28,7 +28,10 @@ struct DeviceInt32 {
 DeviceInt32 device_int32_array(const DLTensor* t, const char* arg, bool allow_uint32 = false);
 
 // k_cache / v_cache as the 4-D views the C++ API takes. v_cache NULL:
-// k_cache is [pages, 2, ...] (K at [:, 0], V at [:, 1]), split without a copy.
-std::pair<TensorView, TensorView> kv_cache_views(const DLTensor* k_cache, const DLTensor* v_cache);
+// k_cache is [pages, 2, ...] (K at [:, 0], V at [:, 1]), split without a copy,
+// or, where allow_one_tensor (TensorRT-LLM's decode, which only reads it),
+// [pages, 1, ...]: K and V both that one tensor, as FlashInfer reads it.
+std::pair<TensorView, TensorView> kv_cache_views(const DLTensor* k_cache, const DLTensor* v_cache,
+                                                 bool allow_one_tensor = false);
 
 }  // namespace attnjit::capi

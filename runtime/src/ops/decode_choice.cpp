@@ -9,6 +9,7 @@ namespace attnjit::ops {
 namespace {
 
 constexpr int kMaxHeadsPerCta = 8;      // CUDA cores: q/o fragments per thread grow with it (registers)
+constexpr int kMaxRows512 = 4;          // CUDA cores at head_dim 512: a row holds twice the registers
 constexpr int kTensorCoreMinGroup = 4;  // from here on the mma skeleton is faster without being asked
 
 // Query heads per CTA. Up to 4 share one CTA's registers comfortably; a larger
@@ -49,6 +50,19 @@ QueryTile tensor_core_query_tile(int group, int q_len) {
   return best;
 }
 
+// The CUDA-core skeleton's rows: heads_per_cta(group) heads (at most 4 at
+// head_dim 512), and for several query tokens as many tokens as keep the rows
+// at kMaxHeadsPerCta (kMaxRows512), balanced across the token tiles.
+QueryTile cuda_core_query_tile(int group, int q_len, int head_dim) {
+  const int max_rows = head_dim > 256 ? kMaxRows512 : kMaxHeadsPerCta;
+  int heads = heads_per_cta(group);
+  if (heads > max_rows)
+    for (heads = max_rows; group % heads != 0;) --heads;
+  const int max_tokens = std::max(1, std::min(q_len, max_rows / heads));
+  const int tiles = (q_len + max_tokens - 1) / max_tokens;
+  return {heads, (q_len + tiles - 1) / tiles};
+}
+
 }  // namespace
 
 DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
@@ -73,23 +87,20 @@ DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
   // cores measured 1.5x (group 4) and 2.7x (group 8) faster for batch decode
   // 64 x 4096, 1.44x at group 8 for single decode 32k, and 7% slower there at
   // group 4 (docs/PERFORMANCE.md, "Exact RoPE on tensor cores").
-  // Several query tokens per request run on tensor cores only (the CUDA-core
-  // skeleton has one query row per head).
+  // Several query tokens per request take the tensor cores where they run
+  // (head_dim <= 128), and CUDA cores above, tokens x heads rows a CTA.
   const bool multi_token = p.q_len > 1;
   s.warps = 4;
   s.tensor_cores = p.head_dim <= 128 && (p.use_tensor_cores || multi_token || group >= kTensorCoreMinGroup);
-  // Several tokens have no other skeleton; if theirs does not fit, loading it
+  // Several tokens on tensor cores: if their kernel does not fit, loading it
   // names the limit (Engine::load_on_device).
   if (s.tensor_cores && !multi_token && s.dynamic_smem_bytes() > p.smem_per_block) s.tensor_cores = false;
-  if (s.tensor_cores) {
-    const QueryTile tile = tensor_core_query_tile(group, std::max(p.q_len, 1));
-    s.heads_per_cta = tile.heads;
-    s.tokens_per_cta = tile.tokens;
-  } else {
-    s.heads_per_cta = heads_per_cta(group);
-  }
-  if (multi_token) s.variant.mask = MaskMode::Causal;
-  s.unroll = s.tensor_cores ? 4 : decode_tile(s).rows_per_iter / (s.warps * (256 / s.head_dim));
+  const QueryTile tile = s.tensor_cores ? tensor_core_query_tile(group, std::max(p.q_len, 1))
+                                        : cuda_core_query_tile(group, std::max(p.q_len, 1), p.head_dim);
+  s.heads_per_cta = tile.heads;
+  s.tokens_per_cta = tile.tokens;
+  if (multi_token) s.variant.mask = p.draft_mask ? MaskMode::Draft : MaskMode::Causal;
+  s.unroll = s.tensor_cores ? 4 : decode_tile(s).rows_per_iter / (s.warps * decode_rows_per_warp_step(s.head_dim));
   return s;
 }
 
@@ -102,16 +113,22 @@ int decode_query_blocks(const DecodeKernel& k, int group, int q_len) {
 // the compiler's register counts for 4 warps, as data: the planner never
 // needs a compiled kernel). All loads of the next iteration are in flight
 // while one computes, so registers grow with unroll * 2 raw fragments.
+int decode_rows_per_warp_step(int head_dim) { return std::max(1, 256 / head_dim); }
+
 DecodeTile decode_tile(const DecodeKernel& s) {
-  const int warps = s.warps, rows_per_step = 256 / s.head_dim;  // rows a warp covers per step
+  const int warps = s.warps, rows_per_step = decode_rows_per_warp_step(s.head_dim);  // rows a warp covers per step
   // Tensor cores: 16 rows per warp per tile, 32 for fp8 KV (the same bytes;
   // kernels/decode_mma.cuh), at the CTAs per SM its launch bounds promise.
   if (s.tensor_cores)
     return {16 * warps * (2 / static_cast<int>(dtype_size(s.variant.kv_dtype))), kernels::kDecodeMmaCtasPerSm};
   int unroll, ctas;
-  if (s.heads_per_cta <= 2) unroll = 4, ctas = 4;       // <= 128 registers
-  else if (s.heads_per_cta <= 4) unroll = 2, ctas = 3;  // ~150 registers
-  else unroll = 1, ctas = 2;                            // 5-8 heads: ~220 registers
+  const int rows = s.heads_per_cta * s.tokens_per_cta;
+  if (s.head_dim > 256) {  // 16 elements a lane: each row and load twice the registers (not measured)
+    if (rows <= 2) unroll = 2, ctas = 2;
+    else unroll = 1, ctas = 2;
+  } else if (rows <= 2) unroll = 4, ctas = 4;  // <= 128 registers
+  else if (rows <= 4) unroll = 2, ctas = 3;    // ~150 registers
+  else unroll = 1, ctas = 2;                   // 5-8 rows: ~220 registers
   return {warps * rows_per_step * unroll, ctas};
 }
 

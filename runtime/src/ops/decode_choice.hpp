@@ -15,10 +15,11 @@ struct DecodeShape {
   PosEncoding pos_encoding = PosEncoding::None;
   bool soft_cap = false;
   bool use_tensor_cores = false;
-  // Query tokens per request (the most any has): > 1 is speculative decoding,
-  // which only the tensor-core skeleton runs (mask causal), chosen here
-  // whatever use_tensor_cores says. Callers validate head_dim <= 128 first.
+  // Query tokens per request (the most any has): > 1 is speculative decoding
+  // (mask causal, or draft with draft_mask), on the tensor-core skeleton at
+  // head_dim <= 128 whatever use_tensor_cores says, on CUDA cores above.
   int q_len = 1;
+  bool draft_mask = false;  // TensorRT-LLM's draft-tree mask (q_len > 1 only)
   // The device's opt-in shared memory per block (DeviceFigures): a
   // one-token problem whose tensor-core kernel would need more (RoPE's
   // split q/k at d = 128 on sm_86/89) runs on CUDA cores instead.
@@ -36,6 +37,9 @@ struct DecodeTile {
   int ctas_per_sm;    // resident CTAs per SM (from the compiler's register counts)
 };
 DecodeTile decode_tile(const DecodeKernel& k);
+// Rows a warp of the CUDA-core skeleton covers per step: 32 lanes over a
+// row's 8-element slices (16-element at head_dim 512).
+int decode_rows_per_warp_step(int head_dim);
 
 // The alignment, in bytes, that K and V rows (base pointer and strides) need
 // for the kernel's vector loads: 16 on tensor cores (16-byte loads for any

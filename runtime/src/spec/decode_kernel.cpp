@@ -39,7 +39,10 @@ const char* to_string(KVSourceKind k) noexcept {
 }
 
 const char* DecodeKernel::template_name() const {
-  return tensor_cores ? "single_decode_tc.cu.in" : "single_decode.cu.in";
+  // CUDA cores with a mask: several query tokens per request (one-token specs keep their template and TU).
+  return tensor_cores ? "single_decode_tc.cu.in"
+         : variant.mask != MaskMode::None ? "single_decode_rows.cu.in"
+                                          : "single_decode.cu.in";
 }
 
 std::string DecodeKernel::name() const {
@@ -55,7 +58,7 @@ int DecodeKernel::dynamic_smem_bytes() const {
   // Tensor cores: the 16-row Q tile holds any heads x tokens <= 16; with RoPE
   // the rotated Q and K also keep their rests (decode_mma.cuh: kSplitQK).
   return tensor_cores ? kernels::decode_mma_smem_bytes(warps, head_dim, variant.pos_encoding == PosEncoding::RopeLlama)
-                      : kernels::decode_smem_bytes(warps, heads_per_cta, head_dim);
+                      : kernels::decode_smem_bytes(warps, heads_per_cta * tokens_per_cta, head_dim);
 }
 
 nlohmann::json DecodeKernel::to_json() const {
@@ -84,13 +87,14 @@ DecodeKernel DecodeKernel::from_json(const nlohmann::json& j) {
 }
 
 std::vector<std::pair<std::string, std::string>> DecodeKernel::template_values() const {
-  auto v = variant.template_values(tensor_cores);  // the CUDA-core template takes no mask
+  const bool rows = tensor_cores || variant.mask != MaskMode::None;  // the templates with a mask and tokens
+  auto v = variant.template_values(rows);  // the one-token CUDA-core template takes no mask
   v.insert(v.end(), {{"HEAD_DIM", std::to_string(head_dim)},
                      {"HEADS_PER_CTA", std::to_string(heads_per_cta)},
                      {"WARPS", std::to_string(warps)},
                      {"KV_SOURCE", source_type(kv_source)}});
-  if (tensor_cores) v.emplace_back("TOKENS_PER_CTA", std::to_string(tokens_per_cta));
-  else v.emplace_back("UNROLL", std::to_string(unroll));
+  if (rows) v.emplace_back("TOKENS_PER_CTA", std::to_string(tokens_per_cta));
+  if (!tensor_cores) v.emplace_back("UNROLL", std::to_string(unroll));
   return v;
 }
 
@@ -102,19 +106,18 @@ void DecodeKernel::validate() const {
   };
   // One query token is the last position and sees every key (the window is
   // a run-time value); several (speculative decoding) are causal among
-  // themselves, which only the tensor-core skeleton implements.
-  if (variant.mask == MaskMode::Custom || (variant.mask == MaskMode::Causal && !tensor_cores))
+  // themselves, or follow TensorRT-LLM's draft-tree mask.
+  if (variant.mask == MaskMode::Custom)
     throw Error(Status::InvalidArgument,
-                fmt::format("decode spec.mask={} is not supported{}; allowed: none, or causal with tensor_cores "
-                            "(several query tokens per request)",
-                            to_string(variant.mask), tensor_cores ? "" : " on CUDA cores"));
+                "decode spec.mask=custom is not supported; allowed: none, causal or draft (several query tokens per "
+                "request)");
   if (tokens_per_cta < 1 || tokens_per_cta > 16) bad("tokens_per_cta", tokens_per_cta, "1 to 16");
+  if (tokens_per_cta > 1 && variant.mask == MaskMode::None)
+    throw Error(Status::InvalidArgument,
+                fmt::format("decode spec.tokens_per_cta={} needs mask=causal or draft (several query tokens of a "
+                            "request), got mask=none",
+                            tokens_per_cta));
   if (tensor_cores) {
-    if (tokens_per_cta > 1 && variant.mask != MaskMode::Causal)
-      throw Error(Status::InvalidArgument,
-                  fmt::format("decode spec.tokens_per_cta={} needs mask=causal (several query tokens of a request are "
-                              "causal among themselves), got mask={}",
-                              tokens_per_cta, to_string(variant.mask)));
     if (head_dim != 64 && head_dim != 128) bad("head_dim", head_dim, "64, 128 (tensor cores)");
     if (heads_per_cta < 1 || heads_per_cta > 16) bad("heads_per_cta", heads_per_cta, "1 to 16 (tensor cores)");
     // The CTA's query rows are the MMA's 16 M rows; more would need a second
@@ -126,9 +129,15 @@ void DecodeKernel::validate() const {
                               "allowed: at most 16 (one tensor-core M tile)",
                               heads_per_cta, tokens_per_cta, heads_per_cta * tokens_per_cta));
   } else {
-    if (head_dim != 64 && head_dim != 128 && head_dim != 256) bad("head_dim", head_dim, "64, 128, 256");
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256 && head_dim != 512)
+      bad("head_dim", head_dim, "64, 128, 256, 512");
     if (heads_per_cta < 1 || heads_per_cta > 8) bad("heads_per_cta", heads_per_cta, "1 to 8");
-    if (tokens_per_cta != 1) bad("tokens_per_cta", tokens_per_cta, "1 (CUDA cores)");
+    // A CTA's rows each hold their q and state in registers (kernels/decode.cuh).
+    if (heads_per_cta * tokens_per_cta > 8)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("decode spec.heads_per_cta={} x tokens_per_cta={} = {} query rows is not supported on "
+                              "CUDA cores; allowed: at most 8",
+                              heads_per_cta, tokens_per_cta, heads_per_cta * tokens_per_cta));
     if (unroll < 1 || unroll > 8) bad("unroll", unroll, "1 to 8");
   }
   if (warps != 4) bad("warps", warps, "4");

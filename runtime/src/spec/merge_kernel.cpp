@@ -37,9 +37,9 @@ std::vector<std::pair<std::string, std::string>> MergeKernel::template_values() 
 }
 
 void MergeKernel::validate() const {
-  if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256 && head_dim != 512)
     throw Error(Status::InvalidArgument,
-                fmt::format("merge_states spec.head_dim={} is not supported; allowed: 64, 128, 256", head_dim));
+                fmt::format("merge_states spec.head_dim={} is not supported; allowed: 64, 128, 256, 512", head_dim));
   if (o_dtype != DType::F16 && o_dtype != DType::BF16)
     throw Error(Status::InvalidArgument, fmt::format("merge_states spec.o_dtype={} is not supported; allowed: float16, "
                                                      "bfloat16",

@@ -112,6 +112,10 @@ void PrefillKernel::validate() const {
   if (variant.o_dtype != variant.q_dtype)
     throw Error(Status::InvalidArgument, fmt::format("prefill spec.o_dtype={} must equal q_dtype={}",
                                                      to_string(variant.o_dtype), to_string(variant.q_dtype)));
+  if (variant.mask == MaskMode::Draft)
+    throw Error(Status::InvalidArgument,
+                "prefill spec.mask=draft is not supported; allowed: none, causal, custom (the draft-tree mask is "
+                "speculative decoding's, in the decode family)");
   if (head_dim != 64 && head_dim != 128 && head_dim != 256) bad("head_dim", head_dim, "64, 128, 256");
   if (frags_m != 1 && frags_m != 2) bad("frags_m", frags_m, "1, 2");
   // 256-wide heads: two fragments' O would need 256 accumulator registers per thread.

@@ -13,6 +13,7 @@ const char* to_string(MaskMode m) noexcept {
     case MaskMode::None: return "none";
     case MaskMode::Causal: return "causal";
     case MaskMode::Custom: return "custom";
+    case MaskMode::Draft: return "draft";
   }
   return "?";
 }
@@ -31,9 +32,9 @@ const char* device_type(DType t) noexcept {
 namespace {
 
 MaskMode parse_mask(const std::string& s) {
-  for (MaskMode m : {MaskMode::None, MaskMode::Causal, MaskMode::Custom})
+  for (MaskMode m : {MaskMode::None, MaskMode::Causal, MaskMode::Custom, MaskMode::Draft})
     if (s == to_string(m)) return m;
-  throw Error(Status::InvalidArgument, fmt::format("spec.mask='{}' is not a mask mode; allowed: none, causal, custom", s));
+  throw Error(Status::InvalidArgument, fmt::format("spec.mask='{}' is not a mask mode; allowed: none, causal, custom, draft", s));
 }
 
 // The device's own enum (kernels/variant_params.h), so host and kernels cannot drift.

@@ -14,9 +14,11 @@
 namespace attnjit {
 
 // Which keys a query sees beyond the sequence itself. Decode needs none (its
-// query is the last position; a window is a run-time value).
-enum class MaskMode : uint8_t { None, Causal, Custom };
-const char* to_string(MaskMode m) noexcept;  // "none" / "causal" / "custom"
+// query is the last position; a window is a run-time value); speculative
+// decoding's several tokens are causal, or follow TensorRT-LLM's draft-tree
+// mask (Draft, decode only: kernels/mask.cuh).
+enum class MaskMode : uint8_t { None, Causal, Custom, Draft };
+const char* to_string(MaskMode m) noexcept;  // "none" / "causal" / "custom" / "draft"
 
 struct VariantSpec {
   DType q_dtype = DType::F16;

@@ -86,6 +86,7 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   p.batch_size = ops::trtllm_batch_size(a, query);
   p.q_len_per_req = a.q_len_per_req;
   p.max_q_len = a.max_q_len;
+  p.draft_mask = a.mask != nullptr;
   p.max_seq_len = a.max_seq_len;
   p.o_dtype = a.out_dtype.value_or(query.dtype);
   // The fused scales: q and k scales and 1/sqrt(d) are in bmm1. A device
@@ -119,6 +120,8 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   extras.cum_seq_lens_q = a.cum_seq_lens_q;
   extras.bmm1_scale = a.bmm1_scale_tensor;
   extras.bmm2_scale = a.bmm2_scale_tensor;
+  extras.draft_mask = a.mask;
+  extras.draft_mask_row_words = a.mask_row_words;
   extras.enable_pdl = pdl;
   plan->run(query, kv, out, lse, workspace, workspace_bytes, stream, 1.f, 1.f, extras);
 }

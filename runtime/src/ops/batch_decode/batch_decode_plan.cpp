@@ -202,6 +202,9 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.o_row_offsets = extras.o_row_offsets;
   dp.sm_scale_factor = extras.bmm1_scale;
   dp.v_scale_factor = extras.bmm2_scale;
+  ops::check_draft_mask(P, extras.draft_mask, extras.draft_mask_row_words);
+  dp.draft_mask = extras.draft_mask;
+  dp.draft_mask_row_words = extras.draft_mask_row_words;
   dp.prefetch_rows = ops::batch_decode_warmed_rows(P, L, P.host_lengths ? I.partition.num_items : L.max_items);
   dp.prefetch_items = L.prefetch_items;
   if (P.host_lengths) {  // split requests merge in the decode kernel (kernels/decode_epilogue.cuh)
@@ -238,9 +241,11 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
 
 std::pair<TensorView, TensorView> kv_cache_halves(void* data, DType dtype, const int64_t (&shape)[5],
                                                   const int64_t (&strides)[5], int device) {
-  if (shape[1] != 2)
+  if (shape[1] != 1 && shape[1] != 2)
     throw Error(Status::InvalidArgument,
-                fmt::format("kv_cache: shape[1]={} is not allowed; allowed: 2 ([pages, 2, ...]: K then V)", shape[1]));
+                fmt::format("kv_cache: shape[1]={} is not allowed; allowed: 2 ([pages, 2, ...]: K then V) or 1 (K "
+                            "and V are the same tensor)",
+                            shape[1]));
   TensorView k;
   k.data = data;
   k.dtype = dtype;
@@ -251,7 +256,7 @@ std::pair<TensorView, TensorView> kv_cache_halves(void* data, DType dtype, const
     k.strides[i] = strides[i == 0 ? 0 : i + 1];
   }
   TensorView v = k;
-  v.data = static_cast<char*>(data) + strides[1] * int64_t(dtype_size(dtype));
+  if (shape[1] == 2) v.data = static_cast<char*>(data) + strides[1] * int64_t(dtype_size(dtype));
   return {k, v};
 }
 

@@ -29,6 +29,7 @@ DecodeKernel decode_spec(const BatchDecodeProblem& p, const DeviceFigures& devic
   s.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
   s.use_tensor_cores = p.options.use_tensor_cores;
   s.q_len = max_query_tokens(p);
+  s.draft_mask = p.draft_mask;
   return choose_decode_kernel(s, p.page_table == PageTable::BlockTable ? KVSourceKind::BlockTable : KVSourceKind::Paged);
 }
 
@@ -105,11 +106,12 @@ double drain(std::vector<int64_t>& finish, int64_t now) {
   return t;
 }
 
-// Rows [begin, end) in `pieces` chunks of whole tiles, as even as the tiles allow.
+// Rows [begin, end) in `pieces` chunks of whole tiles, as even as the tiles allow
+// (an empty item, a request with no KV, stays one empty item: its CTA writes o = 0, lse = -inf).
 template <class Emit>
 void cut_rows(int begin, int end, int pieces, int rows_per_iter, Emit&& emit) {
   const int tiles = (end - begin + rows_per_iter - 1) / rows_per_iter;
-  pieces = std::min(pieces, tiles);
+  pieces = std::max(1, std::min(pieces, tiles));
   for (int k = 0; k < pieces; ++k)
     emit(begin + rows_per_iter * int(int64_t(k) * tiles / pieces),
          std::min(end, begin + rows_per_iter * int(int64_t(k + 1) * tiles / pieces)));
@@ -308,9 +310,10 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
   int max_rows = 0;
   std::vector<int> rows(batch);
   for (int b = 0; b < batch; ++b) {
-    if (kv_lens[b] < 1)
+    if (kv_lens[b] < 0)
       throw Error(Status::InvalidArgument,
-                  fmt::format("kv_lens[{}]={} is not allowed; every request needs at least 1 KV row", b, kv_lens[b]));
+                  fmt::format("kv_lens[{}]={} is not allowed; a length is >= 0 (0: no KV, o = 0 and lse = -inf)", b,
+                              kv_lens[b]));
     rows[b] = batch_decode_rows(p, kv_lens[b]);
     total += rows[b];
     max_rows = std::max(max_rows, rows[b]);
@@ -323,11 +326,13 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
   // (stable: equal chunks stay in request order), then the tail cut finer
   // where that fills the last round. (Cutting each request into even pieces
   // instead measured 2% slower on the skewed batch: one more long piece
-  // held a slot that the short requests' chunks needed.)
+  // held a slot that the short requests' chunks needed.) A request with no
+  // KV gets one empty item: its CTA writes o = 0 and lse = -inf.
   std::vector<kernels::DecodeWorkItem> chunks;
   chunks.reserve(L.max_items);
   for (int b = 0; b < batch; ++b)
-    for (int c = 0; c * chunk < rows[b]; ++c) chunks.push_back({b, c * chunk, std::min(rows[b], (c + 1) * chunk), -1});
+    for (int c = 0; c == 0 || c * chunk < rows[b]; ++c)
+      chunks.push_back({b, c * chunk, std::min(rows[b], (c + 1) * chunk), -1});
   const auto longest_first = [](const auto& a, const auto& b) { return a.end - a.begin > b.end - b.begin; };
   std::stable_sort(chunks.begin(), chunks.end(), longest_first);
   const int n = static_cast<int>(chunks.size());

@@ -63,7 +63,8 @@ const std::set<std::string>& known_keys() {
       "page_table",  "host_lengths", "max_seq_len",     "q_dtype",      "kv_dtype",        "o_dtype",
       "kv_layout",   "pos_encoding_mode", "use_tensor_cores", "window_left", "logits_soft_cap", "sm_scale",
       "rope_scale",  "rope_theta",  "q_scale",          "k_scale",      "v_scale",         "return_lse",
-      "use_cuda_graph", "device",   "kv_len",           "kv_lens",      "q_len_per_req",   "max_q_len"};
+      "use_cuda_graph", "device",   "kv_len",           "kv_lens",      "q_len_per_req",   "max_q_len",
+      "draft_mask"};
   return keys;
 }
 
@@ -91,6 +92,7 @@ BatchDecodeProblem batch_decode_problem_from_json(const nlohmann::json& j) {
   p.max_seq_len = int_of(j, "max_seq_len", 0);
   p.q_len_per_req = int32_of(j, "q_len_per_req", 1);
   p.max_q_len = int32_of(j, "max_q_len", 0);
+  p.draft_mask = bool_of(j, "draft_mask", false);
   p.device = int32_of(j, "device", 0);
   p.q_dtype = parse_dtype(string_of(j, "q_dtype", "bfloat16"), "problem.q_dtype");
   p.kv_dtype = j.contains("kv_dtype") ? parse_dtype(string_of(j, "kv_dtype", ""), "problem.kv_dtype") : p.q_dtype;
@@ -121,8 +123,8 @@ std::vector<int32_t> kv_lens_from_json(const nlohmann::json& j, const BatchDecod
                           p.batch_size));
     std::vector<int32_t> lens;
     for (const auto& e : *v) {
-      if (!e.is_number_integer() || e.get<int64_t>() < 1 || e.get<int64_t>() > INT_MAX / 2)
-        invalid(fmt::format("problem.kv_lens holds {}; each length must be an integer in [1, {}]", e.dump(),
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT_MAX / 2)
+        invalid(fmt::format("problem.kv_lens holds {}; each length must be an integer in [0, {}]", e.dump(),
                             INT_MAX / 2));
       lens.push_back(e.get<int32_t>());
     }
@@ -159,6 +161,7 @@ nlohmann::json to_json(const BatchDecodeProblem& p) {
   // Only when speculative: one-token problems keep the JSON (and memo keys) they had.
   if (p.q_len_per_req != 1) j["q_len_per_req"] = p.q_len_per_req;
   if (p.max_q_len != 0) j["max_q_len"] = p.max_q_len;
+  if (p.draft_mask) j["draft_mask"] = true;
   auto put = [&](const char* key, const std::optional<float>& v) {
     if (v) j[key] = *v;
   };
@@ -183,8 +186,9 @@ void validate(const BatchDecodeProblem& p) {
     invalid(fmt::format("num_qo_heads={} is not allowed with num_kv_heads={}; it must be a multiple of it "
                         "(grouped-query attention)",
                         p.num_qo_heads, p.num_kv_heads));
-  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
-    throw Error(Status::Unsupported, fmt::format("head_dim={} is not supported; supported: 64, 128, 256", p.head_dim));
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256 && p.head_dim != 512)
+    throw Error(Status::Unsupported,
+                fmt::format("head_dim={} is not supported; supported: 64, 128, 256, 512", p.head_dim));
   if (p.page_size < 1 || p.page_size > 65536)
     invalid(fmt::format("page_size={} is not allowed; allowed: 1 to 65536", p.page_size));
   if (!p.host_lengths && (p.max_seq_len < 1 || p.max_seq_len > INT_MAX / 2))
@@ -217,11 +221,10 @@ void validate(const BatchDecodeProblem& p) {
     invalid(fmt::format("q_len_per_req={} is not allowed with max_q_len={} (per-request query lengths); allowed: 1 or "
                         "{}",
                         p.q_len_per_req, p.max_q_len, p.max_q_len));
-  if (max_query_tokens(p) > 1 && p.head_dim > 128)
-    throw Error(Status::Unsupported,
-                fmt::format("{}={} is not supported with head_dim={}; several query tokens per request run on the "
-                            "tensor-core decode kernel, which supports head_dim 64 and 128",
-                            p.max_q_len > 0 ? "max_q_len" : "q_len_per_req", max_query_tokens(p), p.head_dim));
+  if (p.draft_mask && max_query_tokens(p) < 2)
+    invalid(fmt::format("draft_mask=true is not allowed with {} query token per request; the draft-tree mask is "
+                        "speculative decoding's (q_len_per_req or max_q_len >= 2)",
+                        max_query_tokens(p)));
   const auto& o = p.options;
   if (o.window_left < -1)
     invalid(fmt::format("window_left={} is not allowed; use -1 (no window) or >= 0", o.window_left));
@@ -236,6 +239,22 @@ void validate(const BatchDecodeProblem& p) {
 }
 
 int max_query_tokens(const BatchDecodeProblem& p) { return p.max_q_len > 0 ? p.max_q_len : p.q_len_per_req; }
+
+void check_draft_mask(const BatchDecodeProblem& p, const uint32_t* mask, int row_words) {
+  if (!p.draft_mask) {
+    if (mask)
+      invalid("draft_mask is set but this plan was made without draft_mask (its query tokens are causal); allowed: "
+              "null, or a problem with draft_mask=true");
+    return;
+  }
+  if (!mask)
+    invalid("draft_mask is null; this plan has draft_mask=true and needs the uint32 mask rows on the device");
+  const int need = (max_query_tokens(p) + 31) / 32;
+  if (row_words < need)
+    invalid(fmt::format("draft_mask_row_words={} is not allowed with {} query tokens per request; allowed: >= {} "
+                        "(one bit per draft token, 32 a word)",
+                        row_words, max_query_tokens(p), need));
+}
 
 int64_t query_token_rows(const BatchDecodeProblem& p, int64_t batch, int64_t q_rows, bool has_cum_seq_lens_q) {
   if (p.max_q_len == 0) {

@@ -35,5 +35,9 @@ int64_t query_token_rows(const BatchDecodeProblem& p, int64_t batch, int64_t q_r
 // re-reads the request's K/V (from L2) and the partial states grow with it;
 // longer query blocks are prefill's (batch prefill with a paged cache).
 constexpr int kMaxQueryTokensPerRequest = 64;
+// The draft-tree mask a run() gets against its problem: required (non-null,
+// row_words >= ceil(max query tokens / 32)) iff problem.draft_mask, else
+// null. Error(InvalidArgument) naming draft_mask / its row words.
+void check_draft_mask(const BatchDecodeProblem& p, const uint32_t* mask, int row_words);
 
 }  // namespace attnjit::ops

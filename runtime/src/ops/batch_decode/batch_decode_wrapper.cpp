@@ -90,14 +90,16 @@ std::vector<int32_t> lengths_of(const std::vector<int32_t>& indptr, const std::v
   if (indptr[0] != 0) invalid(fmt::format("indptr[0]={} is not allowed; it must be 0", indptr[0]));
   std::vector<int32_t> lens(batch);
   for (size_t b = 0; b < batch; ++b) {
-    if (indptr[b + 1] <= indptr[b])
-      invalid(fmt::format("indptr[{}]={} is not allowed after indptr[{}]={}; indptr must increase (every request "
-                          "has at least one page)",
-                          b + 1, indptr[b + 1], b, indptr[b]));
-    if (last_page_len[b] < 1 || last_page_len[b] > page_size)
-      invalid(fmt::format("last_page_len[{}]={} is not allowed; allowed: 1 to page_size={}", b, last_page_len[b],
-                          page_size));
-    lens[b] = (indptr[b + 1] - indptr[b] - 1) * page_size + last_page_len[b];
+    if (indptr[b + 1] < indptr[b])
+      invalid(fmt::format("indptr[{}]={} is not allowed after indptr[{}]={}; indptr must not decrease", b + 1,
+                          indptr[b + 1], b, indptr[b]));
+    // A request without pages has no KV (o = 0, lse = -inf, as FlashInfer): its last_page_len is
+    // not read, and may be 0 (FlashInfer's callers pass 0 or page_size there).
+    const bool empty = indptr[b + 1] == indptr[b];
+    if (last_page_len[b] < (empty ? 0 : 1) || last_page_len[b] > page_size)
+      invalid(fmt::format("last_page_len[{}]={} is not allowed; allowed: {} to page_size={}", b, last_page_len[b],
+                          empty ? "0 (a request without pages)" : "1", page_size));
+    lens[b] = empty ? 0 : (indptr[b + 1] - indptr[b] - 1) * page_size + last_page_len[b];
   }
   if (size_t(indptr[batch]) != indices.size())
     invalid(fmt::format("indices: size={} is not allowed; it must be indptr[batch_size]={}", indices.size(),

@@ -46,11 +46,8 @@ void validate_batch_prefill(const BatchPrefillShape& s) {
     invalid(fmt::format("kv lengths: {} requests is not allowed; qo_indptr has batch_size = {}", s.kv_lens.size(), batch));
   for (size_t b = 0; b < batch; ++b) {
     const int64_t qo = s.qo_indptr[b + 1] - s.qo_indptr[b], kv = s.kv_lens[b];
-    if (kv < 0) invalid(fmt::format("kv_len of request {}={} is not allowed; it must be >= 0", b, kv));
-    if (s.options.causal && !s.options.custom_mask && qo > kv)
-      invalid(fmt::format("request {}: qo_len={} > kv_len={} is not allowed with causal=true: causal aligns the "
-                          "queries to the end of the KV, so it needs qo_len <= kv_len",
-                          b, qo, kv));
+    // kv 0 (no KV) and causal qo > kv are allowed: rows that see no key give o = 0, lse = -inf.
+    if (kv < 0) invalid(fmt::format("kv_len of request {}={} is not allowed; it must be >= 0 (qo_len {})", b, kv, qo));
   }
   if (s.graph_max_batch > 0 && batch > size_t(s.graph_max_batch))
     invalid(fmt::format("qo_indptr: batch_size={} is not allowed with use_cuda_graph=true; allowed: 1 to "

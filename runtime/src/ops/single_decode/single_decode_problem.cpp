@@ -176,8 +176,9 @@ void validate(const SingleDecodeProblem& p) {
   if (p.num_qo_heads % p.num_kv_heads != 0)
     invalid(fmt::format("num_qo_heads={} must be a multiple of num_kv_heads={} (grouped-query attention)",
                         p.num_qo_heads, p.num_kv_heads));
-  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
-    throw Error(Status::Unsupported, fmt::format("head_dim={} is not supported; supported: 64, 128, 256", p.head_dim));
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256 && p.head_dim != 512)
+    throw Error(Status::Unsupported,
+                fmt::format("head_dim={} is not supported; supported: 64, 128, 256, 512", p.head_dim));
   if (p.kv_len < 1 || p.kv_len > std::numeric_limits<int32_t>::max() / 2)
     invalid(fmt::format("kv_len={} is not allowed; it must be in [1, {}]", p.kv_len,
                         std::numeric_limits<int32_t>::max() / 2));

@@ -106,10 +106,8 @@ void validate(const SinglePrefillProblem& p) {
     invalid(fmt::format("kv_len={} is not allowed; it must be in [1, {}]", p.kv_len, kMaxLen));
   if (p.qo_len * p.num_qo_heads > kMaxLen)
     invalid(fmt::format("qo_len * num_qo_heads={} is not allowed; it must be <= {}", p.qo_len * p.num_qo_heads, kMaxLen));
-  if (p.options.causal && !p.options.custom_mask && p.qo_len > p.kv_len)
-    invalid(fmt::format("qo_len={} > kv_len={} is not allowed with causal=true: causal aligns the queries to the end "
-                        "of the KV, so it needs qo_len <= kv_len",
-                        p.qo_len, p.kv_len));
+  // Causal with qo_len > kv_len is allowed: query i sits at kv_len - qo_len + i, and the first
+  // qo_len - kv_len rows see no key (o = 0, lse = -inf), as FlashInfer computes them.
   if (p.device < 0) invalid(fmt::format("device={} must be >= 0", p.device));
 }
 
