@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attnjit/attnjit.h"
+#include "attnjit/attnjit_batch_prefill.h"
 #include "dltensor_maker.hpp"
 
 using attnjit::test::DLTensorMaker;
@@ -156,7 +157,7 @@ TEST_CASE("C API: batch prefill in CUDA-graph mode checks its fixed buffers", "[
   CHECK(create(0, 1, qo.get(), kv.get(), ids.get(), nullptr, nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("ragged wrapper"));
   CHECK(create(0, 1, qo.get(), kv.get(), nullptr, nullptr, mask.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qk_indptr_buf: is NULL"));
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("mask_indptr_buf: is NULL"));
   CHECK(w == nullptr);
   REQUIRE(create(1, 1, qo.get(), kv.get(), ids.get(), last.get(), mask.get(), qk.get()) == ATTNJIT_OK);
   // A plan past the fixed buffers fails naming them (before any upload).
@@ -167,4 +168,102 @@ TEST_CASE("C API: batch prefill in CUDA-graph mode checks its fixed buffers", "[
                                    0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("max_batch_size=2"));
   CHECK(attnjit_batch_prefill_destroy(w) == ATTNJIT_OK);
+}
+
+TEST_CASE("C API: the batch prefill wrapper is an attnjit_plan_t with FlashInfer's memory contract",
+          "[capi][prefill][batch][workspace]") {
+  Runtime r;
+  alignas(256) static char ws[256];
+  attnjit_batch_prefill_wrapper_options_t o;
+  attnjit_batch_prefill_wrapper_options_init(&o);
+  CHECK(o.struct_size == sizeof o);
+  CHECK(o.kv_layout == ATTNJIT_KV_LAYOUT_NHD);
+  CHECK(o.backend == ATTNJIT_PREFILL_BACKEND_AUTO);
+  attnjit_plan_t* w = nullptr;
+  auto create = [&] {
+    return attnjit_batch_prefill_wrapper_create(r.rt, ws, sizeof ws, &o, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                nullptr, &w);
+  };
+  o.backend = 7;
+  CHECK(create() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("options->backend=7"));
+  o.backend = ATTNJIT_PREFILL_BACKEND_FA2;
+  o.paged = 2;
+  CHECK(create() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("options->paged=2"));
+  o.paged = 1;
+  o.struct_size = 3;
+  CHECK(create() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("attnjit_batch_prefill_wrapper_options_init"));
+  o.struct_size = sizeof o;
+  REQUIRE(create() == ATTNJIT_OK);
+  CHECK(std::string(attnjit_plan_operator(w)) == "batch_prefill");
+  size_t bytes = 7;
+  CHECK(attnjit_plan_int_workspace_bytes(w, &bytes) == ATTNJIT_OK);
+  CHECK(bytes == 0);  // not planned
+  // FlashInfer's int_workspace_buffer: refused when NULL or misaligned, by name.
+  CHECK(attnjit_plan_set_int_workspace(w, nullptr, 1 << 20) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("buffer"));
+  CHECK(attnjit_plan_set_int_workspace(w, ws + 4, 128) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("int_workspace_buffer"));
+  CHECK(attnjit_plan_set_int_workspace(w, ws, sizeof ws) == ATTNJIT_OK);
+
+  // Index arrays are host int32 DLTensors; another dtype or a device array is refused by name.
+  const DLDataType i32{kDLInt, 32, 1}, i64{kDLInt, 64, 1};
+  int32_t qo_data[] = {0, 4, 8}, pages_data[] = {0, 1, 2}, ids_data[] = {0, 1}, last_data[] = {1, 17};
+  DLTensorMaker qo({3}, i32, {kDLCPU, 0}), pages({3}, i32, {kDLCPU, 0}), ids({2}, i32, {kDLCPU, 0}),
+      last({2}, i32, {kDLCPU, 0});
+  qo.data(qo_data);
+  pages.data(pages_data);
+  ids.data(ids_data);
+  last.data(last_data);
+  attnjit_prefill_options_t po;
+  attnjit_prefill_options_init(&po);
+  const DLDataType f16{kDLFloat, 16, 1}, none{0, 0, 0};
+  auto plan = [&] {
+    return attnjit_batch_prefill_wrapper_plan(w, qo.get(), pages.get(), ids.get(), last.get(), 16, 8, 2, 128, &po,
+                                              f16, none, nullptr, nullptr);
+  };
+  CHECK(plan() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("paged_kv_last_page_len[1]=17"));
+  last_data[1] = 16;
+  qo.dtype(i64);
+  CHECK(plan() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_indptr"));
+  qo.dtype(i32);
+  qo.device({kDLCUDA, 0});
+  CHECK(plan() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("qo_indptr"));
+  qo.device({kDLCPU, 0});
+  // use_fp16_qk_reduction is refused, not ignored.
+  po.allow_fp16_qk_reduction = 1;
+  CHECK(plan() == ATTNJIT_ERROR_UNSUPPORTED);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("use_fp16_qk_reduction"));
+  po.allow_fp16_qk_reduction = 0;
+  // A ragged call's paged arrays, and a run of a plan of another operator, are refused by name.
+  CHECK(attnjit_batch_prefill_wrapper_run(w, nullptr, nullptr, nullptr, nullptr, nullptr, 0.f, 0.f, nullptr) ==
+        ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(attnjit_plan_destroy(w) == ATTNJIT_OK);
+}
+
+TEST_CASE("C API: plans without plan memory refuse an int workspace, naming their operator",
+          "[capi][workspace]") {
+  Runtime r;
+  DLTensorMaker q({8, 128}), k({1000, 2, 128}), v({1000, 2, 128});
+  attnjit_decode_options_t opts;
+  attnjit_decode_options_init(&opts);
+  attnjit_plan_t* p = nullptr;
+  // Planning single decode compiles nothing without a device here; a NULL plan handle is enough to test the generics.
+  alignas(256) static char buf[256];
+  CHECK(attnjit_plan_set_int_workspace(nullptr, buf, sizeof buf) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("plan"));
+  size_t bytes = 3;
+  CHECK(attnjit_plan_int_workspace_bytes(nullptr, &bytes) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(bytes == 3);
+  if (attnjit_single_decode_plan(r.rt, q.get(), k.get(), v.get(), &opts, 0, &p) != ATTNJIT_OK) return;  // no device
+  CHECK(attnjit_plan_set_int_workspace(p, buf, sizeof buf) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("single_decode plan keeps no plan memory"));
+  CHECK(attnjit_plan_int_workspace_bytes(p, &bytes) == ATTNJIT_OK);
+  CHECK(bytes == 0);
+  attnjit_plan_destroy(p);
 }

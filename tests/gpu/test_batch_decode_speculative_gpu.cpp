@@ -143,7 +143,7 @@ Errors run_case(const Runtime& rt, const SpecCase& c, uint32_t seed, bool* split
     else p.q_len_per_req = c.q_lens[0];
     BatchDecodePlan plan(rt, p);
     const DeviceBuffer indptr = upload_ints(b.indptr), indices = upload_ints(b.indices), last = upload_ints(b.last);
-    plan.plan(c.kv_lens.data(), static_cast<int>(B), ws.get(), ws.bytes(), nullptr);
+    plan.plan(c.kv_lens.data(), static_cast<int>(B), nullptr);
     if (split) *split = plan.num_work_items() > B;
     PagedKVView kv;
     kv.k_cache = tk;

@@ -66,9 +66,9 @@ typedef struct attnjit_decode_options {
 
 /* Options of single_prefill_with_kv_cache, like attnjit_decode_options_t:
  * call attnjit_prefill_options_init first; a float left at 0 means "not
- * provided" (FlashInfer's default). allow_fp16_qk_reduction is accepted and
- * ignored (q.k always accumulates in fp32). The batch wrappers take their
- * backend by name at creation instead. */
+ * provided" (FlashInfer's default). allow_fp16_qk_reduction (FlashInfer's
+ * use_fp16_qk_reduction) must be 0: q.k always accumulates in fp32, and 1 is
+ * UNSUPPORTED. The batch wrappers take their backend at creation instead. */
 typedef struct attnjit_prefill_options {
   uint32_t struct_size;              /* sizeof(attnjit_prefill_options_t), set by init */
   int32_t causal;                    /* 0 or 1; ignored with a custom mask */
@@ -120,8 +120,29 @@ ATTNJIT_API attnjit_status_t attnjit_single_decode_run(const attnjit_plan_t* pla
                                                        size_t workspace_bytes, void* stream);
 ATTNJIT_API attnjit_status_t attnjit_single_decode_plan_destroy(attnjit_plan_t* plan); /* = attnjit_plan_destroy */
 
-/* Every plan, whatever its operator. */
+/* Every plan, whatever its operator.
+ *
+ * Memory. A run()'s workspace (attnjit_plan_workspace_bytes) is scratch: the
+ * partial states of a KV split, written and read within that run, so plans
+ * may share one workspace as long as their runs are ordered (one stream).
+ * What a stateful plan (the batch decode and prefill wrappers) uploads at
+ * plan() and reads at every run() lives in memory it owns: allocated by the
+ * library at the first plan() (never while capturing; freed when the plan is
+ * destroyed, after the device is idle), or the caller's buffer given with
+ * attnjit_plan_set_int_workspace (FlashInfer's int_workspace_buffer), which
+ * must hold attnjit_plan_int_workspace_bytes after each plan(). In CUDA-graph
+ * mode that memory keeps its address across plans, so a captured run replays
+ * whatever the latest plan() uploaded. */
 ATTNJIT_API attnjit_status_t attnjit_plan_workspace_bytes(const attnjit_plan_t* plan, size_t* out);
+/* The plan memory the last plan() filled (0 before; 0 for plans without). */
+ATTNJIT_API attnjit_status_t attnjit_plan_int_workspace_bytes(const attnjit_plan_t* plan, size_t* out);
+/* Use `buffer` (device, 256-byte aligned, on the plan's device, outliving the
+ * plan) as the plan memory instead of the library's own; plan() again
+ * afterwards. INVALID_ARGUMENT for a plan that keeps none. */
+ATTNJIT_API attnjit_status_t attnjit_plan_set_int_workspace(attnjit_plan_t* plan, void* buffer, size_t bytes);
+/* A stateful plan's new scratch workspace (FlashInfer's
+ * reset_workspace_buffer); the current plan stays valid if it fits. */
+ATTNJIT_API attnjit_status_t attnjit_plan_set_float_workspace(attnjit_plan_t* plan, void* buffer, size_t bytes);
 /* "single_decode", ...: a static string, or NULL for a NULL plan. */
 ATTNJIT_API const char* attnjit_plan_operator(const attnjit_plan_t* plan);
 /* The kernels, grid and split the plan chose, as text: writes at most
@@ -161,9 +182,11 @@ ATTNJIT_API attnjit_status_t attnjit_single_prefill_workspace_bytes(
     attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k, const DLTensor* v,
     const attnjit_prefill_options_t* options, int return_lse, int has_custom_mask, size_t* out);
 
-/* Batch prefill (FlashInfer's BatchPrefillWith{Ragged,Paged}KVCacheWrapper):
- * create once with the caller's workspace (partial states and the uploaded
- * index arrays), plan per batch layout, run per layer (launches only). */
+/* Deprecated (kept for one release): the batch prefill handle of 0.2. Use
+ * attnjit_batch_prefill_wrapper_* (attnjit_batch_prefill.h), an
+ * attnjit_plan_t; these are thin shims over it, with the same memory
+ * contract (the workspace is scratch; the arrays live in the wrapper's own
+ * memory). qk_indptr_buf is FlashInfer's mask_indptr_buf. */
 typedef struct attnjit_batch_prefill attnjit_batch_prefill_t;
 ATTNJIT_API attnjit_status_t attnjit_batch_prefill_create(attnjit_runtime_t* rt, int paged, void* workspace,
                                                           size_t workspace_bytes, int32_t kv_layout,

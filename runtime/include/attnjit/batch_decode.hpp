@@ -153,35 +153,52 @@ struct BatchDecodeLaunchExtras {
   int draft_mask_row_words = 0;
 };
 
+namespace detail {
+struct BatchDecodePlanInternals;
+}
+
+// Memory: run() takes a caller's workspace as scratch (the partial states of
+// split requests, filled and read within the call), so plans may share one
+// workspace on a stream. What plan() uploads and every run() reads (the work
+// list, merge counters) lives in memory the plan owns: allocated by the
+// library at the first plan() (plan_memory_bytes()), or a caller's buffer
+// given to use_int_workspace() (FlashInfer's int_workspace_buffer).
 class ATTNJIT_API BatchDecodePlan {
  public:
   // Validates the problem and makes every kernel ready on its device. The
   // workspace size depends on the problem only (it is sized for the worst
   // partition of batch_size requests), so one buffer serves every plan().
   BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& problem);
-  ~BatchDecodePlan();
+  ~BatchDecodePlan();  // waits for the device if it frees memory of its own
   BatchDecodePlan(BatchDecodePlan&&) noexcept;
   BatchDecodePlan& operator=(BatchDecodePlan&&) noexcept;
 
   const BatchDecodeProblem& problem() const;
-  size_t workspace_bytes() const;
-  std::string describe() const;  // kernels, grid, chunk size, work items
+  size_t workspace_bytes() const;    // run()'s scratch
+  size_t plan_memory_bytes() const;  // the plan's own device memory
+  std::string describe() const;      // kernels, grid, chunk size, work items
+
+  // The plan's memory is `buffer` (device, 256-byte aligned, at least
+  // plan_memory_bytes(), outliving the plan) instead of the library's own.
+  // plan() again afterwards.
+  void use_int_workspace(void* buffer, size_t bytes);
 
   // host_lengths problems: partitions the batch (kv_lens on the host, one per
   // request, batch <= problem().batch_size with use_cuda_graph, else equal)
-  // and uploads the work list into `workspace` on `stream`, with zeroed
+  // and uploads the work list into the plan's memory on `stream`, with zeroed
   // counters for the split requests' merge in the decode kernel (each run()
-  // leaves them zero); run() takes the same workspace. Not while `stream`
-  // captures. Lengths-on-device problems need no plan() call.
-  void plan(const int32_t* kv_lens, int batch, void* workspace, size_t workspace_bytes, Stream stream);
+  // leaves them zero). Not while `stream` captures. Lengths-on-device
+  // problems need no plan() call.
+  void plan(const int32_t* kv_lens, int batch, Stream stream);
   int batch() const;           // of the last plan()
   int num_work_items() const;  // CTA rows of the decode grid
   int chunk_size() const;
 
   // q [tokens, H_qo, D] (tokens: batch * q_len_per_req, or up to batch *
   // max_q_len with cum_seq_lens_q); o likewise in o_dtype; lse [tokens, H_qo]
-  // float32 or null. k_scale / v_scale multiply the planned scales (FlashInfer passes
-  // them to run()). Only launches: graph-capturable.
+  // float32 or null. workspace: scratch of at least workspace_bytes(). k_scale
+  // / v_scale multiply the planned scales (FlashInfer passes them to run()).
+  // Only launches: graph-capturable.
   void run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse, void* workspace,
            size_t workspace_bytes, Stream stream, float k_scale = 1.f, float v_scale = 1.f,
            const BatchDecodeLaunchExtras& extras = {}) const;
@@ -189,17 +206,19 @@ class ATTNJIT_API BatchDecodePlan {
   struct Impl;
 
  private:
+  friend struct detail::BatchDecodePlanInternals;
   std::unique_ptr<Impl> impl_;
 };
 
-// FlashInfer's flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper.
 class ATTNJIT_API BatchDecodeWithPagedKVCacheWrapper {
  public:
-  // float_workspace_buffer: device memory this wrapper owns the use of (its
-  // plan's workspace, and in non-graph mode the page table's device copy).
-  // use_cuda_graph: the page table is copied into the fixed buffers given
-  // here (indptr >= max_batch_size + 1, last_page_len >= max_batch_size,
-  // indices >= max_num_pages entries), and plans keep one grid.
+  // float_workspace_buffer: scratch for run() (partial states), which other
+  // wrappers may share on the same stream. The page table's device copy and
+  // the plan's work list live in memory the wrapper owns (or in the buffer
+  // given to set_int_workspace). use_cuda_graph: the page table is copied
+  // into the fixed buffers given here (indptr >= max_batch_size + 1,
+  // last_page_len >= max_batch_size, indices >= max_num_pages entries), and
+  // plans keep one grid and one plan-memory address.
   BatchDecodeWithPagedKVCacheWrapper(const Runtime& rt, void* float_workspace_buffer, size_t workspace_bytes,
                                      KVLayout kv_layout = KVLayout::NHD, bool use_cuda_graph = false,
                                      bool use_tensor_cores = false, int32_t* paged_kv_indptr_buffer = nullptr,
@@ -229,6 +248,15 @@ class ATTNJIT_API BatchDecodeWithPagedKVCacheWrapper {
            const TensorView* lse = nullptr, std::optional<float> k_scale = {}, std::optional<float> v_scale = {},
            Stream stream = nullptr, std::optional<bool> enable_pdl = {}) const;
   const BatchDecodePlan& current_plan() const;  // Error(NotPlanned) before plan()
+  // FlashInfer's int_workspace_buffer: the wrapper's plan memory is `buffer`
+  // (device, 256-byte aligned, outliving the wrapper) instead of the
+  // library's own. plan() again afterwards.
+  void set_int_workspace(void* buffer, size_t bytes);
+  // A new scratch buffer for run(); the plan stays valid.
+  void set_float_workspace(void* buffer, size_t bytes);
+  // The plan memory the last plan() filled (work list and page table): what
+  // a buffer given to set_int_workspace must hold for such a plan.
+  size_t plan_memory_bytes() const;
 
   struct Impl;
 

@@ -1,12 +1,15 @@
 // Batch prefill / append attention (FlashInfer's
 // BatchPrefillWithRaggedKVCacheWrapper and BatchPrefillWithPagedKVCacheWrapper):
 // plan() once per batch layout (it takes the index arrays on the host, plans
-// the work list and uploads it with the arrays into the workspace's int part
-// on the given stream), run() per layer (launches only).
+// the work list and uploads it with the arrays into the wrapper's plan
+// memory on the given stream), run() per layer (launches only).
 //
-// The workspace is the caller's: one device buffer holding the partial
-// states of a split KV (float part) and the uploaded arrays (int part);
-// workspace_bytes() after plan() says how much it needs.
+// Memory, as FlashInfer's: the workspace is the caller's scratch, holding the
+// partial states of a split KV while a run() executes (workspace_bytes()
+// after plan() says how much), so wrappers may share one on a stream and be
+// planned in any order before they run. The uploaded arrays live in memory
+// the wrapper owns (plan_memory_bytes()), or in a caller's buffer given to
+// set_int_workspace() (FlashInfer's int_workspace_buffer).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -78,8 +81,13 @@ class ATTNJIT_API BatchPrefillWithRaggedKVCacheWrapper {
   // With fp8 calibration scales, as the paged wrapper's run (an attnjit extension here).
   void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
            const TensorView* lse, std::optional<float> k_scale, std::optional<float> v_scale, Stream stream) const;
+  // A new scratch workspace; the current plan stays valid (it must fit).
   void reset_workspace_buffer(void* workspace, size_t workspace_bytes);
-  size_t workspace_bytes() const;  // what the current plan needs (0 before plan())
+  // The plan memory is `buffer` (device, 256-byte aligned, outliving the
+  // wrapper) from now on; plan() again.
+  void set_int_workspace(void* buffer, size_t bytes);
+  size_t workspace_bytes() const;    // scratch the current plan needs (0 before plan())
+  size_t plan_memory_bytes() const;  // plan memory the current plan uses (0 before plan())
   std::string describe() const;
 
   struct Impl;
@@ -116,7 +124,9 @@ class ATTNJIT_API BatchPrefillWithPagedKVCacheWrapper {
   void run(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache, const TensorView& o,
            const TensorView* lse, std::optional<float> k_scale, std::optional<float> v_scale, Stream stream) const;
   void reset_workspace_buffer(void* workspace, size_t workspace_bytes);
+  void set_int_workspace(void* buffer, size_t bytes);
   size_t workspace_bytes() const;
+  size_t plan_memory_bytes() const;
   std::string describe() const;
 
   struct Impl;

@@ -66,6 +66,17 @@ using attnjit::capi::wrap_plan;
 
 }  // namespace
 
+namespace {
+// Only stateful plans (the wrappers) keep plan memory; the others say so.
+void require_memory_hook(bool has, const attnjit_plan_t* plan, const char* fn) {
+  if (!has)
+    throw attnjit::Error(attnjit::Status::InvalidArgument,
+                         fmt::format("{}: a {} plan keeps no plan memory and takes its workspace at run(); allowed: "
+                                     "a batch_decode or batch_prefill wrapper",
+                                     fn, plan->op));
+}
+}  // namespace
+
 extern "C" {
 
 const char* attnjit_version(void) { return ATTNJIT_VERSION_STRING; }
@@ -153,6 +164,35 @@ attnjit_status_t attnjit_plan_workspace_bytes(const attnjit_plan_t* plan, size_t
     require_non_null(plan, fn, "plan", kPlanHandle);
     require_non_null(out, fn, "out", "a place for the byte count");
     *out = plan->workspace_bytes;
+  });
+}
+
+attnjit_status_t attnjit_plan_int_workspace_bytes(const attnjit_plan_t* plan, size_t* out) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_plan_int_workspace_bytes";
+    require_non_null(plan, fn, "plan", kPlanHandle);
+    require_non_null(out, fn, "out", "a place for the byte count");
+    *out = plan->memory.int_workspace_bytes ? plan->memory.int_workspace_bytes() : 0;
+  });
+}
+
+attnjit_status_t attnjit_plan_set_int_workspace(attnjit_plan_t* plan, void* buffer, size_t bytes) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_plan_set_int_workspace";
+    require_non_null(plan, fn, "plan", kPlanHandle);
+    require_non_null(buffer, fn, "buffer", "device memory for the plan (int_workspace_buffer)");
+    require_memory_hook(bool(plan->memory.use_int_workspace), plan, fn);
+    plan->memory.use_int_workspace(buffer, bytes);
+  });
+}
+
+attnjit_status_t attnjit_plan_set_float_workspace(attnjit_plan_t* plan, void* buffer, size_t bytes) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_plan_set_float_workspace";
+    require_non_null(plan, fn, "plan", kPlanHandle);
+    require_non_null(buffer, fn, "buffer", "device memory for the workspace (float_workspace_buffer)");
+    require_memory_hook(bool(plan->memory.use_float_workspace), plan, fn);
+    plan->memory.use_float_workspace(buffer, bytes);
   });
 }
 

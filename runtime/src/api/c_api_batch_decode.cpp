@@ -336,7 +336,14 @@ attnjit_status_t attnjit_batch_decode_wrapper_create(attnjit_runtime_t* rt, void
     auto w = std::make_shared<Wrapper>(rt->runtime, float_workspace_buffer, workspace_bytes, o.kv_layout,
                                        o.use_cuda_graph, o.use_tensor_cores, indptr, indices, last,
                                        static_cast<int>(max_batch), max_pages, o.device);
-    auto handle = std::make_unique<attnjit_plan_t>(attnjit_plan_t{kOp, w, 0, {}});
+    auto handle = std::make_unique<attnjit_plan_t>(attnjit_plan_t{kOp, w, 0, {}, {}});
+    attnjit_plan_t* h = handle.get();
+    handle->memory.use_int_workspace = [w, h](void* buffer, size_t bytes) {
+      w->set_int_workspace(buffer, bytes);
+      refresh(*h, *w, false);  // plan() again
+    };
+    handle->memory.int_workspace_bytes = [w] { return w->plan_memory_bytes(); };
+    handle->memory.use_float_workspace = [w](void* buffer, size_t bytes) { w->set_float_workspace(buffer, bytes); };
     refresh(*handle, *w, false);
     *out = handle.release();
   });

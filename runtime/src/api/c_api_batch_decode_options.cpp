@@ -1,4 +1,5 @@
 #include "api/c_api_batch_decode_options.hpp"
+#include "api/c_api_convert.hpp"
 
 #include <fmt/format.h>
 
@@ -17,12 +18,6 @@ namespace {
 // struct_size tells a caller that skipped the init function (0 or garbage)
 // apart; a later, longer layout is fine (fields past ours are not read) up to
 // a sanity bound.
-void check_struct_size(uint32_t have, size_t first_layout, size_t ours, const char* init) {
-  if (have < first_layout || have > (1u << 16))
-    invalid(fmt::format("options->struct_size={} is not a size this library knows (it is {}); call {} first", have,
-                        ours, init));
-}
-
 KVLayout layout(int32_t value) {
   switch (value) {
     case ATTNJIT_KV_LAYOUT_NHD: return KVLayout::NHD;

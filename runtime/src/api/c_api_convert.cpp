@@ -70,6 +70,12 @@ SingleDecodeOptions to_options(const attnjit_decode_options_t* options, bool ret
   return o;
 }
 
+void check_struct_size(uint32_t have, size_t first_layout, size_t ours, const char* init) {
+  if (have < first_layout || have > (1u << 16))
+    invalid(fmt::format("options->struct_size={} is not a size this library knows (it is {}); call {} first", have,
+                        ours, init));
+}
+
 PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool return_lse) {
   PrefillOptions o;
   o.return_lse = return_lse;

@@ -4,6 +4,7 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,6 +28,13 @@ struct attnjit_plan {
   std::shared_ptr<void> plan;
   size_t workspace_bytes;
   std::string description;
+  // Stateful plans (the wrappers) only: their plan memory and scratch
+  // (attnjit_plan_set_int_workspace and friends); empty for the others.
+  struct Memory {
+    std::function<void(void*, size_t)> use_int_workspace;
+    std::function<size_t()> int_workspace_bytes;
+    std::function<void(void*, size_t)> use_float_workspace;
+  } memory;
 };
 
 namespace attnjit::capi {

@@ -44,6 +44,8 @@ struct DriverApi {
   decltype(&::cuLaunchKernelEx) LaunchKernelEx = nullptr;
   decltype(&::cuMemAlloc) MemAlloc = nullptr;
   decltype(&::cuMemFree) MemFree = nullptr;
+  decltype(&::cuMemAllocHost) MemAllocHost = nullptr;  // pinned staging of a plan's uploads
+  decltype(&::cuMemFreeHost) MemFreeHost = nullptr;
   decltype(&::cuMemcpyHtoD) MemcpyHtoD = nullptr;
   decltype(&::cuMemcpyDtoH) MemcpyDtoH = nullptr;
   decltype(&::cuMemcpyDtoDAsync) MemcpyDtoDAsync = nullptr;

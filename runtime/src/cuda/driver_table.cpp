@@ -53,6 +53,8 @@ ATTNJIT_ABI_AT_12000(KernelGetFunction, PFN_cuKernelGetFunction_v12000);
 ATTNJIT_ABI_AT_12000(LaunchKernelEx, PFN_cuLaunchKernelEx_v11060);
 ATTNJIT_ABI_AT_12000(MemAlloc, PFN_cuMemAlloc_v3020);                          // = cuMemAlloc_v2
 ATTNJIT_ABI_AT_12000(MemFree, PFN_cuMemFree_v3020);                            // = cuMemFree_v2
+ATTNJIT_ABI_AT_12000(MemAllocHost, PFN_cuMemAllocHost_v3020);                  // = cuMemAllocHost_v2
+ATTNJIT_ABI_AT_12000(MemFreeHost, PFN_cuMemFreeHost_v2000);
 ATTNJIT_ABI_AT_12000(MemcpyHtoD, PFN_cuMemcpyHtoD_v3020);                      // = _v2
 ATTNJIT_ABI_AT_12000(MemcpyDtoH, PFN_cuMemcpyDtoH_v3020);                      // = _v2
 ATTNJIT_ABI_AT_12000(MemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020);            // = _v2
@@ -174,6 +176,8 @@ std::string resolve_driver_api(void* libcuda, DriverApi& api) {
       resolve(r, "cuLaunchKernelEx", api.LaunchKernelEx, &error) &&
       resolve(r, "cuMemAlloc", api.MemAlloc, &error) &&
       resolve(r, "cuMemFree", api.MemFree, &error) &&
+      resolve(r, "cuMemAllocHost", api.MemAllocHost, &error) &&
+      resolve(r, "cuMemFreeHost", api.MemFreeHost, &error) &&
       resolve(r, "cuMemcpyHtoD", api.MemcpyHtoD, &error) &&
       resolve(r, "cuMemcpyDtoH", api.MemcpyDtoH, &error) &&
       resolve(r, "cuMemcpyDtoDAsync", api.MemcpyDtoDAsync, &error) &&

@@ -11,11 +11,9 @@ size_t WorkspaceLayout::add_int(std::string name, size_t bytes) { return add(std
 
 size_t WorkspaceLayout::add(std::string name, size_t bytes, bool is_int) {
   if (has(name)) throw Error(Status::Internal, fmt::format("workspace region '{}' is declared twice", name));
-  if (!is_int && total_ != float_bytes_)
-    throw Error(Status::Internal, fmt::format("workspace float region '{}' declared after an int region", name));
-  const size_t offset = total_;
-  total_ += (bytes + kAlign - 1) / kAlign * kAlign;
-  if (!is_int) float_bytes_ = total_;
+  size_t& end = is_int ? int_bytes_ : float_bytes_;
+  const size_t offset = end;
+  end += (bytes + kAlign - 1) / kAlign * kAlign;
   regions_.push_back({std::move(name), offset, bytes, is_int});
   return offset;
 }
@@ -35,8 +33,8 @@ const WorkspaceRegion& WorkspaceLayout::region(std::string_view name) const {
 nlohmann::json WorkspaceLayout::to_json() const {
   nlohmann::json regions = nlohmann::json::array();
   for (const auto& r : regions_)
-    regions.push_back({{"name", r.name}, {"offset", r.offset}, {"bytes", r.bytes}, {"part", r.is_int ? "int" : "float"}});
-  return {{"bytes", total_}, {"float_bytes", float_bytes_}, {"int_bytes", int_bytes()}, {"regions", regions}};
+    regions.push_back({{"name", r.name}, {"offset", r.offset}, {"bytes", r.bytes}, {"part", r.is_int ? "plan" : "workspace"}});
+  return {{"float_bytes", float_bytes_}, {"int_bytes", int_bytes_}, {"regions", regions}};
 }
 
 }  // namespace attnjit::ops

@@ -13,6 +13,7 @@
 #include "launcher.hpp"
 #include "merge_params.h"
 #include "ops/decode_choice.hpp"
+#include "ops/batch_decode/batch_decode_plan_internals.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "ops/tensor_checks.hpp"
@@ -25,7 +26,7 @@ struct BatchDecodePlan::Impl {
   ops::BatchDecodePartition partition;  // host_lengths: of the last plan()
   bool planned = false;
   std::shared_ptr<detail::Kernel> decode, merge;
-  std::vector<uint8_t> staging;  // the int regions as uploaded (kept: the copy reads it asynchronously)
+  std::shared_ptr<detail::PlanMemory> memory;  // the work list and merge counters (the wrapper's, when shared)
 };
 
 BatchDecodePlan::BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& problem)
@@ -39,6 +40,7 @@ BatchDecodePlan::BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& pr
   impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
   impl_->planned = !problem.host_lengths;  // the uniform partition is fixed by the problem
+  impl_->memory = std::make_shared<detail::PlanMemory>(problem.device);
 }
 
 BatchDecodePlan::~BatchDecodePlan() = default;
@@ -46,7 +48,13 @@ BatchDecodePlan::BatchDecodePlan(BatchDecodePlan&&) noexcept = default;
 BatchDecodePlan& BatchDecodePlan::operator=(BatchDecodePlan&&) noexcept = default;
 
 const BatchDecodeProblem& BatchDecodePlan::problem() const { return impl_->problem; }
-size_t BatchDecodePlan::workspace_bytes() const { return impl_->layout.workspace.total_bytes(); }
+size_t BatchDecodePlan::workspace_bytes() const { return impl_->layout.workspace.float_bytes(); }
+size_t BatchDecodePlan::plan_memory_bytes() const { return impl_->layout.workspace.int_bytes(); }
+
+void BatchDecodePlan::use_int_workspace(void* buffer, size_t bytes) {
+  impl_->memory->borrow(buffer, bytes);
+  impl_->planned = !impl_->problem.host_lengths;
+}
 int BatchDecodePlan::batch() const {
   return impl_->problem.host_lengths ? impl_->partition.batch : impl_->problem.batch_size;
 }
@@ -66,13 +74,13 @@ std::string BatchDecodePlan::describe() const {
                      d.spec.name(), d.shape.grid[0], d.shape.grid[1], num_work_items(), d.shape.threads,
                      d.shape.smem_bytes, chunk_size(), num_work_items(), L.max_items,
                      impl_->problem.options.use_cuda_graph ? " cuda-graph" : "",
-                     L.merge ? L.merge->spec.name() : "no merge kernel", L.workspace.total_bytes());
+                     L.merge ? L.merge->spec.name() : "no merge kernel", L.workspace.float_bytes());
 }
 
 namespace {
 
 void check_workspace(const ops::WorkspaceLayout& ws, const void* workspace, size_t bytes) {
-  const size_t needed = ws.total_bytes();
+  const size_t needed = ws.float_bytes();
   if (needed == 0) return;
   if (!workspace)
     throw Error(Status::WorkspaceTooSmall, fmt::format("workspace is null; this plan needs {} bytes", needed));
@@ -85,31 +93,58 @@ void check_workspace(const ops::WorkspaceLayout& ws, const void* workspace, size
 
 }  // namespace
 
-void BatchDecodePlan::plan(const int32_t* kv_lens, int batch, void* workspace, size_t workspace_bytes, Stream stream) {
-  auto& I = *impl_;
+void BatchDecodePlan::plan(const int32_t* kv_lens, int batch, Stream stream) {
+  detail::BatchDecodePlanInternals::plan_with_arrays(*this, kv_lens, batch, stream, {});
+}
+
+namespace detail {
+
+void BatchDecodePlanInternals::share_memory(BatchDecodePlan& plan, std::shared_ptr<PlanMemory> memory) {
+  plan.impl_->memory = std::move(memory);
+}
+
+std::vector<const int32_t*> BatchDecodePlanInternals::plan_with_arrays(
+    BatchDecodePlan& plan, const int32_t* kv_lens, int batch, Stream stream,
+    const std::vector<const std::vector<int32_t>*>& arrays) {
+  auto& I = *plan.impl_;
   if (!I.problem.host_lengths)
     throw Error(Status::InvalidArgument,
                 "plan(kv_lens): this problem has host_lengths=false (lengths on the device); it needs no plan() call");
-  check_workspace(I.layout.workspace, workspace, workspace_bytes);
+  const CUstream cu_stream = reinterpret_cast<CUstream>(stream);
+  I.planned = false;
   I.partition = ops::partition_batch_decode(I.problem, I.layout, kv_lens, batch);
-  // One copy for the int regions, which are adjacent (the layout puts all
-  // int regions after the float ones).
-  const auto& work = I.layout.workspace.region("work");
-  const auto& indptr = I.layout.workspace.region("merge_indptr");
-  I.staging.assign(I.layout.workspace.int_bytes(), 0);  // "merge_counters" too: zero before the first run
-  const size_t base = I.layout.workspace.float_bytes();
-  std::memcpy(I.staging.data() + (work.offset - base), I.partition.items.data(),
-              I.partition.items.size() * sizeof(kernels::DecodeWorkItem));
-  std::memcpy(I.staging.data() + (indptr.offset - base), I.partition.merge_indptr.data(),
-              I.partition.merge_indptr.size() * sizeof(int32_t));
   cuda::ScopedDevice scope(I.problem.device);
-  // From pageable memory: the driver stages the bytes before returning, so
-  // the next plan() may overwrite `staging`; the kernels that follow on
-  // `stream` see the new list.
-  ATTNJIT_CU(cuda::driver().MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(workspace) + base, I.staging.data(),
-                                            I.staging.size(), reinterpret_cast<CUstream>(stream)));
+  PlanMemory::require_not_capturing(cu_stream, "plan()");
+  // One copy: the plan's regions ("merge_counters" zero before the first
+  // run), then the caller's arrays.
+  const auto& ws = I.layout.workspace;
+  auto aligned = [](size_t x) { return (x + ops::WorkspaceLayout::kAlign - 1) / ops::WorkspaceLayout::kAlign *
+                                       ops::WorkspaceLayout::kAlign; };
+  std::vector<size_t> at;
+  size_t total = ws.int_bytes();
+  for (const auto* a : arrays) {
+    at.push_back(total);
+    total = aligned(total + a->size() * sizeof(int32_t));
+  }
+  I.memory->reserve(total, cu_stream);
+  if (I.problem.options.use_cuda_graph) I.memory->freeze_address();
+  uint8_t* host = I.memory->stage(total);
+  std::memcpy(host + ws.region("work").offset, I.partition.items.data(),
+              I.partition.items.size() * sizeof(kernels::DecodeWorkItem));
+  std::memcpy(host + ws.region("merge_indptr").offset, I.partition.merge_indptr.data(),
+              I.partition.merge_indptr.size() * sizeof(int32_t));
+  std::vector<const int32_t*> placed;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    std::memcpy(host + at[i], arrays[i]->data(), arrays[i]->size() * sizeof(int32_t));
+    // An empty array (indices of a batch whose requests have no KV) still gets a pointer, never read.
+    placed.push_back(reinterpret_cast<const int32_t*>(I.memory->base() + at[i]));
+  }
+  I.memory->upload(cu_stream);
   I.planned = true;
+  return placed;
 }
+
+}  // namespace detail
 
 void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse,
                           void* workspace, size_t workspace_bytes, Stream stream, float k_scale,
@@ -157,10 +192,10 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.o = o.data;
   dp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
   const bool slots = L.workspace.has("partial_o");
-  dp.partial_o = slots ? ops::region_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
-  dp.partial_lse = slots ? ops::region_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
-  dp.work = P.host_lengths ? ops::region_ptr<const kernels::DecodeWorkItem>(workspace, L.workspace.region("work"))
-                           : nullptr;
+  dp.partial_o = slots ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
+  dp.partial_lse = slots ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
+  const CUdeviceptr memory = I.memory->base();
+  dp.work = P.host_lengths ? ops::plan_ptr<const kernels::DecodeWorkItem>(memory, L.workspace.region("work")) : nullptr;
   dp.q_stride_b = q.strides[0];
   dp.q_stride_h = q.strides[1];
   dp.o_stride_b = o.strides[0];
@@ -208,8 +243,8 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   dp.prefetch_rows = ops::batch_decode_warmed_rows(P, L, P.host_lengths ? I.partition.num_items : L.max_items);
   dp.prefetch_items = L.prefetch_items;
   if (P.host_lengths) {  // split requests merge in the decode kernel (kernels/decode_epilogue.cuh)
-    dp.merge_counters = ops::region_ptr<int32_t>(workspace, L.workspace.region("merge_counters"));
-    dp.merge_indptr = ops::region_ptr<const int32_t>(workspace, L.workspace.region("merge_indptr"));
+    dp.merge_counters = ops::plan_ptr<int32_t>(memory, L.workspace.region("merge_counters"));
+    dp.merge_indptr = ops::plan_ptr<const int32_t>(memory, L.workspace.region("merge_indptr"));
   }
 
   ops::LaunchShape decode_shape = L.decode.shape;
@@ -264,7 +299,7 @@ size_t batch_decode_workspace_bytes(const Runtime& rt, const BatchDecodeProblem&
   ops::DeviceFigures figures;
   figures.sm_count = rt.engine().sm_count(problem.device);
   figures.smem_per_block = rt.engine().smem_per_block(problem.device);
-  return ops::plan_batch_decode(problem, figures).workspace.total_bytes();
+  return ops::plan_batch_decode(problem, figures).workspace.float_bytes();
 }
 
 }  // namespace attnjit

@@ -10,8 +10,9 @@
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "engine.hpp"
+#include "ops/batch_decode/batch_decode_plan_internals.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
-#include "ops/workspace_layout.hpp"
+#include "plan_memory.hpp"
 
 namespace attnjit {
 
@@ -28,6 +29,9 @@ struct BatchDecodeWithPagedKVCacheWrapper::Impl {
 
   std::unique_ptr<BatchDecodePlan> plan;
   std::string plan_key;
+  // Every plan's work list and, outside graph mode, the page table's device
+  // copy: memory of the wrapper's own, kept across plans.
+  std::shared_ptr<detail::PlanMemory> memory;
   // The page table on the device, as the last plan() placed it.
   const int32_t *indptr = nullptr, *indices = nullptr, *last_page_len = nullptr;
   int32_t max_page_id = -1;
@@ -42,7 +46,8 @@ BatchDecodeWithPagedKVCacheWrapper::BatchDecodeWithPagedKVCacheWrapper(
     int32_t* paged_kv_last_page_len_buffer, int max_batch_size, int64_t max_num_pages, int device)
     : impl_(std::make_unique<Impl>(Impl{&rt, float_workspace_buffer, workspace_bytes, kv_layout, use_cuda_graph,
                                         use_tensor_cores, paged_kv_indptr_buffer, paged_kv_indices_buffer,
-                                        paged_kv_last_page_len_buffer, max_batch_size, max_num_pages, device, {}, {}})) {
+                                        paged_kv_last_page_len_buffer, max_batch_size, max_num_pages, device, {}, {},
+                                        std::make_shared<detail::PlanMemory>(device)})) {
   if (!float_workspace_buffer)
     throw Error(Status::InvalidArgument, "float_workspace_buffer is null; a device buffer is required");
   if (use_cuda_graph) {
@@ -68,6 +73,20 @@ BatchDecodeWithPagedKVCacheWrapper::BatchDecodeWithPagedKVCacheWrapper(BatchDeco
     default;
 BatchDecodeWithPagedKVCacheWrapper& BatchDecodeWithPagedKVCacheWrapper::operator=(
     BatchDecodeWithPagedKVCacheWrapper&&) noexcept = default;
+
+void BatchDecodeWithPagedKVCacheWrapper::set_int_workspace(void* buffer, size_t bytes) {
+  impl_->memory->borrow(buffer, bytes);
+  impl_->plan.reset();  // plan() again: the old plan's data is in the old memory
+  impl_->plan_key.clear();
+}
+
+void BatchDecodeWithPagedKVCacheWrapper::set_float_workspace(void* buffer, size_t bytes) {
+  if (!buffer) throw Error(Status::InvalidArgument, "float_workspace_buffer is null; a device buffer is required");
+  impl_->workspace = buffer;
+  impl_->workspace_bytes = bytes;
+}
+
+size_t BatchDecodeWithPagedKVCacheWrapper::plan_memory_bytes() const { return impl_->plan ? impl_->memory->used() : 0; }
 
 const BatchDecodePlan& BatchDecodeWithPagedKVCacheWrapper::current_plan() const {
   if (!impl_->plan) throw Error(Status::NotPlanned, "BatchDecodeWithPagedKVCacheWrapper: run() before plan()");
@@ -112,12 +131,6 @@ std::vector<int32_t> lengths_of(const std::vector<int32_t>& indptr, const std::v
   return lens;
 }
 
-void upload(void* dst, const std::vector<int32_t>& src, Stream stream) {
-  if (src.empty()) return;
-  ATTNJIT_CU(cuda::driver().MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src.data(), src.size() * 4,
-                                            reinterpret_cast<CUstream>(stream)));
-}
-
 }  // namespace
 
 void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
@@ -159,38 +172,42 @@ void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr
   o.use_cuda_graph = I.use_cuda_graph;
   const std::string key = ops::to_json(p).dump();
   if (!I.plan || key != I.plan_key) {
+    I.plan.reset();
     I.plan = std::make_unique<BatchDecodePlan>(*I.rt, p);  // validates; kernels are memoized by the engine
+    detail::BatchDecodePlanInternals::share_memory(*I.plan, I.memory);
     I.plan_key = key;
   }
-  const size_t plan_bytes = I.plan->workspace_bytes();
-
-  // The page table's device copy: the fixed buffers in graph mode, else the
-  // workspace past the plan's regions.
+  // The page table's device copy: the fixed buffers in graph mode (copied
+  // here), else the wrapper's memory after the work list (the same upload).
   cuda::ScopedDevice scope(I.device);
-  if (I.use_cuda_graph) {
-    I.indptr = I.fixed_indptr;
-    I.indices = I.fixed_indices;
-    I.last_page_len = I.fixed_last;
-  } else {
-    constexpr size_t kAlign = ops::WorkspaceLayout::kAlign;
-    auto aligned = [&](size_t x) { return (x + kAlign - 1) / kAlign * kAlign; };
-    const size_t at_indptr = aligned(plan_bytes), at_last = aligned(at_indptr + indptr.size() * 4),
-                 at_indices = aligned(at_last + last_page_len.size() * 4), end = at_indices + indices.size() * 4;
-    if (end > I.workspace_bytes)
-      throw Error(Status::WorkspaceTooSmall,
-                  fmt::format("float_workspace_buffer: {} bytes are too few; this plan needs {} (its workspace and "
-                              "the page table's device copy)",
-                              I.workspace_bytes, end));
-    char* ws = static_cast<char*>(I.workspace);
-    I.indptr = reinterpret_cast<const int32_t*>(ws + at_indptr);
-    I.last_page_len = reinterpret_cast<const int32_t*>(ws + at_last);
-    I.indices = reinterpret_cast<const int32_t*>(ws + at_indices);
+  try {
+    if (I.use_cuda_graph) {
+      auto copy = [&](int32_t* dst, const std::vector<int32_t>& src) {
+        if (!src.empty())
+          ATTNJIT_CU(cuda::driver().MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src.data(), src.size() * 4,
+                                                    reinterpret_cast<CUstream>(stream)));
+      };
+      detail::PlanMemory::require_not_capturing(reinterpret_cast<CUstream>(stream), "plan()");
+      copy(I.fixed_indptr, indptr);
+      copy(I.fixed_last, last_page_len);
+      copy(I.fixed_indices, indices);
+      detail::BatchDecodePlanInternals::plan_with_arrays(*I.plan, lens.data(), batch, stream, {});
+      I.indptr = I.fixed_indptr;
+      I.indices = I.fixed_indices;
+      I.last_page_len = I.fixed_last;
+    } else {
+      const auto placed = detail::BatchDecodePlanInternals::plan_with_arrays(*I.plan, lens.data(), batch, stream,
+                                                                             {&indptr, &last_page_len, &indices});
+      I.indptr = placed[0];
+      I.last_page_len = placed[1];
+      I.indices = placed[2];
+    }
+  } catch (...) {
+    I.plan.reset();  // no half-planned wrapper: run() says NotPlanned
+    I.plan_key.clear();
+    throw;
   }
-  upload(const_cast<int32_t*>(I.indptr), indptr, stream);
-  upload(const_cast<int32_t*>(I.last_page_len), last_page_len, stream);
-  upload(const_cast<int32_t*>(I.indices), indices, stream);
   I.table_entries = I.use_cuda_graph ? I.max_num_pages : int64_t(indices.size());
-  I.plan->plan(lens.data(), batch, I.workspace, std::min(I.workspace_bytes, plan_bytes), stream);
 }
 
 void BatchDecodeWithPagedKVCacheWrapper::run(const TensorView& q, const TensorView& k_cache,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 #include <string_view>
 
@@ -50,7 +51,7 @@ std::vector<uint8_t> pack_segments(const std::vector<bool>& mask, const std::vec
 BatchPrefillCore::BatchPrefillCore(const Runtime& r, void* ws, size_t ws_bytes, KVLayout layout_, std::string backend_,
                                    int dev, std::optional<BatchPrefillCudaGraphBuffers> graph_)
     : rt(&r), workspace(ws), workspace_bytes(ws_bytes), kv_layout(layout_), backend(std::move(backend_)), device(dev),
-      graph(std::move(graph_)) {
+      graph(std::move(graph_)), memory(std::make_unique<detail::PlanMemory>(dev)) {
   PrefillOptions o;
   o.backend = backend;
   validate_prefill_options(o);  // "fa3" and unknown backends fail at construction, as in FlashInfer
@@ -84,7 +85,7 @@ T* BatchPrefillCore::array(const char* name) const {
                                               : nullptr;
     if (p) return static_cast<T*>(p);
   }
-  return region_ptr<T>(workspace, layout.workspace.region(name));
+  return plan_ptr<T>(memory->base(), layout.workspace.region(name));
 }
 template int32_t* BatchPrefillCore::array<int32_t>(const char*) const;
 template const int32_t* BatchPrefillCore::array<const int32_t>(const char*) const;
@@ -98,6 +99,7 @@ void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vect
                             const std::vector<int32_t>& page_indices, const std::vector<int32_t>& last_page_len,
                             const std::vector<bool>& custom_mask, Stream stream) {
   planned = false;
+  const CUstream cu_stream = reinterpret_cast<CUstream>(stream);
   s.options.backend = backend;
   s.options.kv_layout = kv_layout;
   std::vector<int32_t> mask_offsets;
@@ -126,42 +128,54 @@ void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vect
                         "may have captured and would replay with the old kernel; allowed: the same options, or a "
                         "new wrapper for the new ones",
                         captured->name(), L.prefill.spec.name()));
-  const size_t need = L.workspace.total_bytes();
-  if (!workspace || workspace_bytes < need)
+  const size_t need = L.workspace.float_bytes();
+  if (need > 0 && (!workspace || workspace_bytes < need))
     throw Error(Status::WorkspaceTooSmall,
-                fmt::format("workspace_bytes={} is too small; this plan ({} work items, {} KV chunks) needs {} bytes",
+                fmt::format("float_workspace_buffer: {} bytes are too few; this plan ({} work items, {} KV chunks) "
+                            "needs {} bytes of scratch",
                             workspace ? workspace_bytes : 0, L.num_work, L.num_chunks, need));
   if (reinterpret_cast<uintptr_t>(workspace) % WorkspaceLayout::kAlign != 0)
-    invalid("workspace must be 256-byte aligned");
+    invalid("float_workspace_buffer must be 256-byte aligned");
+  // The arguments are valid: from here on the device.
+  cuda::ScopedDevice scope(device);
+  detail::PlanMemory::require_not_capturing(cu_stream, "plan()");
   prefill = engine.load_on_device(L.prefill.spec, device);
   merge = L.merge ? engine.load_on_device(L.merge->spec, device) : nullptr;
 
-  cuda::ScopedDevice scope(device);
-  const auto& cu = cuda::driver();
-  layout = std::move(L);  // array() finds the regions in it
-  auto upload = [&](const char* name, const void* src, size_t bytes) {
+  memory->reserve(L.workspace.int_bytes(), cu_stream);
+  if (graph) memory->freeze_address();  // a captured run reads the tile counts there
+  uint8_t* host = memory->stage(L.workspace.int_bytes());
+  // Into the plan memory's staging, or (CUDA-graph mode, the caller's fixed
+  // buffers) straight to the device: a copy from pageable memory has read it
+  // when the call returns.
+  auto put = [&](const char* name, const void* src, size_t bytes) {
     if (bytes == 0) return;
-    ATTNJIT_CU(cu.MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(array<char>(name)), src, bytes, stream));
+    const bool fixed = graph && !L.workspace.has(name);
+    if (fixed) {
+      ATTNJIT_CU(cuda::driver().MemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(array<char>(name)), src, bytes,
+                                                cu_stream));
+    } else {
+      std::memcpy(host + L.workspace.region(name).offset, src, bytes);
+    }
   };
-  const auto& Lp = layout;
-  const int32_t zeros[2] = {0, 0};
   if (graph) {
-    upload("tile_indptr", Lp.tile_indptr.data(), Lp.tile_indptr.size() * sizeof(int32_t));
-    upload("work_counter", zeros, sizeof zeros);  // the kernel's last CTA keeps them zero after
+    put("tile_indptr", L.tile_indptr.data(), L.tile_indptr.size() * sizeof(int32_t));
+    // "work_counter": zero (staged zeros); the kernel's last CTA keeps it zero after.
   } else {
-    upload("work", Lp.work.data(), Lp.work.size() * sizeof(int32_t));
+    put("work", L.work.data(), L.work.size() * sizeof(int32_t));
   }
-  upload("qo_indptr", s.qo_indptr.data(), s.qo_indptr.size() * sizeof(int32_t));
-  upload("kv_indptr", kv_indptr.data(), kv_indptr.size() * sizeof(int32_t));
+  put("qo_indptr", s.qo_indptr.data(), s.qo_indptr.size() * sizeof(int32_t));
+  put("kv_indptr", kv_indptr.data(), kv_indptr.size() * sizeof(int32_t));
   if (s.source == KVSource::Paged) {
-    upload("paged_kv_indices", page_indices.data(), page_indices.size() * sizeof(int32_t));
-    upload("paged_kv_last_page_len", last_page_len.data(), last_page_len.size() * sizeof(int32_t));
+    put("paged_kv_indices", page_indices.data(), page_indices.size() * sizeof(int32_t));
+    put("paged_kv_last_page_len", last_page_len.data(), last_page_len.size() * sizeof(int32_t));
   }
   if (s.options.custom_mask) {
-    upload("mask", packed.data(), packed.size());
-    upload("mask_indptr", mask_offsets.data(), mask_offsets.size() * sizeof(int32_t));
+    put("mask", packed.data(), packed.size());
+    put("mask_indptr", mask_offsets.data(), mask_offsets.size() * sizeof(int32_t));
   }
-  // Pageable host memory: the driver has staged the bytes when each call returns.
+  memory->upload(cu_stream);
+  layout = std::move(L);
   shape = std::move(s);
   kv_extent = extent;
   planned = planned_once = true;
@@ -232,8 +246,8 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   p.o = o.data;
   p.lse = lse ? static_cast<float*>(lse->data) : nullptr;
   const bool split = layout.num_chunks > 1;
-  p.partial_o = split ? region_ptr<float>(workspace, layout.workspace.region("partial_o")) : nullptr;
-  p.partial_lse = split ? region_ptr<float>(workspace, layout.workspace.region("partial_lse")) : nullptr;
+  p.partial_o = split ? scratch_ptr<float>(workspace, layout.workspace.region("partial_o")) : nullptr;
+  p.partial_lse = split ? scratch_ptr<float>(workspace, layout.workspace.region("partial_lse")) : nullptr;
   p.q_stride_n = q.strides[0];
   p.q_stride_h = q.strides[1];
   p.o_stride_n = o.strides[0];
@@ -282,8 +296,16 @@ void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView&
 }
 
 void BatchPrefillCore::reset_workspace(void* ws, size_t bytes) {
+  if (planned && layout.workspace.float_bytes() > bytes)
+    throw Error(Status::WorkspaceTooSmall,
+                fmt::format("float_workspace_buffer: {} bytes are too few; the current plan needs {} bytes of scratch",
+                            bytes, layout.workspace.float_bytes()));
   workspace = ws;
   workspace_bytes = bytes;
+}
+
+void BatchPrefillCore::use_int_workspace(void* buffer, size_t bytes) {
+  memory->borrow(buffer, bytes);
   planned = planned_once = false;
   graph_q_rows = graph_kv_extent = -1;
 }
@@ -291,9 +313,9 @@ void BatchPrefillCore::reset_workspace(void* ws, size_t bytes) {
 std::string BatchPrefillCore::describe() const {
   if (!planned) return "not planned";
   const auto& k = layout.prefill;
-  return fmt::format("{}{} work={} grid={} chunks={} chunk={} workspace={} B{}", k.spec.name(),
+  return fmt::format("{}{} work={} grid={} chunks={} chunk={} workspace={} B plan_memory={} B{}", k.spec.name(),
                      graph ? " cuda-graph" : "", layout.num_work, k.shape.grid[0], layout.num_chunks,
-                     layout.chunk_size, layout.workspace.total_bytes(),
+                     layout.chunk_size, layout.workspace.float_bytes(), layout.workspace.int_bytes(),
                      layout.merge ? "; " + layout.merge->spec.name() : "");
 }
 

@@ -1,7 +1,8 @@
 // What the ragged and paged batch prefill wrappers share: the caller's
-// workspace, plan() (validate, plan, load kernels, upload the arrays into the
-// workspace's int part on the caller's stream) and the launch of the prefill
-// and merge kernels from a filled params struct.
+// workspace (scratch for a KV split's partial states), the wrapper's plan
+// memory, plan() (validate, plan, load kernels, upload the arrays into the
+// plan memory on the caller's stream) and the launch of the prefill and merge
+// kernels from a filled params struct.
 #pragma once
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "attnjit/batch_prefill.hpp"
 #include "engine.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
+#include "plan_memory.hpp"
 
 namespace attnjit::ops {
 
@@ -23,6 +25,9 @@ struct BatchPrefillCore {
   int device = 0;
 
   std::optional<BatchPrefillCudaGraphBuffers> graph;  // CUDA-graph mode
+  // The work list and index arrays every run() reads (kept across plans;
+  // in CUDA-graph mode its address is fixed once planned).
+  std::unique_ptr<detail::PlanMemory> memory;
 
   bool planned = false;
   bool planned_once = false;  // layout holds a plan (kept through a failed re-plan, for the graph-mode checks)
@@ -44,7 +49,7 @@ struct BatchPrefillCore {
   // Plans `s` (its options' backend is the wrapper's), then uploads: the work
   // list (CUDA-graph mode: the tile counts), qo_indptr, kv_indptr, and (when
   // non-empty) the paged arrays and the packed mask with its per-request byte
-  // offsets, into the workspace or, in CUDA-graph mode, the caller's buffers.
+  // offsets, into the plan memory or, in CUDA-graph mode, the caller's buffers.
   void plan(BatchPrefillShape s, int64_t kv_extent, const std::vector<int32_t>& kv_indptr,
             const std::vector<int32_t>& page_indices, const std::vector<int32_t>& last_page_len,
             const std::vector<bool>& custom_mask, Stream stream);
@@ -57,14 +62,17 @@ struct BatchPrefillCore {
   // The K/V extent run() was given, checked against the plan: exactly the
   // plan's rows (ragged) or enough pages; in CUDA-graph mode at least the plan's.
   void check_kv_extent(int64_t given, const char* arg) const;
-  // Where an uploaded index array lives: a workspace region or a graph buffer.
+  // Where an uploaded index array lives: a plan-memory region or a graph buffer.
   template <class T>
   T* array(const char* name) const;
   void launch(const kernels::PrefillParams& p, const TensorView& o, Stream stream) const;
-  // A new workspace: the uploaded arrays lived in the old one, so plan()
-  // again; a graph captured before would replay the old one, so the
-  // graph-mode constraints start afresh with the next capture.
+  // A new scratch workspace; the plan stays valid if it fits there.
   void reset_workspace(void* ws, size_t bytes);
+  // FlashInfer's int_workspace_buffer: the plan memory is the caller's
+  // buffer from now on, so plan() again; a graph captured before would
+  // replay the old memory, so the graph-mode constraints start afresh.
+  void use_int_workspace(void* buffer, size_t bytes);
+  size_t plan_memory_bytes() const { return planned ? memory->used() : 0; }
   void require_planned(const char* what) const;
   std::string describe() const;
 };

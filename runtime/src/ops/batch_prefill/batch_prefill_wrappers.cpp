@@ -104,9 +104,13 @@ void BatchPrefillWithRaggedKVCacheWrapper::run(const TensorView& q, const Tensor
 void BatchPrefillWithRaggedKVCacheWrapper::reset_workspace_buffer(void* workspace, size_t workspace_bytes) {
   impl_->core.reset_workspace(workspace, workspace_bytes);
 }
-size_t BatchPrefillWithRaggedKVCacheWrapper::workspace_bytes() const {
-  return impl_->core.planned ? impl_->core.layout.workspace.total_bytes() : 0;
+void BatchPrefillWithRaggedKVCacheWrapper::set_int_workspace(void* buffer, size_t bytes) {
+  impl_->core.use_int_workspace(buffer, bytes);
 }
+size_t BatchPrefillWithRaggedKVCacheWrapper::workspace_bytes() const {
+  return impl_->core.planned ? impl_->core.layout.workspace.float_bytes() : 0;
+}
+size_t BatchPrefillWithRaggedKVCacheWrapper::plan_memory_bytes() const { return impl_->core.plan_memory_bytes(); }
 std::string BatchPrefillWithRaggedKVCacheWrapper::describe() const { return impl_->core.describe(); }
 
 // ---- paged -----------------------------------------------------------------
@@ -210,9 +214,13 @@ void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorV
 void BatchPrefillWithPagedKVCacheWrapper::reset_workspace_buffer(void* workspace, size_t workspace_bytes) {
   impl_->core.reset_workspace(workspace, workspace_bytes);
 }
-size_t BatchPrefillWithPagedKVCacheWrapper::workspace_bytes() const {
-  return impl_->core.planned ? impl_->core.layout.workspace.total_bytes() : 0;
+void BatchPrefillWithPagedKVCacheWrapper::set_int_workspace(void* buffer, size_t bytes) {
+  impl_->core.use_int_workspace(buffer, bytes);
 }
+size_t BatchPrefillWithPagedKVCacheWrapper::workspace_bytes() const {
+  return impl_->core.planned ? impl_->core.layout.workspace.float_bytes() : 0;
+}
+size_t BatchPrefillWithPagedKVCacheWrapper::plan_memory_bytes() const { return impl_->core.plan_memory_bytes(); }
 std::string BatchPrefillWithPagedKVCacheWrapper::describe() const { return impl_->core.describe(); }
 
 }  // namespace attnjit

@@ -48,7 +48,7 @@ SingleDecodePlan::SingleDecodePlan(SingleDecodePlan&&) noexcept = default;
 SingleDecodePlan& SingleDecodePlan::operator=(SingleDecodePlan&&) noexcept = default;
 
 const SingleDecodeProblem& SingleDecodePlan::problem() const { return impl_->problem; }
-size_t SingleDecodePlan::workspace_bytes() const { return impl_->layout.workspace.total_bytes(); }
+size_t SingleDecodePlan::workspace_bytes() const { return impl_->layout.workspace.float_bytes(); }
 int SingleDecodePlan::num_splits() const { return impl_->layout.num_splits; }
 
 std::string SingleDecodePlan::describe() const {
@@ -59,7 +59,7 @@ std::string SingleDecodePlan::describe() const {
                               L.num_splits, L.chunk_size, L.kv_begin);
   if (L.merge)
     s += fmt::format("; {} grid={} workspace={} B", L.merge->spec.name(), L.merge->shape.grid[0],
-                     L.workspace.total_bytes());
+                     L.workspace.float_bytes());
   return s;
 }
 
@@ -75,7 +75,7 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   ops::check_tensor(v, "v", P.kv_dtype, P.device, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D}, kva);
   ops::check_tensor(o, "o", P.q_dtype, P.device, {H, D}, qa);
   if (lse) ops::check_tensor(*lse, "lse", DType::F32, P.device, {H}, 4);
-  const size_t needed = L.workspace.total_bytes();
+  const size_t needed = L.workspace.float_bytes();
   if (needed > 0) {
     if (!workspace)
       throw Error(Status::WorkspaceTooSmall,
@@ -92,8 +92,8 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.o = o.data;
   dp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
   const bool split = L.num_splits > 1;
-  dp.partial_o = split ? ops::region_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
-  dp.partial_lse = split ? ops::region_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
+  dp.partial_o = split ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
+  dp.partial_lse = split ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
   dp.q_stride_h = q.strides[0];
   dp.o_stride_h = o.strides[0];
   dp.kv.k = k.data;

@@ -111,6 +111,9 @@ void validate_prefill_options(const PrefillOptions& o) {
     invalid(fmt::format("backend='{}' is not a backend; allowed: 'auto', 'fa2', 'fa3'", o.backend));
   if (o.window_left < -1)
     invalid(fmt::format("window_left={} is not allowed; use -1 (no window) or >= 0", o.window_left));
+  if (o.allow_fp16_qk_reduction)  // refused, not ignored: the caller asked for another arithmetic
+    throw Error(Status::Unsupported, "use_fp16_qk_reduction=true is not supported: q.k always accumulates in "
+                                     "fp32; allowed: false");
   check_positive_finite(o.sm_scale, "sm_scale");
   check_positive_finite(o.rope_scale, "rope_scale");
   check_positive_finite(o.rope_theta, "rope_theta");

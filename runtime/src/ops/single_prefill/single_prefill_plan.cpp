@@ -39,7 +39,7 @@ SinglePrefillPlan::SinglePrefillPlan(SinglePrefillPlan&&) noexcept = default;
 SinglePrefillPlan& SinglePrefillPlan::operator=(SinglePrefillPlan&&) noexcept = default;
 
 const SinglePrefillProblem& SinglePrefillPlan::problem() const { return impl_->problem; }
-size_t SinglePrefillPlan::workspace_bytes() const { return impl_->layout.workspace.total_bytes(); }
+size_t SinglePrefillPlan::workspace_bytes() const { return impl_->layout.workspace.float_bytes(); }
 int SinglePrefillPlan::num_kv_chunks() const { return impl_->layout.num_chunks; }
 
 std::string SinglePrefillPlan::describe() const {
@@ -50,7 +50,7 @@ std::string SinglePrefillPlan::describe() const {
                               L.chunk_size);
   if (L.merge)
     s += fmt::format("; {} grid={} workspace={} B", L.merge->spec.name(), L.merge->shape.grid[0],
-                     L.workspace.total_bytes());
+                     L.workspace.float_bytes());
   return s;
 }
 
@@ -78,7 +78,7 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
     throw Error(Status::InvalidArgument, fmt::format("lse: must be contiguous [qo_len, num_qo_heads] (got {})",
                                                      lse->describe()));
   ops::check_custom_mask(P, mask);
-  const size_t needed = L.workspace.total_bytes();
+  const size_t needed = L.workspace.float_bytes();
   if (needed > 0) {
     if (!workspace || workspace_bytes < needed)
       throw Error(Status::WorkspaceTooSmall,
@@ -93,8 +93,8 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   pp.o = o.data;
   pp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
   const bool split = L.num_chunks > 1;
-  pp.partial_o = split ? ops::region_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
-  pp.partial_lse = split ? ops::region_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
+  pp.partial_o = split ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
+  pp.partial_lse = split ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
   pp.q_stride_n = q.strides[0];
   pp.q_stride_h = q.strides[1];
   pp.o_stride_n = o.strides[0];

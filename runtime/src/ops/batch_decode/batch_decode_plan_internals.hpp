@@ -1,0 +1,23 @@
+// What FlashInfer's wrapper needs of a BatchDecodePlan beyond its public API:
+// the wrapper owns the plan memory (it outlives each plan the wrapper makes,
+// and a captured graph keeps its address), and uploads its page table in the
+// same copy as the plan's work list.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "attnjit/batch_decode.hpp"
+#include "plan_memory.hpp"
+
+namespace attnjit::detail {
+
+struct BatchDecodePlanInternals {
+  static void share_memory(BatchDecodePlan& plan, std::shared_ptr<PlanMemory> memory);
+  // plan(), also uploading `arrays` after the plan's own regions; returns
+  // each array's device address (null for an empty one).
+  static std::vector<const int32_t*> plan_with_arrays(BatchDecodePlan& plan, const int32_t* kv_lens, int batch,
+                                                      Stream stream,
+                                                      const std::vector<const std::vector<int32_t>*>& arrays);
+};
+
+}  // namespace attnjit::detail

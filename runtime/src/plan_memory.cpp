@@ -1,0 +1,137 @@
+#include "plan_memory.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "attnjit/error.hpp"
+#include "cuda/driver.hpp"
+
+namespace attnjit::detail {
+
+namespace {
+// Plans grow with the batch; rounding up keeps a batch that creeps up step by
+// step from reallocating every step.
+size_t rounded(size_t bytes) {
+  size_t r = 4096;
+  while (r < bytes) r *= 2;
+  return r;
+}
+}  // namespace
+
+PlanMemory::~PlanMemory() {
+  if ((!device_ptr_ || borrowed_) && !staging_[0].host && !staging_[1].host) return;  // nothing of ours
+  try {
+    const auto& cu = cuda::driver();
+    cuda::ScopedDevice scope(device_);
+    release_device();
+    for (auto& s : staging_) {
+      if (s.pending) cu.EventSynchronize(s.copied);
+      if (s.copied) cu.EventDestroy(s.copied);
+      if (s.host) cu.MemFreeHost(s.host);
+    }
+  } catch (...) {  // a destructor reports nothing: the process may be exiting
+  }
+}
+
+void PlanMemory::release_device() {
+  if (!device_ptr_ || borrowed_) return;
+  // Launches already enqueued (on any stream) may still read the plan: the
+  // memory goes back only once the device is idle.
+  const auto& cu = cuda::driver();
+  cu.CtxSynchronize();
+  cu.MemFree(device_ptr_);
+  device_ptr_ = 0;
+  device_bytes_ = 0;
+}
+
+void PlanMemory::borrow(void* buffer, size_t bytes) {
+  if (!buffer)
+    throw Error(Status::InvalidArgument, "int_workspace_buffer is null; allowed: a device buffer of the plan's device");
+  if (reinterpret_cast<uintptr_t>(buffer) % 256 != 0)
+    throw Error(Status::InvalidArgument,
+                fmt::format("int_workspace_buffer={} is not allowed; allowed: a 256-byte aligned device address",
+                            buffer));
+  if (device_ptr_ && !borrowed_) {
+    cuda::ScopedDevice scope(device_);
+    release_device();
+  }
+  device_ptr_ = reinterpret_cast<CUdeviceptr>(buffer);
+  device_bytes_ = bytes;
+  borrowed_ = true;
+  used_ = 0;
+}
+
+void PlanMemory::require_not_capturing(CUstream stream, const char* what) {
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  ATTNJIT_CU(cuda::driver().StreamIsCapturing(stream, &capture));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw Error(Status::InvalidArgument,
+                fmt::format("{}: stream {} is capturing a CUDA graph; plan() uploads the plan and cannot be "
+                            "captured; allowed: plan() before capture (run() is capturable)",
+                            what, static_cast<void*>(stream)));
+}
+
+void PlanMemory::reserve(size_t bytes, CUstream stream) {
+  if (bytes <= device_bytes_) return;
+  if (borrowed_)
+    throw Error(Status::WorkspaceTooSmall,
+                fmt::format("int_workspace_buffer: {} bytes are too few; this plan needs {} bytes of plan memory",
+                            device_bytes_, bytes));
+  if (frozen_ && device_ptr_)
+    throw Error(Status::InvalidArgument,
+                fmt::format("plan(): this plan needs {} bytes of plan memory where it has {}, and a CUDA graph may "
+                            "have captured a run at the present address; allowed: a plan within the sizes the "
+                            "wrapper was made for",
+                            bytes, device_bytes_));
+  require_not_capturing(stream, "plan()");
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(device_);
+  release_device();
+  const size_t want = rounded(bytes);
+  ATTNJIT_CU(cu.MemAlloc(&device_ptr_, want));
+  device_bytes_ = want;
+}
+
+uint8_t* PlanMemory::stage(size_t bytes) {
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(device_);
+  Staging& s = staging_[next_];
+  if (s.pending) {
+    ATTNJIT_CU(cu.EventSynchronize(s.copied));
+    s.pending = false;
+  }
+  if (s.bytes < bytes) {
+    if (s.host) ATTNJIT_CU(cu.MemFreeHost(s.host));
+    s.host = nullptr;
+    s.bytes = 0;
+    const size_t want = rounded(bytes);
+    ATTNJIT_CU(cu.MemAllocHost(&s.host, want));
+    s.bytes = want;
+  }
+  if (!s.copied) ATTNJIT_CU(cu.EventCreate(&s.copied, CU_EVENT_DISABLE_TIMING));
+  std::memset(s.host, 0, bytes);
+  staged_ = next_;
+  next_ ^= 1;
+  staged_bytes_ = bytes;
+  return static_cast<uint8_t*>(s.host);
+}
+
+void PlanMemory::upload(CUstream stream) {
+  if (staged_ < 0) throw Error(Status::Internal, "PlanMemory::upload without stage()");
+  Staging& s = staging_[staged_];
+  staged_ = -1;
+  used_ = staged_bytes_;
+  if (staged_bytes_ == 0) return;
+  if (staged_bytes_ > device_bytes_)
+    throw Error(Status::Internal, fmt::format("PlanMemory: {} staged bytes past the reserved {}", staged_bytes_,
+                                              device_bytes_));
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(device_);
+  ATTNJIT_CU(cu.MemcpyHtoDAsync(device_ptr_, s.host, staged_bytes_, stream));
+  ATTNJIT_CU(cu.EventRecord(s.copied, stream));
+  s.pending = true;
+}
+
+}  // namespace attnjit::detail
