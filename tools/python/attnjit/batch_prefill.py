@@ -132,7 +132,7 @@ class _BatchPrefill(PlanOwner):
     def is_cuda_graph_enabled(self):
         return self._use_cuda_graph
 
-    def _plan(self, torch, host, page_size, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask,
+    def _plan_batch(self, torch, host, page_size, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask,
               causal, pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale,
               rope_theta, q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens):
         """Checks what both plan()s share, keeps the plan state (FlashInfer's attribute names) and plans."""
@@ -339,7 +339,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_BatchPrefill):
         kv_lens = _lengths(host["kv_indptr"])
         _check_length_hints(torch, _lengths(host["qo_indptr"]), kv_lens, seq_lens, seq_lens_q,
                             max_token_per_sequence, max_sequence_kv, uniform_q_len)
-        self._plan(torch, host, 0, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask, causal,
+        self._plan_batch(torch, host, 0, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask, causal,
                    pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale,
                    rope_theta, q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens)
 
@@ -421,7 +421,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
         kv_lens = torch.where(pages > 0, kv_lens, torch.zeros_like(kv_lens))
         _check_length_hints(torch, _lengths(host["qo_indptr"]), kv_lens, seq_lens, seq_lens_q,
                             max_token_per_sequence, max_sequence_kv, uniform_q_len)
-        self._plan(torch, host, page_size, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask,
+        self._plan_batch(torch, host, page_size, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask,
                    causal, pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap,
                    rope_scale, rope_theta, q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens)
 

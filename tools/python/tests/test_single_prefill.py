@@ -62,12 +62,31 @@ def test_custom_mask_equal_to_causal_gives_causal():
     assert torch.allclose(o_custom, o_causal, rtol=1e-3, atol=1e-3)
 
 
-def test_errors_name_the_argument():
+def test_causal_with_more_queries_than_keys_gives_zero_rows_as_flashinfer():
+    """Query i sits at kv_len - qo_len + i: the first qo_len - kv_len rows see no key (o = 0, lse = -inf)."""
     q = torch.randn(10, 8, 128, dtype=torch.float16, device="cuda")
     k = torch.randn(5, 2, 128, dtype=torch.float16, device="cuda")
+    v = torch.randn(5, 2, 128, dtype=torch.float16, device="cuda")
+    o, lse = attnjit.single_prefill_with_kv_cache(q, k, v, causal=True, return_lse=True)
+    assert torch.all(o[:5] == 0) and torch.all(torch.isneginf(lse[:5]))
+    qd, kd, vd = (t.double().transpose(0, 1) for t in (q, k, v))  # [heads, rows, d]
+    kd, vd = kd.repeat_interleave(4, 0), vd.repeat_interleave(4, 0)
+    s = qd @ kd.transpose(1, 2) / 128 ** 0.5
+    seen = torch.arange(5, device="cuda")[None, :] <= torch.arange(10, device="cuda")[:, None] - 5
+    s = s.masked_fill(~seen, float("-inf"))[:, 5:]
+    ref = (torch.softmax(s, -1) @ vd).transpose(0, 1)
+    assert torch.linalg.norm(o[5:].double() - ref) / torch.linalg.norm(ref) < 5e-3
+    ref_lse = (torch.logsumexp(s, -1) / torch.log(torch.tensor(2.0, dtype=torch.float64))).transpose(0, 1)
+    assert (lse[5:].double() - ref_lse).abs().max() < 2e-3
+
+
+def test_errors_name_the_argument():
+    q = torch.randn(10, 8, 128, dtype=torch.float16, device="cuda")
+    k = torch.randn(5, 3, 128, dtype=torch.float16, device="cuda")
     with pytest.raises(AttnjitError) as e:
         attnjit.single_prefill_with_kv_cache(q, k, k, causal=True)
-    assert e.value.status == Status.INVALID_ARGUMENT and "qo_len=10 > kv_len=5" in str(e.value)
+    assert e.value.status == Status.INVALID_ARGUMENT and "num_kv_heads=3" in str(e.value)
+    k = torch.randn(5, 2, 128, dtype=torch.float16, device="cuda")
     with pytest.raises(AttnjitError) as e:
         attnjit.single_prefill_with_kv_cache(q, k, k, backend="fa4")
     assert e.value.status == Status.INVALID_ARGUMENT and "'fa3'" in str(e.value)
