@@ -81,7 +81,7 @@ ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_create(
     const attnjit_batch_decode_wrapper_options_t* options, const DLTensor* paged_kv_indptr_buffer,
     const DLTensor* paged_kv_indices_buffer, const DLTensor* paged_kv_last_page_len_buffer, attnjit_plan_t** out);
 
-/* indptr [batch + 1], indices [indptr[batch]], last_page_len [batch]: int32,
+/* indptr [batch + 1], indices [at least indptr[batch]: the rest is ignored], last_page_len [batch]: int32,
  * 1-D, contiguous, in host memory (kDLCPU or kDLCUDAHost); validated here and
  * copied to the device on `stream`. Not while `stream` captures a graph.
  * Afterwards attnjit_plan_workspace_bytes / _describe report this plan. */

@@ -238,7 +238,8 @@ class ATTNJIT_API BatchDecodeWithPagedKVCacheWrapper {
     std::optional<DType> kv_data_type;  // default q_data_type
     std::optional<float> sm_scale, rope_scale, rope_theta;
   };
-  // The page table on the host (validated here), copied to the device on `stream`.
+  // The page table on the host (validated here), copied to the device on
+  // `stream`. indices may be longer than indptr[batch]: the rest is ignored, as FlashInfer.
   void plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
             const std::vector<int32_t>& last_page_len, const PlanArgs& args, Stream stream = nullptr);
   // k_cache / v_cache: 4-D (kv_cache_halves for the 5-D form). out [batch, H, D] in q's dtype.

@@ -325,16 +325,23 @@ def split_controls(fixed_split_size, disable_split_kv):
                           "allowed: False")
 
 
-def kv_cache_pair(torch, name, value, split=False):
+def kv_cache_pair(torch, name, value, split=False, kv_layout=None):
     """(k, v) of a (k, v) tuple of 4-D caches, or of one 5-D tensor: [pages, 2, ...] (K at [:, 0], V at
     [:, 1]) or [pages, 1, ...] (its one entry is both K and V). A [pages, 2, ...] tensor comes back as
-    (it, None), the form the batch decode C functions take, unless `split` asks for the two 4-D views."""
+    (it, None), the form the batch decode C functions take, unless `split` asks for the two 4-D views.
+    With the wrapper's kv_layout, page size 1 may drop its axis, as FlashInfer allows: 3-D caches in a
+    tuple ([slots, heads, D], SGLang's token pool) and a 4-D single tensor ([slots, 2, heads, D])."""
+    def with_page_axis(t, full_rank):
+        if kv_layout is None or t.dim() != full_rank - 1:
+            return t
+        return t.unsqueeze(-3) if kv_layout == "NHD" else t.unsqueeze(-2)  # [.., page_size=1, ..]
+
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
             raise invalid_argument(f"{name}: a {type(value).__name__} of {len(value)} tensors is not allowed; "
                                    "allowed: (k_cache, v_cache) or one 5-D tensor")
-        return tensor(torch, f"{name}[0]", value[0]), tensor(torch, f"{name}[1]", value[1])
-    tensor(torch, name, value)
+        return tuple(with_page_axis(tensor(torch, f"{name}[{i}]", t), 4) for i, t in enumerate(value))
+    value = with_page_axis(tensor(torch, name, value), 5)
     if value.dim() != 5 or value.shape[1] not in (1, 2):
         raise invalid_argument(f"{name}: shape {list(value.shape)} is not allowed; allowed: a 5-D tensor "
                                "[pages, 2, ...] (or [pages, 1, ...]: K and V are one) or a (k_cache, v_cache) "

@@ -306,7 +306,7 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
         checks.cuda_tensor(torch, "q", q)
         q_scale, k_scale, v_scale = (checks.scale(torch, name, value) for name, value in
                                      (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)))
-        k_cache, v_cache = checks.kv_cache_pair(torch, "paged_kv_cache", paged_kv_cache)
+        k_cache, v_cache = checks.kv_cache_pair(torch, "paged_kv_cache", paged_kv_cache, kv_layout=self._kv_layout)
         if self._settings() != self._planned_settings:
             if self._capturing(torch, q.device):
                 raise checks.unsupported("pos_encoding_mode, window_left, logits_soft_cap, rope_scale and "

@@ -459,7 +459,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
         torch = require_torch()
         checks.refuse_if_given(sinks=sinks, skip_softmax_threshold_scale_factor=skip_softmax_threshold_scale_factor,
                                use_fp16_softmax=use_fp16_softmax, uses_spcompress=uses_spcompress)
-        k, v = checks.kv_cache_pair(torch, "paged_kv_cache", paged_kv_cache, split=True)
+        k, v = checks.kv_cache_pair(torch, "paged_kv_cache", paged_kv_cache, split=True, kv_layout=self._kv_layout)
         return self._run(torch, q, k, v, args, q_scale, k_scale, v_scale, out, lse, return_lse, lse_base, lse_layout,
                          enable_pdl, window_left, kv_cache_sf, out_zeroed=True)
 

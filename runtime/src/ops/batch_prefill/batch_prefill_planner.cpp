@@ -25,10 +25,11 @@ nlohmann::json launch_json(const KernelLaunch& k) {
 
 }  // namespace
 
-void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch) {
+void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch, bool from_zero) {
   if (indptr.size() != batch + 1)
     invalid(fmt::format("{}: {} entries is not allowed; it must have batch_size + 1 = {}", name, indptr.size(), batch + 1));
-  if (indptr[0] != 0) invalid(fmt::format("{}[0]={} is not allowed; it must be 0", name, indptr[0]));
+  if (from_zero ? indptr[0] != 0 : indptr[0] < 0)
+    invalid(fmt::format("{}[0]={} is not allowed; it must be {}", name, indptr[0], from_zero ? "0" : ">= 0"));
   for (size_t b = 0; b < batch; ++b)
     if (indptr[b + 1] < indptr[b])
       invalid(fmt::format("{}[{}]={} < {}[{}]={} is not allowed; it must be non-decreasing", name, b + 1,

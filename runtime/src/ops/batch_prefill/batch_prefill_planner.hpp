@@ -60,6 +60,8 @@ void validate_batch_prefill(const BatchPrefillShape& s);
 constexpr int32_t kWholeKVChunk = (INT32_MAX / 128) * 128;
 
 // Checks an indptr array: batch + 1 entries, starting at 0, non-decreasing.
-void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch);
+// from_zero=false: a KV indptr, which may start past 0 as FlashInfer allows (vLLM passes the prefill
+// requests' slice of its paged_kv_indptr without rebasing it); its entries address K/V rows or pages.
+void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch, bool from_zero = true);
 
 }  // namespace attnjit::ops

@@ -68,7 +68,7 @@ void BatchPrefillWithRaggedKVCacheWrapper::plan(const std::vector<int32_t>& qo_i
   s.source = KVSource::Ragged;
   if (qo_indptr.size() < 2)
     invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", qo_indptr.size()));
-  ops::check_indptr(kv_indptr, "kv_indptr", qo_indptr.size() - 1);
+  ops::check_indptr(kv_indptr, "kv_indptr", qo_indptr.size() - 1, false);
   for (size_t b = 0; b + 1 < kv_indptr.size(); ++b) s.kv_lens.push_back(kv_indptr[b + 1] - kv_indptr[b]);
   impl_->core.plan(std::move(s), kv_indptr.back(), kv_indptr, {}, {}, options.custom_mask, stream);
 }
@@ -149,7 +149,7 @@ void BatchPrefillWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& qo_in
   if (qo_indptr.size() < 2)
     invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", qo_indptr.size()));
   const size_t batch = qo_indptr.size() - 1;
-  ops::check_indptr(paged_kv_indptr, "paged_kv_indptr", batch);
+  ops::check_indptr(paged_kv_indptr, "paged_kv_indptr", batch, false);
   if (paged_kv_last_page_len.size() != batch)
     invalid(fmt::format("paged_kv_last_page_len: {} entries is not allowed; it must have batch_size = {}",
                         paged_kv_last_page_len.size(), batch));

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device step for the FlashInfer drop-in (issue 29): every [gpu] Catch2
+# test, the Python GPU suite with FlashInfer on the path (signatures, the
+# engine harness replaying vLLM's and SGLang's call sequences, shared
+# workspaces, the newly computed features), then compute-sanitizer memcheck
+# and racecheck over the paths the drop-in added. Binaries come packed
+# (tools/gpu/pack.sh); FlashInfer's wheels in .peers/.
+#   bash tools/gpu/dropin.sh                (logs under $OUT)
+# PARTS: any of "catch2 pytest sanitize" (default: all three).
+# SANITIZE: the Catch2 test specs compute-sanitizer runs over.
+set -uo pipefail
+PARTS=${PARTS:-"catch2 pytest sanitize"}
+SANITIZE=${SANITIZE:-"[workspace],[page],[refused],[table_check]"}
+source tools/gpu/device_env.sh
+status=0
+nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
+
+if [[ " $PARTS " == *" catch2 "* ]]; then
+  echo "== [gpu] Catch2 tests"
+  ATTNJIT_TEST_QUICK=1 timeout 240 .gpu/attnjit_tests "[gpu]" >"$OUT/gpu_tests.log" 2>&1 || status=1
+  grep -E "FAILED|test cases|assertions" "$OUT/gpu_tests.log" | tail -n 20
+fi
+if [[ " $PARTS " == *" pytest "* ]]; then
+  echo "== Python GPU tests"
+  timeout 330 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider tools/python/tests >"$OUT/pytest.log" 2>&1 ||
+    status=1
+  grep -E "^FAILED|^ERROR|passed|failed" "$OUT/pytest.log" | tail -n 25
+fi
+if [[ " $PARTS " == *" sanitize "* ]]; then
+  echo "== compute-sanitizer over $SANITIZE"
+  sanitize_tests "$SANITIZE" || status=1
+fi
+exit $status
