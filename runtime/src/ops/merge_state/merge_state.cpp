@@ -10,6 +10,7 @@
 #include "engine.hpp"
 #include "launcher.hpp"
 #include "merge_params.h"
+#include "ops/merge_state/merge_state_problem.hpp"
 #include "ops/tensor_checks.hpp"
 #include "spec/merge_kernel.hpp"
 
@@ -51,14 +52,9 @@ void set_output(MergeJob& j, const TensorView& o, const char* name, const Tensor
 }
 
 void launch(const Runtime& rt, const MergeJob& j, Stream stream) {
-  MergeKernel spec;
-  spec.head_dim = static_cast<int>(j.head_dim);
-  spec.o_dtype = j.dtype;
-  spec.in_dtype = j.dtype;
+  const MergeKernel spec = ops::merge_state_kernel(static_cast<int>(j.head_dim), j.dtype);
   auto kernel = rt.engine().load_on_device(spec, j.device);
-  ops::LaunchShape shape;
-  shape.threads = spec.threads();
-  shape.grid[0] = static_cast<uint32_t>(j.seq * j.heads);
+  const ops::LaunchShape shape = ops::merge_state_shape(spec, j.seq * j.heads);
   if (shape.grid[0] == 0) return;
   cuda::ScopedDevice scope(j.device);
   detail::launch(*kernel, shape, &j.p, stream);
