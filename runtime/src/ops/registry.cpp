@@ -4,6 +4,8 @@
 
 #include "attnjit/error.hpp"
 #include "ops/batch_decode/batch_decode_entry.hpp"
+#include "ops/batch_prefill/batch_prefill_entry.hpp"
+#include "ops/merge_state/merge_state_entry.hpp"
 #include "ops/page/page_entry.hpp"
 #include "ops/single_decode/single_decode_entry.hpp"
 #include "ops/single_prefill/single_prefill_entry.hpp"
@@ -17,6 +19,8 @@ const std::vector<OperatorEntry>& operators() {
       batch_decode_entry(),
       single_prefill_entry(),
       page_entry(),
+      batch_prefill_entry(),
+      merge_state_entry(),
   };
   return entries;
 }

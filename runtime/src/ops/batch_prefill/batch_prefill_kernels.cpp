@@ -1,0 +1,53 @@
+#include "ops/batch_prefill/batch_prefill_kernels.hpp"
+
+#include <cstdint>
+#include <set>
+
+#include "ops/single_prefill/prefill_options.hpp"
+#include "ops/single_prefill/single_prefill_planner.hpp"
+
+namespace attnjit::ops {
+
+std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
+  validate(p);
+  std::vector<KernelSpec> out;
+  auto base = [&](PrefillBackend backend) {
+    PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
+    k.backend = backend;
+    k.kv_source = p.source;
+    return k;
+  };
+  // fa2 ("fa2", or "auto" off Hopper or with fp8 K/V): the tile follows the
+  // batch's longest packed query, from the shortest to the longest there is.
+  if (p.options.backend != "fa3") {
+    const std::set<int> frags = {prefill_frags_m(p.head_dim, 0), prefill_frags_m(p.head_dim, INT64_MAX)};
+    for (int fm : frags) {
+      PrefillKernel k = base(PrefillBackend::Fa2);
+      k.frags_m = fm;
+      choose_prefill_pipeline(k);
+      out.emplace_back(k);
+    }
+  }
+  // fa3 ("fa3", or "auto" on sm_90a) takes 16-bit K/V only: two warpgroups,
+  // or one where a small grid would leave SMs idle (not in CUDA-graph mode,
+  // whose kernel is fixed before the lengths are known).
+  if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2) {
+    PrefillKernel k = base(PrefillBackend::Fa3);
+    choose_prefill_pipeline(k);
+    out.emplace_back(k);
+    if (!p.use_cuda_graph) {
+      fit_fa3_tile(k, 0, 1);  // the narrowing the planner applies to a grid of few tiles
+      out.emplace_back(k);
+    }
+  }
+  // A KV split merges its partial states (fp32) into o; CUDA-graph mode never splits.
+  if (!p.use_cuda_graph) {
+    MergeKernel m;
+    m.head_dim = p.head_dim;
+    m.o_dtype = p.q_dtype;
+    out.emplace_back(m);
+  }
+  return out;
+}
+
+}  // namespace attnjit::ops
