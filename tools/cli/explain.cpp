@@ -102,7 +102,7 @@ void run_explain(const ExplainOptions& o) {
   fmt::print("arch:    {}{}\n", arch,
              !o.arch.empty() ? "" : have_gpu ? " (device 0)" : " (default: no GPU found)");
 
-  if (o.kv_len > 0 || problem.contains("kv_len")) {
+  if (o.kv_len > 0 || problem.contains("kv_len") || problem.contains("kv_lens")) {
     ops::DeviceFigures figures;
     figures.arch = arch;
     if (have_gpu) {
