@@ -215,6 +215,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   }
 
   pdl_launch_dependents();  // the next kernel may start its prologue: this CTA only merges and stores now
+  kv_slice.report_bad_pages(kv_len);  // cold: only where a page id was bad
 
   // Merge the lane groups of each warp (they hold disjoint rows).
 #pragma unroll

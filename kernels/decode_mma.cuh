@@ -338,6 +338,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   }
 
   pdl_launch_dependents();  // the next kernel may start its prologue: this CTA only merges and stores now
+  kv_slice.report_bad_pages(kv_len);  // cold: only where a page id was bad
 
   // Row sums across the lanes holding a row's keys, then the warps' states
   // through shared memory. They overwrite the Q tile and other warps' K/V

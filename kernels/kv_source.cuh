@@ -21,6 +21,16 @@
 // value still names memory of the cache: a wrong hint costs bandwidth,
 // never a fault. Sources without one (kHints false) warm nothing.
 //
+// The paged sources also check what they read (a caller may overwrite a
+// fixed table buffer before a graph replay, or pass device lengths the host
+// never sees): a request's indptr entries and last page length (FlashInfer)
+// or its seq_len (block tables) once, where the source is built, and every
+// page id at its lookup. A bad value is replaced by a safe one (no pages, the
+// clamped length, the cache's last page) and recorded (table_check.h); a page
+// id costs an unsigned min and max per lookup, and a thread that met a bad one reports
+// the request's first after its loop (Source::report_bad_pages), re-reading
+// the table there, off the hot path.
+//
 // Strides are read from the params at each use rather than copied: the
 // params live in constant memory, so the row multiply takes its stride as a
 // constant-bank operand instead of holding it in registers for the whole loop.
@@ -28,6 +38,7 @@
 #include "fast_divmod.h"
 #include "kv_source_params.h"
 #include "numeric.cuh"
+#include "table_check.h"
 
 namespace attnjit {
 
@@ -58,6 +69,7 @@ struct ContiguousKV {
       return {a.k + p.k_stride_row * kBytes, a.v + p.v_stride_row * kBytes};
     }
     ATTNJIT_DEVICE bool runs_in_page(int /*n*/) const { return true; }
+    ATTNJIT_DEVICE void report_bad_pages(int /*length*/) const {}  // no page table
   };
 
   const kernels::KVSourceParams& p;
@@ -110,6 +122,11 @@ struct PagedSlice {
   const char* v;
   const int32_t* k_pages;  // the request's page ids
   const int32_t* v_pages;  // kTwoTables only
+  // The largest page id this thread looked up, unsigned (a negative id is
+  // past every cache): all were inside the cache while it is below
+  // num_pages. A bad id reads the cache's last page instead (safe; the
+  // request's result is void anyway), and the source reports after the loop.
+  mutable uint32_t seen;
 
   ATTNJIT_DEVICE PagedSlice(const kernels::KVSourceParams& params, int kv_head, int dim0, const int32_t* k_table,
                             const int32_t* v_table)
@@ -117,14 +134,30 @@ struct PagedSlice {
         k(static_cast<const char*>(p.k) + (kv_head * p.k_stride_head + dim0) * Bytes),
         v(static_cast<const char*>(p.v) + (kv_head * p.v_stride_head + dim0) * Bytes),
         k_pages(k_table),
-        v_pages(v_table) {}
+        v_pages(v_table),
+        seen(0) {}
+
+  // Two integer min/max, no predicate to carry: the id clamped into the
+  // cache, and the running maximum. It widens as unsigned (its upper word is
+  // zero, not a sign).
+  ATTNJIT_DEVICE int64_t checked(int32_t id) const {
+    seen = max(seen, uint32_t(id));
+    return int64_t(min(uint32_t(id), uint32_t(p.num_pages) - 1u));
+  }
+  ATTNJIT_DEVICE bool pages_ok() const { return seen < uint32_t(p.num_pages); }
+
+  // After the KV loop, where this thread met a bad page id: the first bad
+  // entry among the pages of a request of `length` rows is recorded, named
+  // as its table names it (found from the table pointers, which the loop
+  // keeps live anyway: nothing more is held across it).
+  ATTNJIT_DEVICE void report_bad_pages(int length) const;
 
   ATTNJIT_DEVICE KVRowAddress row(int j) const {
     uint32_t page, slot;
     p.page_size.divmod(uint32_t(j), page, slot);
     // 4-byte table loads, the same for a page's rows: they hit in L1.
-    const int64_t k_id = k_pages[page];
-    return at(k_id, kTwoTables ? int64_t(v_pages[page]) : k_id, slot);
+    const int64_t k_id = checked(k_pages[page]);
+    return at(k_id, kTwoTables ? checked(v_pages[page]) : k_id, slot);
   }
   // Slot `slot` of pages k_id (K) and v_id (V).
   ATTNJIT_DEVICE KVRowAddress at(int64_t k_id, int64_t v_id, uint32_t slot) const {
@@ -173,6 +206,67 @@ ATTNJIT_DEVICE int hinted_length(const kernels::KVSourceParams& p, int len) {
   return p.table_entries > 0 && p.num_pages > 0 ? len : 0;
 }
 
+// Request b's pages in FlashInfer's table, indices[first .. next), checked:
+// 0 <= first <= next <= the table's entries (when known). A bad pair is
+// recorded and read as a request without pages.
+ATTNJIT_DEVICE bool indptr_ok(const kernels::KVSourceParams& p, int request, int first, int next) {
+  const int64_t entries = p.table_entries > 0 ? p.table_entries : int64_t(0x7fffffffffffffffLL);
+  if (first >= 0 && first <= next && next <= entries) return true;
+  if (first < 0 || first > entries)
+    report_table_fault(p.check, kernels::kFaultIndptr, p.check_names, -1, request, -1, first, 0, entries);
+  else
+    report_table_fault(p.check, kernels::kFaultIndptr, p.check_names, -1, request + 1, -1, next, first, entries);
+  return false;
+}
+
+// Request b's last page length, checked against [1, page_size] (clamped into it).
+ATTNJIT_DEVICE int checked_last_len(const kernels::KVSourceParams& p, int request) {
+  const int last = p.last_page_len[request], size = int(p.page_size.d);
+  if (last >= 1 && last <= size) return last;
+  report_table_fault(p.check, kernels::kFaultLastPageLen, p.check_names, -1, request, -1, last, 1, size);
+  return min(max(last, 1), size);
+}
+
+// Request b's seq_len of a block table, checked against [0, max_len] (clamped into it).
+ATTNJIT_DEVICE int checked_seq_len(const kernels::KVSourceParams& p, int request) {
+  const int len = p.seq_lens[request];
+  if (uint32_t(len) <= uint32_t(p.max_len)) return len;
+  report_table_fault(p.check, kernels::kFaultLength, p.check_names, -1, request, -1, len, 0, p.max_len);
+  return len < 0 ? 0 : p.max_len;
+}
+
+// The first id of table[0 .. n) outside the cache, recorded as entry
+// (index0, index1 + i) of side `side`. Cold: after a lookup failed.
+ATTNJIT_DEVICE bool report_first_bad_page(const kernels::KVSourceParams& p, const int32_t* table, int64_t n,
+                                          int side, int64_t index0, int64_t index1) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t id = table[i];
+    if (uint32_t(id) >= uint32_t(p.num_pages)) {
+      report_table_fault(p.check, kernels::kFaultPageId, p.check_names, side, index1 < 0 ? index0 + i : index0,
+                         index1 < 0 ? -1 : index1 + i, id, 0, int64_t(p.num_pages) - 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+// FlashInfer's table: entry (k_pages - indices) + i of indices. A block
+// table: entry [b][i] of K's table (of V's after it, when they differ),
+// b = (k_pages - k_table) / table_stride.
+template <int Bytes, bool kTwoTables>
+ATTNJIT_DEVICE void PagedSlice<Bytes, kTwoTables>::report_bad_pages(int length) const {
+  if (pages_ok()) return;
+  const int64_t pages = p.page_size.div(uint32_t(max(length, 0)) + p.page_size.d - 1);
+  if constexpr (!kTwoTables) {
+    report_first_bad_page(p, k_pages, pages, -1, k_pages - p.indices, -1);
+  } else {
+    const int64_t request = (k_pages - p.k_table) / p.table_stride;
+    const bool shared = p.k_table == p.v_table;
+    if (!report_first_bad_page(p, k_pages, pages, shared ? -1 : 0, request, 0) && !shared)
+      report_first_bad_page(p, v_pages, pages, 1, request, 0);
+  }
+}
+
 // A FlashInfer request's length: all its pages full but the last, which
 // holds last_len rows. last_len is read by the caller (plainly, or at the
 // L2 for a hint) and only where the request has a page.
@@ -195,10 +289,12 @@ struct PagedKV {
   int len;
 
   ATTNJIT_DEVICE PagedKV(const kernels::KVSourceParams& params, int request) : p(params) {
-    const int first = p.indptr[request], num_pages = p.indptr[request + 1] - first;
+    int first = p.indptr[request], next = p.indptr[request + 1];
+    if (!detail::indptr_ok(p, request, first, next)) first = next = 0;
     pages = p.indices + first;
-    len = detail::paged_length(num_pages, p.page_size.d, [&] { return p.last_page_len[request]; });
+    len = detail::paged_length(next - first, p.page_size.d, [&] { return detail::checked_last_len(p, request); });
   }
+
   ATTNJIT_DEVICE int length() const { return len; }
   ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const { return Slice(p, kv_head, dim0, pages, pages); }
 
@@ -235,7 +331,7 @@ struct BlockTableKV {
   int len;
 
   ATTNJIT_DEVICE BlockTableKV(const kernels::KVSourceParams& params, int request)
-      : BlockTableKV(params, request, params.seq_lens[request]) {}
+      : BlockTableKV(params, request, detail::checked_seq_len(params, request)) {}
   ATTNJIT_DEVICE BlockTableKV(const kernels::KVSourceParams& params, int request, int length)
       : p(params),
         k_pages(p.k_table + request * p.table_stride),

@@ -9,6 +9,7 @@
 #pragma once
 #include "fast_divmod.h"
 #include "platform.cuh"
+#include "table_check.h"
 
 namespace attnjit {
 namespace kernels {
@@ -42,6 +43,15 @@ struct KVSourceParams {
   // cache's pages. 0: unknown, and no row of a paged source is warmed.
   int64_t table_entries;
   int32_t num_pages;
+  // The paged sources check what they read from the tables (kv_source.cuh):
+  // page ids against num_pages, FlashInfer's indptr against table_entries
+  // (0: unbounded) and last_page_len against page_size, a block table's
+  // seq_lens against max_len (the longest the plan allows). A violation reads
+  // nothing outside the cache and is recorded in `check` (null: nowhere)
+  // under the entry point's names (TableNames).
+  TableCheckRecord* check;
+  int32_t check_names;
+  int32_t max_len;
 };
 
 }  // namespace kernels

@@ -3,6 +3,7 @@
 #pragma once
 #include "fast_divmod.h"
 #include "platform.cuh"
+#include "table_check.h"
 
 namespace attnjit {
 namespace kernels {
@@ -20,8 +21,8 @@ struct PageAppendSide {
 // append_paged_kv_cache: row r = token * heads + head of the append goes to
 // the page kv_indices[kv_indptr[b] + position / page_size], slot position %
 // page_size, of request b = batch_indices[token]. A row whose request,
-// position or page id lies outside the tables is not written (see
-// append_slot in paged_kv_append.cuh).
+// position or page id lies outside the tables is not written, and the first
+// such is recorded in `check` (see append_slot in paged_kv_append.cuh).
 struct PageAppendParams {
   PageAppendSide k, v;
   const int32_t* batch_indices;     // [nnz]
@@ -38,6 +39,7 @@ struct PageAppendParams {
   int32_t chunks;                   // vectors of vec_bytes per row
   int32_t vec_bytes;                // 16, 8, 4, 2 or 1, at least the element size
   int32_t lanes_log2;               // threads per row = 1 << lanes_log2
+  TableCheckRecord* check;          // where a skipped row's reason is recorded (null: nowhere)
 };
 
 // get_batch_indices_positions: entry j < nnz of the ragged append belongs to

@@ -10,9 +10,11 @@
 //
 // The tables are device data the host never reads (no sync: graph
 // capturable), so every index is checked before it addresses memory; a row
-// that fails a check is skipped, never written elsewhere.
+// that fails a check is skipped, never written elsewhere, and the first
+// failure is recorded for the host to report (table_check.h).
 #pragma once
 #include "page_params.h"
+#include "table_check.h"
 
 namespace attnjit {
 
@@ -26,22 +28,37 @@ template <> struct PageVec<1> { using type = uint8_t; };
 // The page and slot of `token`'s row, or false when the tables do not give
 // one inside the cache: a request index outside [0, batch_size), a negative
 // position, a position at or past the request's length ((pages - 1) *
-// page_size + kv_last_page_len[b], and within its pages), a kv_indices entry
-// outside the array, or a page id outside [0, num_pages).
-ATTNJIT_DEVICE bool append_slot(const kernels::PageAppendParams& p, uint32_t token, int64_t& page, uint32_t& slot) {
+// page_size + kv_last_page_len[b], and within its pages), a kv_indices
+// entry outside the array (kv_indptr[b] negative, or kv_indptr[b + 1] past
+// it or before kv_indptr[b]), or a page id outside [0, num_pages). Then
+// `f` says which (one report site per kernel: the caller records it,
+// table_check.h).
+struct AppendFault {
+  int32_t what;
+  int64_t index0, index1, value, low, high;
+};
+ATTNJIT_DEVICE bool append_slot(const kernels::PageAppendParams& p, uint32_t token, int64_t& page, uint32_t& slot,
+                                AppendFault& f) {
+  using namespace kernels;
+  auto fault = [&](int32_t what, int64_t index0, int64_t index1, int64_t value, int64_t low, int64_t high) {
+    f = {what, index0, index1, value, low, high};
+    return false;
+  };
   const int32_t b = p.batch_indices[token];
   const int32_t pos = p.positions[token];
-  if (b < 0 || b >= p.batch_size || pos < 0) return false;
-  const int64_t first = p.kv_indptr[b];
-  const int64_t pages = int64_t(p.kv_indptr[b + 1]) - first;
+  if (b < 0 || b >= p.batch_size) return fault(kFaultBatchIndex, token, -1, b, 0, p.batch_size - 1);
+  const int64_t first = p.kv_indptr[b], next = p.kv_indptr[b + 1];
+  if (next < first) return fault(kFaultIndptr, b + 1, -1, next, first, p.num_indices);
+  const int64_t pages = next - first;
+  const int64_t length = min((pages - 1) * int64_t(p.page_size.d) + p.kv_last_page_len[b], pages * p.page_size.d);
+  if (pos < 0 || pos >= length) return fault(kFaultPosition, token, b, pos, 0, length - 1);
   uint32_t page_of_request;
   p.page_size.divmod(uint32_t(pos), page_of_request, slot);
-  const int64_t length = (pages - 1) * int64_t(p.page_size.d) + p.kv_last_page_len[b];
-  if (int64_t(page_of_request) >= pages || pos >= length) return false;
   const int64_t at = first + page_of_request;
-  if (at < 0 || at >= p.num_indices) return false;
+  if (at < 0) return fault(kFaultIndptr, b, -1, first, 0, p.num_indices);
+  if (at >= p.num_indices) return fault(kFaultIndptr, b + 1, -1, next, first, p.num_indices);
   const int32_t id = p.kv_indices[at];
-  if (id < 0 || id >= p.num_pages) return false;
+  if (id < 0 || id >= p.num_pages) return fault(kFaultPageId, at, -1, id, 0, p.num_pages - 1);
   page = id;
   return true;
 }
@@ -58,7 +75,11 @@ ATTNJIT_DEVICE void append_rows(const kernels::PageAppendParams& p) {
     p.heads.divmod(row, token, head);
     int64_t page;
     uint32_t slot;
-    if (!append_slot(p, token, page, slot)) continue;
+    AppendFault f;
+    if (!append_slot(p, token, page, slot, f)) {
+      report_table_fault(p.check, f.what, kernels::kNamesAppend, -1, f.index0, f.index1, f.value, f.low, f.high);
+      continue;
+    }
     const char* ks = static_cast<const char*>(p.k.src) + (token * p.k.src_token + head * p.k.src_head) * ElemBytes;
     const char* vs = static_cast<const char*>(p.v.src) + (token * p.v.src_token + head * p.v.src_head) * ElemBytes;
     char* kd = static_cast<char*>(p.k.cache) +

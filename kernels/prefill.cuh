@@ -329,6 +329,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     for (int m = 0; m < FM; ++m) rows[m].add_row_sums(sums[m]);
   }
   cp_async_wait<0>();  // empty groups, or Q when no tile ran: nothing may land in the staging below
+  kv_slice.report_bad_pages(kv_len);  // cold: only where a page id was bad
   __syncthreads();
 
   // Epilogue (PrefillOutput): unsplit rows go through the warp's own Q rows

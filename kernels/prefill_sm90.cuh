@@ -210,6 +210,7 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
   }
   rows.finalize();
   cp_async_wait<0>();  // empty groups, or Q when no tile ran: nothing may land in the staging below
+  kv_slice.report_bad_pages(e.kv_len);  // cold: only where a page id was bad
   __syncthreads();
 
   // Epilogue (PrefillOutput): unsplit rows go through the warp's own Q rows,

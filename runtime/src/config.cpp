@@ -27,6 +27,17 @@ std::string parse_telemetry(const std::string& v) {
                           "containing '/' (e.g. ./attnjit-events.jsonl or /var/log/attnjit.jsonl)", v));
 }
 
+// ATTNJIT_CHECK: "1" or "0" (unset: 0). Anything else fails loudly rather
+// than leaving a user who meant to turn checking on without it.
+bool parse_check(const std::string& v) {
+  if (v.empty() || v == "0") return false;
+  if (v == "1") return true;
+  throw Error(Status::InvalidArgument,
+              fmt::format("ATTNJIT_CHECK='{}' is not a switch; allowed: 1 (every run waits for its stream and checks "
+                          "the device tables it read) or 0 (checked at the next call)",
+                          v));
+}
+
 }  // namespace
 
 std::string Config::default_cache_dir() {
@@ -54,6 +65,7 @@ Config Config::from_env() {
                               c.log_level));
   }
   c.telemetry = parse_telemetry(env("ATTNJIT_TELEMETRY"));
+  c.check_every_run = parse_check(env("ATTNJIT_CHECK"));
   return c;
 }
 

@@ -228,6 +228,13 @@ WorkspacePool& Engine::workspace_pool(int device) {
   return *pool;
 }
 
+TableCheck& Engine::table_check(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& check = table_checks_[device];
+  if (!check) check = std::make_unique<TableCheck>(device);
+  return *check;
+}
+
 std::shared_ptr<const void> Engine::find_plan(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = plans_.find(key);

@@ -19,6 +19,7 @@
 #include "cache/cache_key.hpp"
 #include "codegen.hpp"
 #include "spec/kernel_spec.hpp"
+#include "table_check.hpp"
 #include "workspace_pool.hpp"
 
 namespace attnjit::detail {
@@ -74,6 +75,11 @@ class Engine {
   // leases its own buffer; see workspace_pool.hpp).
   WorkspacePool& workspace_pool(int device);
 
+  // The device-table record the one-call entry points (TensorRT-LLM's and
+  // cuDNN's batch decode, append_paged_kv_cache) share on `device`: each
+  // raises what an earlier one recorded (table_check.hpp).
+  TableCheck& table_check(int device);
+
   // Memoized plans of the one-call operator entry points, keyed by a problem
   // description (bounded: a serving loop sees few distinct problems).
   std::shared_ptr<const void> find_plan(const std::string& key);
@@ -93,6 +99,7 @@ class Engine {
   // A CUdevice_attribute of `device`, queried once and kept in `cache`.
   int device_attribute(std::map<int, int>& cache, int device, int attribute);
   std::map<int, std::unique_ptr<WorkspacePool>> pools_;
+  std::map<int, std::unique_ptr<TableCheck>> table_checks_;
   std::unordered_map<std::string, std::shared_ptr<const void>> plans_;
 };
 

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "table_check.hpp"
+
 namespace attnjit::detail {
 
 class PlanMemory {
@@ -47,6 +49,11 @@ class PlanMemory {
   // enqueued before it, so a plan() between runs on one stream is safe).
   void upload(CUstream stream);
 
+  // Where this plan's kernels record a bad device-table entry (a page id,
+  // a length), and where plan(), run() and check() look for one. Kept apart
+  // from the device buffer: borrow() does not move it.
+  TableCheck& table_check() { return table_check_; }
+
   CUdeviceptr base() const { return device_ptr_; }
   size_t capacity() const { return device_bytes_; }
   size_t used() const { return used_; }  // bytes of the last upload: what a borrowed buffer must hold
@@ -65,6 +72,7 @@ class PlanMemory {
   void release_device();
 
   int device_;
+  TableCheck table_check_{device_};
   CUdeviceptr device_ptr_ = 0;
   size_t device_bytes_ = 0;
   bool borrowed_ = false, frozen_ = false;

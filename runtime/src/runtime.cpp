@@ -1,5 +1,9 @@
 #include "attnjit/runtime.hpp"
 
+#include <fmt/format.h>
+
+#include "attnjit/error.hpp"
+
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
 #include "engine.hpp"
@@ -12,6 +16,14 @@ Runtime::~Runtime() = default;
 
 const Config& Runtime::config() const { return engine_->config(); }
 detail::Engine& Runtime::engine() const { return *engine_; }
+
+void Runtime::check(int device) const {
+  if (device < 0)
+    throw Error(Status::InvalidArgument,
+                fmt::format("device={} is not allowed; allowed: a CUDA device ordinal (>= 0)", device));
+  if (cuda::driver_available()) engine_->arch_of(device);  // names a device that does not exist
+  engine_->table_check(device).check("a call before check()");
+}
 
 std::string Runtime::default_arch() const {
   if (cuda::driver_available()) {

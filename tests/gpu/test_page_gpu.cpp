@@ -22,6 +22,7 @@
 #include "attnjit/runtime.hpp"
 #include "cuda/driver.hpp"
 #include "device_buffer.hpp"
+#include "error_capture.hpp"
 #include "gpu_support.hpp"
 #include "ops/page/page_planner.hpp"
 #include "ops/page/page_problem.hpp"
@@ -273,6 +274,11 @@ void run_case(const Runtime& rt, const Case& c, uint32_t seed) {
   // The append never writes its inputs.
   CHECK(ak.dev.download() == ak.host);
   CHECK(av.dev.download() == av.host);
+  // A skipped row is reported (by the next call on the device, or here), once.
+  if (c.bad_rows)
+    CHECK_THAT(error_of([&] { rt.check(0); }, Status::InvalidArgument),
+               Catch::Matchers::Contains("is not allowed"));
+  CHECK_NOTHROW(rt.check(0));
 }
 
 // get_batch_indices_positions' reference: FlashInfer's -1 fill, then each

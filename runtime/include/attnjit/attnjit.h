@@ -143,6 +143,25 @@ ATTNJIT_API attnjit_status_t attnjit_plan_set_int_workspace(attnjit_plan_t* plan
 /* A stateful plan's new scratch workspace (FlashInfer's
  * reset_workspace_buffer); the current plan stays valid if it fits. */
 ATTNJIT_API attnjit_status_t attnjit_plan_set_float_workspace(attnjit_plan_t* plan, void* buffer, size_t bytes);
+/* Device tables. Page tables and lengths that live on the device (block
+ * tables, seq_lens, a wrapper's page table as the kernels read it, which a
+ * caller may overwrite between CUDA-graph replays, append_paged_kv_cache's
+ * tables) are checked by the kernels without a sync: an entry outside what
+ * the plan allows (a page id past the cache, a length past max_seq_len, an
+ * indptr outside the table) reads nothing outside the cache, and the first
+ * is reported as ATTNJIT_ERROR_INVALID_ARGUMENT naming the array, the index
+ * and the value at the next plan or run of that plan (for the one-call entry
+ * points: the next TensorRT-LLM / cuDNN batch decode or append call on that
+ * device), or by these functions. The request it belongs to has a void
+ * output; the others' stay right. With ATTNJIT_CHECK=1 in the environment
+ * every such run waits for its stream and reports at once.
+ *
+ * attnjit_plan_check waits for the plan's device, then reports what a run of
+ * the plan met (ATTNJIT_OK for a plan whose kernels read no device table).
+ * attnjit_runtime_check does the same for the one-call entry points on
+ * `device`. */
+ATTNJIT_API attnjit_status_t attnjit_plan_check(const attnjit_plan_t* plan);
+ATTNJIT_API attnjit_status_t attnjit_runtime_check(attnjit_runtime_t* rt, int device);
 /* "single_decode", ...: a static string, or NULL for a NULL plan. */
 ATTNJIT_API const char* attnjit_plan_operator(const attnjit_plan_t* plan);
 /* The kernels, grid and split the plan chose, as text: writes at most

@@ -114,7 +114,8 @@ ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_run_v2(const attnjit_p
  * v_cache NULL: k_cache is the 5-D cache; block_tables int32 on query's
  * device, contiguous, [batch, max_pages] or (uses_shared_paged_kv_idx = 0)
  * [batch, 2, max_pages]; seq_lens int32/uint32 [batch] on the device (not
- * read by the host: a length above max_seq_len is undefined behaviour).
+ * read by the host: the kernels check a length above max_seq_len and a page
+ * id past the cache, see attnjit_runtime_check in attnjit.h).
  * out [batch, num_qo_heads, head_dim] (its dtype is the output dtype); lse
  * [batch, num_qo_heads] float32 or NULL (an attnjit extension). The
  * workspace is the caller's (128 MiB covers any sane problem). */

@@ -13,7 +13,9 @@
  * never written elsewhere: batch_indices outside [0, batch_size), a position
  * < 0 or at or past the request's length ((pages - 1) * page_size +
  * kv_last_page_len), a kv_indices entry outside the array, a page id outside
- * [0, pages of the cache). Skipped rows are not reported yet.
+ * [0, pages of the cache). The first skipped row is reported as
+ * ATTNJIT_ERROR_INVALID_ARGUMENT naming the array, the index and the value by
+ * the next append call on the device, or attnjit_runtime_check (attnjit.h).
  *
  * Errors follow attnjit.h: a status code, and attnjit_last_error() naming
  * the argument, its value and what is allowed. */

@@ -17,10 +17,17 @@
 //
 // Checks: what is on the host (FlashInfer's page table, given to plan()) is
 // validated there -- monotonic indptr, page ids within the cache,
-// last_page_len in [1, page_size]. Block tables and seq_lens live on the
-// device only and are not read by the host (a sync per call would defeat CUDA
-// graphs); a length above max_seq_len or a bad page id there is undefined
-// behaviour, as in TensorRT-LLM and cuDNN.
+// last_page_len in [1, page_size]. What is on the device (block tables and
+// seq_lens, and FlashInfer's table as the kernels read it, which a caller may
+// overwrite before a graph replay) is checked by the kernels without a sync:
+// a page id outside the cache, a seq_len above max_seq_len, an indptr or
+// last_page_len outside the table reads nothing outside the cache (a page of
+// it, the clamped length or no pages instead) and is raised as
+// Error(InvalidArgument) naming the array, the index and the value at the
+// next plan()/run() of the plan or wrapper (the next TensorRT-LLM / cuDNN
+// call on the device, for those entry points), or by check(), which waits for
+// the device. ATTNJIT_CHECK=1 makes every run wait for its stream and raise at
+// once. The request's own output is void; the other requests' stay right.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -107,7 +114,9 @@ struct PagedKVView {
   // How many page ids the table holds: indices' length (IndptrIndices), or
   // a block table row's (BlockTable: max_pages_per_seq). It bounds the page
   // table reads of the L2 hints the kernel sends before its PDL wait, while
-  // the kernel before may still write the table; 0 (unknown) sends none.
+  // the kernel before may still write the table, and the indptr entries (and
+  // a block table's seq_lens) the kernels accept; 0 (unknown) sends no hints
+  // and leaves them unbounded.
   int64_t table_entries = 0;
 };
 
@@ -202,6 +211,10 @@ class ATTNJIT_API BatchDecodePlan {
   void run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse, void* workspace,
            size_t workspace_bytes, Stream stream, float k_scale = 1.f, float v_scale = 1.f,
            const BatchDecodeLaunchExtras& extras = {}) const;
+  // Waits for the device, then raises Error(InvalidArgument) for a bad
+  // device-table entry a run met (see the header's Checks); plan() and run()
+  // raise one at their start without waiting.
+  void check() const;
 
   struct Impl;
 
@@ -249,6 +262,9 @@ class ATTNJIT_API BatchDecodeWithPagedKVCacheWrapper {
            const TensorView* lse = nullptr, std::optional<float> k_scale = {}, std::optional<float> v_scale = {},
            Stream stream = nullptr, std::optional<bool> enable_pdl = {}) const;
   const BatchDecodePlan& current_plan() const;  // Error(NotPlanned) before plan()
+  // Waits for the device, then raises a bad device-table entry a run met
+  // (a page id the caller wrote into the fixed indices buffer, say).
+  void check() const;
   // FlashInfer's int_workspace_buffer: the wrapper's plan memory is `buffer`
   // (device, 256-byte aligned, outliving the wrapper) instead of the
   // library's own. plan() again afterwards.

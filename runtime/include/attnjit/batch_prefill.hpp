@@ -89,6 +89,11 @@ class ATTNJIT_API BatchPrefillWithRaggedKVCacheWrapper {
   size_t workspace_bytes() const;    // scratch the current plan needs (0 before plan())
   size_t plan_memory_bytes() const;  // plan memory the current plan uses (0 before plan())
   std::string describe() const;
+  // Waits for the device, then raises Error(InvalidArgument) for a bad
+  // device-table entry a run met (see the paged wrapper); plan() and run()
+  // raise one at their start without waiting. The ragged wrapper reads no
+  // page table: nothing is recorded for it.
+  void check() const;
 
   struct Impl;
 
@@ -128,6 +133,14 @@ class ATTNJIT_API BatchPrefillWithPagedKVCacheWrapper {
   size_t workspace_bytes() const;
   size_t plan_memory_bytes() const;
   std::string describe() const;
+  // Waits for the device, then raises Error(InvalidArgument) naming a bad
+  // entry the kernels met in the page table on the device (a page id past
+  // k_cache, an indptr or last page length outside the table: in CUDA-graph
+  // mode the caller may overwrite the fixed buffers before a replay). Such an
+  // entry reads nothing outside the cache; that request's output is void, the
+  // others' stay right. plan() and run() raise one at their start, without
+  // waiting; ATTNJIT_CHECK=1 makes every run wait for its stream and raise.
+  void check() const;
 
   struct Impl;
 

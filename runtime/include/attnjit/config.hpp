@@ -15,6 +15,10 @@ struct ATTNJIT_API Config {
   std::string nvrtc_library;  // ATTNJIT_NVRTC_LIBRARY: explicit path; empty = search .so.13, .so.12
   std::string log_level;      // ATTNJIT_LOG_LEVEL: trace|debug|info|warn|error|off (default warn)
   std::string telemetry;      // ATTNJIT_TELEMETRY: JSON lines per compile and miss to "stderr" or a file path; "" = off
+  // ATTNJIT_CHECK=1: every run() and one-call entry point that reads device
+  // tables waits for its stream and raises a bad entry at once (a debugging
+  // switch: it costs a sync per call); 0 or unset: at the next call or check().
+  bool check_every_run = false;
 
   // Throws Error(InvalidArgument) naming the variable when a value is malformed.
   static Config from_env();

@@ -11,7 +11,9 @@
 // position or page id lies outside the tables (request outside [0,
 // batch_size), position < 0 or at or past the request's length, kv_indices
 // entry outside its array, page id outside the cache) is skipped, not
-// written anywhere. Such rows are not reported yet.
+// written anywhere, and the first is raised as Error(InvalidArgument) naming
+// the array, the index and the value at the next append (or TensorRT-LLM /
+// cuDNN batch decode) call on the device, or by Runtime::check(device).
 #pragma once
 #include <cstdint>
 

@@ -43,6 +43,12 @@ class ATTNJIT_API Runtime {
   RuntimeInfo info() const;
   // The arch to compile for when no device is named: the first GPU's, else "sm_90a".
   std::string default_arch() const;
+  // Waits for `device`, then raises Error(InvalidArgument) naming a bad
+  // device-table entry (a page id past the cache, a length past the maximum)
+  // that a one-call entry point on it met since the last report:
+  // TensorRT-LLM's and cuDNN's batch decode and append_paged_kv_cache, each
+  // of which also raises one at its start without waiting.
+  void check(int device) const;
 
   detail::Engine& engine() const;  // internal; used by the operators
 

@@ -196,6 +196,20 @@ attnjit_status_t attnjit_plan_set_float_workspace(attnjit_plan_t* plan, void* bu
   });
 }
 
+attnjit_status_t attnjit_plan_check(const attnjit_plan_t* plan) {
+  return guard([&] {
+    require_non_null(plan, "attnjit_plan_check", "plan", kPlanHandle);
+    if (plan->memory.check_tables) plan->memory.check_tables();
+  });
+}
+
+attnjit_status_t attnjit_runtime_check(attnjit_runtime_t* rt, int device) {
+  return guard([&] {
+    require_non_null(rt, "attnjit_runtime_check", "rt", kRuntimeHandle);
+    rt->runtime.check(device);
+  });
+}
+
 const char* attnjit_plan_operator(const attnjit_plan_t* plan) { return plan ? plan->op : nullptr; }
 
 attnjit_status_t attnjit_plan_describe(const attnjit_plan_t* plan, char* buf, size_t capacity, size_t* needed) {

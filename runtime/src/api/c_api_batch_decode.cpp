@@ -344,6 +344,7 @@ attnjit_status_t attnjit_batch_decode_wrapper_create(attnjit_runtime_t* rt, void
     };
     handle->memory.int_workspace_bytes = [w] { return w->plan_memory_bytes(); };
     handle->memory.use_float_workspace = [w](void* buffer, size_t bytes) { w->set_float_workspace(buffer, bytes); };
+    handle->memory.check_tables = [w] { w->check(); };
     refresh(*handle, *w, false);
     *out = handle.release();
   });

@@ -257,6 +257,10 @@ attnjit_status_t attnjit_batch_prefill_wrapper_create(attnjit_runtime_t* rt, voi
       if (w->paged) w->paged->reset_workspace_buffer(buffer, bytes);
       else w->ragged->reset_workspace_buffer(buffer, bytes);
     };
+    handle->memory.check_tables = [w] {
+      if (w->paged) w->paged->check();
+      else w->ragged->check();
+    };
     refresh(*handle, *w);
     *out = handle.release();
   });

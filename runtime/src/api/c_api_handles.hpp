@@ -34,6 +34,9 @@ struct attnjit_plan {
     std::function<void(void*, size_t)> use_int_workspace;
     std::function<size_t()> int_workspace_bytes;
     std::function<void(void*, size_t)> use_float_workspace;
+    // Waits for the device and raises a bad device-table entry a run met
+    // (attnjit_plan_check); empty for plans whose kernels read no tables.
+    std::function<void()> check_tables;
   } memory;
 };
 

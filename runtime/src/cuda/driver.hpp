@@ -46,6 +46,7 @@ struct DriverApi {
   decltype(&::cuMemFree) MemFree = nullptr;
   decltype(&::cuMemAllocHost) MemAllocHost = nullptr;  // pinned staging of a plan's uploads
   decltype(&::cuMemFreeHost) MemFreeHost = nullptr;
+  decltype(&::cuMemHostGetDevicePointer) MemHostGetDevicePointer = nullptr;  // the table-check record (table_check.hpp)
   decltype(&::cuMemcpyHtoD) MemcpyHtoD = nullptr;
   decltype(&::cuMemcpyDtoH) MemcpyDtoH = nullptr;
   decltype(&::cuMemcpyDtoDAsync) MemcpyDtoDAsync = nullptr;
@@ -57,6 +58,7 @@ struct DriverApi {
   decltype(&::cuStreamBeginCapture) StreamBeginCapture = nullptr;
   decltype(&::cuStreamEndCapture) StreamEndCapture = nullptr;
   decltype(&::cuStreamIsCapturing) StreamIsCapturing = nullptr;
+  decltype(&::cuThreadExchangeStreamCaptureMode) ThreadExchangeStreamCaptureMode = nullptr;
   decltype(&::cuGraphInstantiate) GraphInstantiate = nullptr;
   decltype(&::cuGraphLaunch) GraphLaunch = nullptr;
   decltype(&::cuGraphExecDestroy) GraphExecDestroy = nullptr;

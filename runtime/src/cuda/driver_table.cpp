@@ -55,6 +55,7 @@ ATTNJIT_ABI_AT_12000(MemAlloc, PFN_cuMemAlloc_v3020);                          /
 ATTNJIT_ABI_AT_12000(MemFree, PFN_cuMemFree_v3020);                            // = cuMemFree_v2
 ATTNJIT_ABI_AT_12000(MemAllocHost, PFN_cuMemAllocHost_v3020);                  // = cuMemAllocHost_v2
 ATTNJIT_ABI_AT_12000(MemFreeHost, PFN_cuMemFreeHost_v2000);
+ATTNJIT_ABI_AT_12000(MemHostGetDevicePointer, PFN_cuMemHostGetDevicePointer_v3020);  // = _v2
 ATTNJIT_ABI_AT_12000(MemcpyHtoD, PFN_cuMemcpyHtoD_v3020);                      // = _v2
 ATTNJIT_ABI_AT_12000(MemcpyDtoH, PFN_cuMemcpyDtoH_v3020);                      // = _v2
 ATTNJIT_ABI_AT_12000(MemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020);            // = _v2
@@ -66,6 +67,7 @@ ATTNJIT_ABI_AT_12000(StreamSynchronize, PFN_cuStreamSynchronize_v2000);
 ATTNJIT_ABI_AT_12000(StreamBeginCapture, PFN_cuStreamBeginCapture_v10010);    // = _v2 (with mode)
 ATTNJIT_ABI_AT_12000(StreamEndCapture, PFN_cuStreamEndCapture_v10000);
 ATTNJIT_ABI_AT_12000(StreamIsCapturing, PFN_cuStreamIsCapturing_v10000);
+ATTNJIT_ABI_AT_12000(ThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode_v10010);
 // cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags; we ask for that name.
 ATTNJIT_ABI_AT_12000(GraphInstantiate, PFN_cuGraphInstantiateWithFlags_v11040);
 ATTNJIT_ABI_AT_12000(GraphLaunch, PFN_cuGraphLaunch_v10000);
@@ -178,6 +180,7 @@ std::string resolve_driver_api(void* libcuda, DriverApi& api) {
       resolve(r, "cuMemFree", api.MemFree, &error) &&
       resolve(r, "cuMemAllocHost", api.MemAllocHost, &error) &&
       resolve(r, "cuMemFreeHost", api.MemFreeHost, &error) &&
+      resolve(r, "cuMemHostGetDevicePointer", api.MemHostGetDevicePointer, &error) &&
       resolve(r, "cuMemcpyHtoD", api.MemcpyHtoD, &error) &&
       resolve(r, "cuMemcpyDtoH", api.MemcpyDtoH, &error) &&
       resolve(r, "cuMemcpyDtoDAsync", api.MemcpyDtoDAsync, &error) &&
@@ -189,6 +192,7 @@ std::string resolve_driver_api(void* libcuda, DriverApi& api) {
       resolve(r, "cuStreamBeginCapture", api.StreamBeginCapture, &error) &&
       resolve(r, "cuStreamEndCapture", api.StreamEndCapture, &error) &&
       resolve(r, "cuStreamIsCapturing", api.StreamIsCapturing, &error) &&
+      resolve(r, "cuThreadExchangeStreamCaptureMode", api.ThreadExchangeStreamCaptureMode, &error) &&
       resolve(r, "cuGraphInstantiateWithFlags", api.GraphInstantiate, &error) &&
       resolve(r, "cuGraphLaunch", api.GraphLaunch, &error) &&
       resolve(r, "cuGraphExecDestroy", api.GraphExecDestroy, &error) &&

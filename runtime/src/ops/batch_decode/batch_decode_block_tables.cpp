@@ -8,6 +8,7 @@
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
 #include "engine.hpp"
+#include "ops/batch_decode/batch_decode_plan_internals.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "ops/batch_decode/batch_decode_trtllm_batch.hpp"
 
@@ -123,7 +124,8 @@ void trtllm_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& quer
   extras.draft_mask = a.mask;
   extras.draft_mask_row_words = a.mask_row_words;
   extras.enable_pdl = pdl;
-  plan->run(query, kv, out, lse, workspace, workspace_bytes, stream, 1.f, 1.f, extras);
+  detail::BatchDecodePlanInternals::run(*plan, query, kv, out, lse, workspace, workspace_bytes, stream, 1.f, 1.f,
+                                        extras, rt.engine().table_check(query.device), kernels::kNamesTrtllm);
 }
 
 void cudnn_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k_cache,
@@ -159,7 +161,8 @@ void cudnn_batch_decode_with_kv_cache(const Runtime& rt, const TensorView& q, co
   BatchDecodeLaunchExtras extras;
   extras.q_row_offsets = a.batch_offsets_q;  // one token per request: request b's row is token row b
   extras.o_row_offsets = a.batch_offsets_o;
-  plan->run(q, kv, out, nullptr, workspace, workspace_bytes, stream, 1.f, 1.f, extras);
+  detail::BatchDecodePlanInternals::run(*plan, q, kv, out, nullptr, workspace, workspace_bytes, stream, 1.f, 1.f,
+                                        extras, rt.engine().table_check(q.device), kernels::kNamesCudnn);
 }
 
 }  // namespace attnjit

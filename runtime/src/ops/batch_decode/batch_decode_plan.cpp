@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
@@ -27,6 +28,7 @@ struct BatchDecodePlan::Impl {
   bool planned = false;
   std::shared_ptr<detail::Kernel> decode, merge;
   std::shared_ptr<detail::PlanMemory> memory;  // the work list and merge counters (the wrapper's, when shared)
+  bool check_every_run = false;                // ATTNJIT_CHECK=1
 };
 
 BatchDecodePlan::BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& problem)
@@ -41,6 +43,7 @@ BatchDecodePlan::BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& pr
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
   impl_->planned = !problem.host_lengths;  // the uniform partition is fixed by the problem
   impl_->memory = std::make_shared<detail::PlanMemory>(problem.device);
+  impl_->check_every_run = engine.config().check_every_run;
 }
 
 BatchDecodePlan::~BatchDecodePlan() = default;
@@ -111,6 +114,7 @@ std::vector<const int32_t*> BatchDecodePlanInternals::plan_with_arrays(
     throw Error(Status::InvalidArgument,
                 "plan(kv_lens): this problem has host_lengths=false (lengths on the device); it needs no plan() call");
   const CUstream cu_stream = reinterpret_cast<CUstream>(stream);
+  I.memory->table_check().raise_if_found("a run before this call");
   I.planned = false;
   I.partition = ops::partition_batch_decode(I.problem, I.layout, kv_lens, batch);
   cuda::ScopedDevice scope(I.problem.device);
@@ -144,15 +148,17 @@ std::vector<const int32_t*> BatchDecodePlanInternals::plan_with_arrays(
   return placed;
 }
 
-}  // namespace detail
-
-void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse,
-                          void* workspace, size_t workspace_bytes, Stream stream, float k_scale,
-                          float v_scale, const BatchDecodeLaunchExtras& extras) const {
-  const auto& I = *impl_;
+void BatchDecodePlanInternals::run(const BatchDecodePlan& plan, const TensorView& q, const PagedKVView& kv,
+                                   const TensorView& o, const TensorView* lse, void* workspace,
+                                   size_t workspace_bytes, Stream stream, float k_scale, float v_scale,
+                                   const BatchDecodeLaunchExtras& extras, TableCheck& check, int32_t names) {
+  const auto& I = *plan.impl_;
   const auto& P = I.problem;
   const auto& L = I.layout;
   if (!I.planned) throw Error(Status::NotPlanned, "run() before plan(): this problem's lengths are on the host");
+  check.raise_if_found("a run before this call");
+  const auto batch = [&] { return plan.batch(); };
+  const auto num_work_items = [&] { return plan.num_work_items(); };
   const int64_t B = batch(), H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, ps = P.page_size;
   const int kva = ops::decode_kv_align_bytes(*L.decode.spec.as<DecodeKernel>());
   const int64_t q_len = ops::max_query_tokens(P);
@@ -219,6 +225,14 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
   s.seq_lens = kv.seq_lens;
   s.table_entries = kv.table_entries;  // 0 (unknown): no rows warmed (kernels/kv_source.cuh)
   s.num_pages = static_cast<int32_t>(std::min(kv.k_cache.shape[0], kv.v_cache.shape[0]));
+  // The kernels check the tables against these (kernels/kv_source.cuh) and record a bad entry here.
+  s.check = check.record();
+  s.check_names = names;
+  if (!indptr_table) {  // the longest seq_len a block table's row may have: the problem's and the table's bounds
+    int64_t most = P.max_seq_len > 0 ? P.max_seq_len : std::numeric_limits<int32_t>::max();
+    if (kv.table_entries > 0) most = std::min(most, kv.table_entries * ps);
+    s.max_len = static_cast<int32_t>(std::min<int64_t>(most, std::numeric_limits<int32_t>::max()));
+  }
   dp.var.sm_scale = L.sm_scale * k_scale;
   dp.var.v_scale = L.v_scale * v_scale;
   dp.var.soft_cap = L.soft_cap;
@@ -272,7 +286,21 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
     mp.num_rows = static_cast<int32_t>(L.merge->shape.grid[0]);  // every row of batch_size requests
     detail::launch(*I.merge, L.merge->shape, &mp, stream, extras.enable_pdl);
   }
+  check.after_run(I.check_every_run, reinterpret_cast<CUstream>(stream));
 }
+
+}  // namespace detail
+
+void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const TensorView& o, const TensorView* lse,
+                          void* workspace, size_t workspace_bytes, Stream stream, float k_scale,
+                          float v_scale, const BatchDecodeLaunchExtras& extras) const {
+  const int32_t names = impl_->problem.page_table == PageTable::IndptrIndices ? kernels::kNamesDecodePlan
+                                                                              : kernels::kNamesBlockTable;
+  detail::BatchDecodePlanInternals::run(*this, q, kv, o, lse, workspace, workspace_bytes, stream, k_scale, v_scale,
+                                        extras, impl_->memory->table_check(), names);
+}
+
+void BatchDecodePlan::check() const { impl_->memory->table_check().check("a run before check()"); }
 
 std::pair<TensorView, TensorView> kv_cache_halves(void* data, DType dtype, const int64_t (&shape)[5],
                                                   const int64_t (&strides)[5], int device) {

@@ -18,6 +18,12 @@ struct BatchDecodePlanInternals {
   static std::vector<const int32_t*> plan_with_arrays(BatchDecodePlan& plan, const int32_t* kv_lens, int batch,
                                                       Stream stream,
                                                       const std::vector<const std::vector<int32_t>*>& arrays);
+  // run(), with the kernels' device-table faults recorded in `check` under
+  // `names` (kernels/table_check.h): the one-call entry points pass the
+  // engine's record of the device and their own argument names.
+  static void run(const BatchDecodePlan& plan, const TensorView& q, const PagedKVView& kv, const TensorView& o,
+                  const TensorView* lse, void* workspace, size_t workspace_bytes, Stream stream, float k_scale,
+                  float v_scale, const BatchDecodeLaunchExtras& extras, TableCheck& check, int32_t names);
 };
 
 }  // namespace attnjit::detail

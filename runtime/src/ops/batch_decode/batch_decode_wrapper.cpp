@@ -93,6 +93,10 @@ const BatchDecodePlan& BatchDecodeWithPagedKVCacheWrapper::current_plan() const 
   return *impl_->plan;
 }
 
+void BatchDecodeWithPagedKVCacheWrapper::check() const {
+  impl_->memory->table_check().check("a run before check()");
+}
+
 namespace {
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
@@ -120,8 +124,8 @@ std::vector<int32_t> lengths_of(const std::vector<int32_t>& indptr, const std::v
                           empty ? "0 (a request without pages)" : "1", page_size));
     lens[b] = empty ? 0 : (indptr[b + 1] - indptr[b] - 1) * page_size + last_page_len[b];
   }
-  if (size_t(indptr[batch]) != indices.size())
-    invalid(fmt::format("indices: size={} is not allowed; it must be indptr[batch_size]={}", indices.size(),
+  if (size_t(indptr[batch]) != indices.size())  // plan() drops entries past indptr[batch_size] first
+    invalid(fmt::format("indices: size={} is not allowed; it must be at least indptr[batch_size]={}", indices.size(),
                         indptr[batch]));
   max_page_id = -1;
   for (size_t i = 0; i < indices.size(); ++i) {
@@ -133,10 +137,17 @@ std::vector<int32_t> lengths_of(const std::vector<int32_t>& indptr, const std::v
 
 }  // namespace
 
-void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
+void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& all_indices,
                                               const std::vector<int32_t>& last_page_len, const PlanArgs& a,
                                               Stream stream) {
+  // FlashInfer reads indices[0 .. indptr[batch_size]) and lets the array be longer (vLLM and SGLang pass
+  // their whole page buffer): the entries past it are neither checked nor uploaded.
+  const bool longer = indptr.size() >= 2 && indptr.back() >= 0 && size_t(indptr.back()) < all_indices.size();
+  const std::vector<int32_t> trimmed =
+      longer ? std::vector<int32_t>(all_indices.begin(), all_indices.begin() + indptr.back()) : std::vector<int32_t>{};
+  const std::vector<int32_t>& indices = longer ? trimmed : all_indices;
   auto& I = *impl_;
+  I.memory->table_check().raise_if_found("a run before this call");
   if (a.page_size < 1) invalid(fmt::format("page_size={} is not allowed; it must be >= 1", a.page_size));
   const std::vector<int32_t> lens = lengths_of(indptr, indices, last_page_len, a.page_size, I.max_page_id);
   const int batch = static_cast<int>(lens.size());
@@ -230,8 +241,9 @@ void BatchDecodeWithPagedKVCacheWrapper::run(const TensorView& q, const TensorVi
   kv.table_entries = I.table_entries;
   BatchDecodeLaunchExtras extras;
   extras.enable_pdl = choose_pdl(I.rt->engine().arch_of(I.device), enable_pdl);
-  plan.run(q, kv, out, lse, I.workspace, I.workspace_bytes, stream, k_scale.value_or(1.f), v_scale.value_or(1.f),
-           extras);
+  detail::BatchDecodePlanInternals::run(plan, q, kv, out, lse, I.workspace, I.workspace_bytes, stream,
+                                        k_scale.value_or(1.f), v_scale.value_or(1.f), extras,
+                                        I.memory->table_check(), kernels::kNamesDecodeWrapper);
 }
 
 }  // namespace attnjit

@@ -98,6 +98,7 @@ void BatchPrefillCore::require_planned(const char* what) const {
 void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vector<int32_t>& kv_indptr,
                             const std::vector<int32_t>& page_indices, const std::vector<int32_t>& last_page_len,
                             const std::vector<bool>& custom_mask, Stream stream) {
+  memory->table_check().raise_if_found("a run before this call");
   planned = false;
   const CUstream cu_stream = reinterpret_cast<CUstream>(stream);
   s.options.backend = backend;
@@ -224,6 +225,7 @@ void BatchPrefillCore::check_kv_extent(int64_t given, const char* arg) const {
 kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const TensorView& o, const TensorView* lse,
                                                 std::optional<float> k_scale, std::optional<float> v_scale) const {
   require_planned("run");
+  memory->table_check().raise_if_found("a run before this call");
   for (auto [value, name] : {std::pair{k_scale, "k_scale"}, std::pair{v_scale, "v_scale"}})
     if (value && !(std::isfinite(*value) && *value > 0.f))
       invalid(fmt::format("{}={} is not allowed; allowed: a finite value > 0 (or none: 1)", name, *value));
@@ -274,6 +276,9 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   p.num_chunks = layout.num_chunks;
   p.num_rows = static_cast<int32_t>(nnz * H);
   p.kv.indptr = array<const int32_t>("kv_indptr");
+  // The paged source checks the page table it reads (kernels/kv_source.cuh) and records a bad entry here.
+  p.kv.check = memory->table_check().record();
+  p.kv.check_names = kernels::kNamesPrefill;
   return p;
 }
 
@@ -293,7 +298,10 @@ void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView&
     mp.num_splits = layout.num_chunks;
     detail::launch(*merge, layout.merge->shape, &mp, stream);
   }
+  memory->table_check().after_run(rt->engine().config().check_every_run, reinterpret_cast<CUstream>(stream));
 }
+
+void BatchPrefillCore::check() const { memory->table_check().check("a run before check()"); }
 
 void BatchPrefillCore::reset_workspace(void* ws, size_t bytes) {
   if (planned && layout.workspace.float_bytes() > bytes)

@@ -74,6 +74,9 @@ struct BatchPrefillCore {
   void use_int_workspace(void* buffer, size_t bytes);
   size_t plan_memory_bytes() const { return planned ? memory->used() : 0; }
   void require_planned(const char* what) const;
+  // Waits for the device and raises a bad device-table entry a run met
+  // (plan() and run() raise one at their start, without waiting).
+  void check() const;
   std::string describe() const;
 };
 

@@ -112,6 +112,7 @@ size_t BatchPrefillWithRaggedKVCacheWrapper::workspace_bytes() const {
 }
 size_t BatchPrefillWithRaggedKVCacheWrapper::plan_memory_bytes() const { return impl_->core.plan_memory_bytes(); }
 std::string BatchPrefillWithRaggedKVCacheWrapper::describe() const { return impl_->core.describe(); }
+void BatchPrefillWithRaggedKVCacheWrapper::check() const { impl_->core.check(); }
 
 // ---- paged -----------------------------------------------------------------
 
@@ -208,6 +209,10 @@ void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorV
   p.kv.page_size = FastDivmod(static_cast<uint32_t>(c.page_size));
   p.kv.indices = c.array<const int32_t>("paged_kv_indices");
   p.kv.last_page_len = c.array<const int32_t>("paged_kv_last_page_len");
+  // What the kernel's checks allow: ids of the cache's pages, indptr within
+  // the indices the plan uploaded (the fixed buffer's, in CUDA-graph mode).
+  p.kv.num_pages = static_cast<int32_t>(std::min(P, v_cache.ndim == 4 ? v_cache.shape[0] : P));
+  p.kv.table_entries = c.graph ? c.graph->max_num_pages : static_cast<int64_t>(c.shape.num_page_indices);
   c.launch(p, o, stream);
 }
 
@@ -222,5 +227,6 @@ size_t BatchPrefillWithPagedKVCacheWrapper::workspace_bytes() const {
 }
 size_t BatchPrefillWithPagedKVCacheWrapper::plan_memory_bytes() const { return impl_->core.plan_memory_bytes(); }
 std::string BatchPrefillWithPagedKVCacheWrapper::describe() const { return impl_->core.describe(); }
+void BatchPrefillWithPagedKVCacheWrapper::check() const { impl_->core.check(); }
 
 }  // namespace attnjit

@@ -60,6 +60,9 @@ void append_paged_kv_cache(const Runtime& rt, const TensorView& append_key, cons
   const ops::PageAppendProblem problem =
       ops::page_append_problem_from_tensors(append_key, append_value, table, k_cache, v_cache, kv_layout);
   const ops::PageLaunch plan = ops::plan_page_append(problem, figures_of(rt, problem.device));
+  // A bad table entry an earlier one-call entry point met on this device (table_check.hpp).
+  detail::TableCheck& check = rt.engine().table_check(problem.device);
+  check.raise_if_found("a call before this one");
   if (plan.items == 0) return;  // nothing appended
 
   const int64_t chunk_elems = plan.vec_bytes / static_cast<int64_t>(dtype_size(problem.kv_dtype));
@@ -80,10 +83,12 @@ void append_paged_kv_cache(const Runtime& rt, const TensorView& append_key, cons
   p.chunks = plan.chunks;
   p.vec_bytes = plan.vec_bytes;
   p.lanes_log2 = plan.lanes_log2;
+  p.check = check.record();  // a skipped row's reason (kernels/paged_kv_append.cuh)
 
   const auto kernel = kernel_for(rt, plan.kernel.spec, problem.device);
   cuda::ScopedDevice scope(problem.device);
   detail::launch(*kernel, plan.kernel.shape, &p, stream);
+  check.after_run(rt.engine().config().check_every_run, reinterpret_cast<CUstream>(stream));
 }
 
 void get_batch_indices_positions(const Runtime& rt, const int32_t* append_indptr, const int32_t* seq_lens,
