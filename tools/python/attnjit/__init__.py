@@ -5,6 +5,7 @@ Pure Python; torch is imported only inside calls that take tensors, so
 """
 
 from ._plans import Plan
+from ._runtime import check_tables
 from .batch_decode import BatchDecodeWithPagedKVCacheWrapper, fast_decode_plan
 from .batch_decode_block_tables import cudnn_batch_decode_with_kv_cache, trtllm_batch_decode_with_kv_cache
 from .batch_prefill import BatchPrefillWithPagedKVCacheWrapper, BatchPrefillWithRaggedKVCacheWrapper
@@ -19,11 +20,10 @@ from .prefill import single_prefill_with_kv_cache, single_prefill_with_kv_cache_
 __all__ = ["AttnjitError", "BatchDecodeWithPagedKVCacheWrapper", "BatchDecodeWithSharedPrefixPagedKVCacheWrapper",
            "BatchPrefillWithPagedKVCacheWrapper", "BatchPrefillWithRaggedKVCacheWrapper",
            "BatchPrefillWithSharedPrefixPagedKVCacheWrapper", "MultiLevelCascadeAttentionWrapper", "Plan",
-           "SingleDecodeWrapper", "Status", "append_paged_kv_cache", "cudnn_batch_decode_with_kv_cache",
+           "SingleDecodeWrapper", "Status", "append_paged_kv_cache", "check_tables", "cudnn_batch_decode_with_kv_cache",
            "fast_decode_plan", "get_batch_indices_positions", "get_seq_lens", "merge_state", "merge_state_in_place",
            "merge_states", "single_decode_with_kv_cache", "single_prefill_with_kv_cache",
-           "single_prefill_with_kv_cache_return_lse", "trtllm_batch_decode_with_kv_cache", "version",
-           "version_number"]
+           "single_prefill_with_kv_cache_return_lse", "trtllm_batch_decode_with_kv_cache", "version", "version_number"]
 
 
 def version():

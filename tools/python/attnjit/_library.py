@@ -141,6 +141,9 @@ def _declare(lib):
         # Plans that own their metadata memory (attnjit.h's memory contract).
         "attnjit_plan_set_int_workspace": (c_int, [c_void_p, c_void_p, c_size_t]),
         "attnjit_plan_int_workspace_bytes": (c_int, [c_void_p, ctypes.POINTER(c_size_t)]),
+        # Device-table checks (attnjit.h): a plan's, and the one-call entry points' of a device.
+        "attnjit_plan_check": (c_int, [c_void_p]),
+        "attnjit_runtime_check": (c_int, [c_void_p, c_int]),
         # attnjit_batch_prefill.h: the batch prefill wrappers as an attnjit_plan_t.
         "attnjit_batch_prefill_wrapper_options_init": (None, [ctypes.POINTER(c_types.BatchPrefillWrapperOptions)]),
         "attnjit_batch_prefill_wrapper_create": (

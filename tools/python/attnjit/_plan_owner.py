@@ -88,6 +88,13 @@ class PlanOwner:
         with torch.cuda.device(device):
             return torch.cuda.is_current_stream_capturing()
 
+    def check(self):
+        """Waits for the wrapper's device, then raises AttnjitError INVALID_ARGUMENT naming a bad entry its
+        kernels met in a page table on the device (a page id past the cache, say, written into a fixed CUDA-graph
+        buffer before a replay). plan() and run() raise one at their start, without waiting."""
+        if self._plan is not None and has("attnjit_plan_check"):
+            check(lib().attnjit_plan_check(self._plan.handle))
+
     def _remake_plan(self):
         """A new C plan on the current workspaces (a subclass's; reset_workspace_buffer calls it)."""
         raise NotImplementedError

@@ -24,6 +24,7 @@ from . import _ctypes_types as c_types
 from . import _runtime
 from ._dlpack import Borrowed, require_torch
 from ._library import check, has, lib
+from ._runtime import check_tables  # noqa: F401 (these entry points' bad device tables: see there)
 from ._streams import current_stream
 from .errors import invalid_argument
 

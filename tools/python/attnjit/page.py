@@ -8,7 +8,8 @@ the kernel). Index tensors must be torch.int32 CUDA tensors, as FlashInfer's ker
 other dtypes are refused by name rather than converted behind the caller's back. The append
 copies rows: append_key/append_value and the cache share one dtype (float16, bfloat16,
 float8_e4m3fn or float8_e5m2). A row whose request, position or page id lies outside the
-tables is skipped by the kernel, never written elsewhere (not yet reported).
+tables is skipped by the kernel, never written elsewhere, and raised as INVALID_ARGUMENT (naming the
+array, the index and the value) by the next append on that device or by check_tables(device).
 
 torch is imported inside the calls only, so ``import attnjit`` works without it.
 """

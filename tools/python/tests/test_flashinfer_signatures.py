@@ -57,9 +57,11 @@ NOT_OFFERED = {
         "sizes FlashInfer's own float workspace; attnjit's plan sizes its own at plan()",
 }
 # attnjit's own public members beside FlashInfer's.
-EXTRAS = {("BatchDecodeWithPagedKVCacheWrapper", "plan_handle")}
+EXTRAS = {("BatchDecodeWithPagedKVCacheWrapper", "plan_handle")} | {
+    (name, "check") for name in ("BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
+                                 "BatchPrefillWithRaggedKVCacheWrapper")}  # device-table checks (_plan_owner.py)
 # Exports that are attnjit's own, not FlashInfer names.
-ATTNJIT_ONLY = {"AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "version", "version_number"}
+ATTNJIT_ONLY = {"AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "check_tables", "version", "version_number"}
 
 
 def _page_module_exists():

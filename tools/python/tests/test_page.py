@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the GPU tes
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device visible to torch", allow_module_level=True)
 
-from attnjit import AttnjitError, Status  # noqa: E402
+from attnjit import AttnjitError, Status, check_tables  # noqa: E402
 from attnjit.page import append_paged_kv_cache, get_batch_indices_positions, get_seq_lens  # noqa: E402
 
 DEVICE = "cuda"
@@ -164,6 +164,11 @@ def test_rows_outside_the_tables_are_skipped():
     torch.cuda.synchronize()
     assert torch.equal(_bytes(k_cache), want_k)
     assert torch.equal(_bytes(v_cache), want_v)
+    # The skipped rows are reported once (by the next append on the device, or check_tables), then nothing.
+    with pytest.raises(AttnjitError) as caught:
+        check_tables(DEVICE)
+    assert caught.value.status == Status.INVALID_ARGUMENT and "is not allowed" in caught.value.message
+    check_tables(DEVICE)
 
 
 def test_the_flashinfer_docstring_example():

@@ -1,0 +1,106 @@
+"""Device tables checked without a sync (attnjit.h: attnjit_plan_check / attnjit_runtime_check): a bad page
+id in TensorRT-LLM's block tables, or one a caller wrote into a CUDA-graph wrapper's fixed indices buffer,
+reads nothing outside the cache, leaves the other requests' output right, and is raised as INVALID_ARGUMENT
+naming the array, the index and the value by the next call (or check_tables / wrapper.check()); the call
+after that is clean. The argument checks run without torch; the rest needs a CUDA device.
+"""
+
+import math
+
+import pytest
+
+import attnjit
+from attnjit import AttnjitError, Status
+
+
+def test_check_tables_names_a_negative_device():
+    with pytest.raises(AttnjitError) as caught:
+        attnjit.check_tables(-1)
+    assert caught.value.status == Status.INVALID_ARGUMENT and "device=-1 is not allowed" in caught.value.message
+
+
+def _torch():
+    torch = pytest.importorskip("torch", reason="torch is not installed: the GPU tests need it")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to torch")
+    return torch
+
+
+def _raises_invalid(call, *fragments):
+    with pytest.raises(AttnjitError) as caught:
+        call()
+    assert caught.value.status == Status.INVALID_ARGUMENT, caught.value.message
+    for f in fragments:
+        assert f in caught.value.message, caught.value.message
+
+
+def test_trtllm_block_table_past_the_cache_is_named_by_the_next_call():
+    torch = _torch()
+    from paged_batch import PagedBatch, check, make_q, reference, workspace
+
+    dtype, lens, hkv, d = torch.bfloat16, [300, 77, 1000, 5], 2, 128
+    batch = PagedBatch(lens, 16, hkv, d, dtype, "HND", seed=71)
+    q = make_q(len(lens), 4 * hkv, d, dtype, seed=72)
+    scale = 1 / math.sqrt(d)
+    o_ref, _ = reference(q, batch, scale)
+    pages = batch.kv.shape[0]
+    bad = batch.block_tables.clone()
+    bad[2, 7] = pages + 1234
+
+    def call(tables):
+        return attnjit.trtllm_batch_decode_with_kv_cache(q, batch.kv, workspace(), tables, batch.seq_lens, max(lens),
+                                                         bmm1_scale=scale, kv_layout="HND")
+
+    o = call(bad)  # returns: the kernel read a page of the cache instead
+    torch.cuda.synchronize()
+    good = [0, 1, 3]
+    check(o[good], None, o_ref[good], None, dtype)
+    _raises_invalid(lambda: call(batch.block_tables), f"block_tables[2][7]={pages + 1234} is not allowed",
+                    f"the cache has {pages} pages")
+    o = call(batch.block_tables)  # clean
+    torch.cuda.synchronize()
+    check(o, None, o_ref, None, dtype)
+    attnjit.check_tables(q.device)
+    # check_tables waits for the device and raises what the call before met.
+    call(bad)
+    _raises_invalid(lambda: attnjit.check_tables(q.device), "block_tables[2][7]=")
+    attnjit.check_tables()
+
+
+def test_wrapper_indices_overwritten_before_a_graph_replay_are_named_by_check():
+    torch = _torch()
+    from paged_batch import DEVICE, PagedBatch, check, make_q, reference, workspace
+
+    dtype, layout, ps, hkv, d = torch.float16, "NHD", 16, 2, 128
+    lens = [300, 77, 1000, 5]
+    bufs = (torch.empty(len(lens) + 1, dtype=torch.int32, device=DEVICE),
+            torch.empty(256, dtype=torch.int32, device=DEVICE),
+            torch.empty(len(lens), dtype=torch.int32, device=DEVICE))
+    w = attnjit.BatchDecodeWithPagedKVCacheWrapper(workspace(), kv_layout=layout, use_cuda_graph=True,
+                                                   paged_kv_indptr_buffer=bufs[0], paged_kv_indices_buffer=bufs[1],
+                                                   paged_kv_last_page_len_buffer=bufs[2])
+    batch = PagedBatch(lens, ps, hkv, d, dtype, layout, seed=73)
+    q = make_q(len(lens), 4 * hkv, d, dtype, seed=74)
+    w.plan(batch.indptr, batch.indices, batch.last_page_len, 4 * hkv, hkv, d, ps, q_data_type=dtype)
+    out = torch.empty_like(q)
+    w.run(q, batch.kv, out=out)  # warm up outside capture (kernels load)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        w.run(q, batch.kv, out=out)
+    o_ref, _ = reference(q, batch)
+    pages = batch.kv.shape[0]
+    entry = int(batch.indptr[2]) + 3
+    bufs[1][entry] = pages + 50  # the caller overwrites the fixed buffer, then replays
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    good = [0, 1, 3]
+    check(out[good], None, o_ref[good], None, dtype)
+    _raises_invalid(w.check, f"indices[{entry}]={pages + 50} is not allowed", f"the cache has {pages} pages")
+    w.check()  # reported once
+    # The next plan() restores the fixed buffer; the replay after it is right and clean.
+    w.plan(batch.indptr, batch.indices, batch.last_page_len, 4 * hkv, hkv, d, ps, q_data_type=dtype)
+    graph.replay()
+    torch.cuda.synchronize()
+    check(out, None, o_ref, None, dtype)
+    w.check()
