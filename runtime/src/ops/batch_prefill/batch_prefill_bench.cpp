@@ -125,7 +125,7 @@ BenchFigures batch_prefill_bench(const Runtime& rt, const nlohmann::json& proble
   // K/V copies rotated so one pass of launches reads well over the L2.
   const size_t kv_bytes = size_t(paged ? extent * ps : extent) * hkv * d * dtype_size(p.kv_dtype);
   const int sets = bench::rotation_sets(2 * kv_bytes);
-  const int64_t n_kv = std::max<int64_t>(extent, 1);
+  const int64_t n_kv = paged ? std::max<int64_t>(extent, 1) : extent;  // ragged: exactly the plan's rows
   const std::vector<int64_t> kv_shape =
       paged ? (nhd ? std::vector<int64_t>{n_kv, ps, hkv, d} : std::vector<int64_t>{n_kv, hkv, ps, d})
             : (nhd ? std::vector<int64_t>{n_kv, hkv, d} : std::vector<int64_t>{hkv, n_kv, d});
