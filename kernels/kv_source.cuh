@@ -10,6 +10,7 @@
 //                             .next(a, j, will_read)    row j + 1's, from row j's address a
 //                             .runs_in_page(n)          rows j .. j+n-1 (j a multiple of n) share a page:
 //                             .step(a)                  then row j + 1's is one stride on, no lookup
+//                             .report_bad_pages(len)    after the loop: records a bad page id it met (cold)
 //   Source::Hint(params, request) .length()           where rows probably are, for L2 prefetches
 //                             .row(kv_head, j)          sent before pdl_wait() (decode_prefetch.cuh)
 //
@@ -26,10 +27,10 @@
 // never sees): a request's indptr entries and last page length (FlashInfer)
 // or its seq_len (block tables) once, where the source is built, and every
 // page id at its lookup. A bad value is replaced by a safe one (no pages, the
-// clamped length, the cache's last page) and recorded (table_check.h); a page
-// id costs an unsigned min and max per lookup, and a thread that met a bad one reports
-// the request's first after its loop (Source::report_bad_pages), re-reading
-// the table there, off the hot path.
+// clamped length, the cache's last page) and recorded (table_check.h). A
+// page id costs an unsigned min and max per lookup; a thread that met a bad
+// one reports its request's first after the loop (slice.report_bad_pages),
+// re-reading the table there, off the hot path.
 //
 // Strides are read from the params at each use rather than copied: the
 // params live in constant memory, so the row multiply takes its stride as a
