@@ -7,7 +7,7 @@
 # (tools/gpu/pack.sh); FlashInfer's wheels in .peers/.
 #   bash tools/gpu/dropin.sh                (logs under $OUT)
 # PARTS: any of "catch2 pytest sanitize" (default: all three).
-# SANITIZE: the Catch2 test specs compute-sanitizer runs over.
+# CATCH2: the Catch2 test specs to run (default [gpu]); SANITIZE: those compute-sanitizer runs over.
 set -uo pipefail
 PARTS=${PARTS:-"catch2 pytest sanitize"}
 SANITIZE=${SANITIZE:-"[workspace],[page],[refused],[table_check]"}
@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
 
 if [[ " $PARTS " == *" catch2 "* ]]; then
   echo "== [gpu] Catch2 tests"
-  ATTNJIT_TEST_QUICK=1 timeout 240 .gpu/attnjit_tests "[gpu]" >"$OUT/gpu_tests.log" 2>&1 || status=1
+  ATTNJIT_TEST_QUICK=1 timeout 420 .gpu/attnjit_tests "${CATCH2:-[gpu]}" >"$OUT/gpu_tests.log" 2>&1 || status=1
   grep -E "FAILED|test cases|assertions" "$OUT/gpu_tests.log" | tail -n 20
 fi
 if [[ " $PARTS " == *" pytest "* ]]; then

@@ -121,7 +121,7 @@ def torch():
 def _bare_decode_wrapper(**state):
     """A decode wrapper without its C plan: plan()'s and run()'s checks before the library is called."""
     wrapper = object.__new__(attnjit.BatchDecodeWithPagedKVCacheWrapper)
-    wrapper._use_cuda_graph, wrapper._fixed_batch_size = False, 0
+    wrapper._use_cuda_graph, wrapper._fixed_batch_size, wrapper._kv_layout = False, 0, "NHD"
     for name, value in state.items():
         setattr(wrapper, name, value)
     return wrapper
@@ -233,6 +233,7 @@ def test_fast_decode_plan_reads_host_arrays_and_refuses_like_plan(torch):
 def _bare_prefill_wrapper(cls, **state):
     wrapper = object.__new__(cls)
     wrapper._use_cuda_graph, wrapper._paged = False, cls is attnjit.BatchPrefillWithPagedKVCacheWrapper
+    wrapper._kv_layout = "NHD"
     for name, value in state.items():
         setattr(wrapper, name, value)
     return wrapper
