@@ -6,10 +6,14 @@
 # and racecheck over the paths the drop-in added. Binaries come packed
 # (tools/gpu/pack.sh); FlashInfer's wheels in .peers/.
 #   bash tools/gpu/dropin.sh                (logs under $OUT)
-# PARTS: any of "catch2 pytest sanitize" (default: all three).
+# PARTS: any of "catch2 pytest sanitize bench" (default: the first three).
+# bench: `attnjit bench --skip-jit` for BENCH_OPS (default batch_decode single_prefill), the CLI built
+# from this tree against BASE_CLI (default .gpupack/base/attnjit, a build of an earlier commit, when
+# present), alternating, ROUNDS times (default 2): same card, same process order, for an A/B.
 # CATCH2: the Catch2 test specs to run (default [gpu]); SANITIZE: those compute-sanitizer runs over.
 set -uo pipefail
 PARTS=${PARTS:-"catch2 pytest sanitize"}
+BASE_CLI=${BASE_CLI:-.gpupack/base/attnjit}
 SANITIZE=${SANITIZE:-"[workspace],[page],[refused],[table_check]"}
 source tools/gpu/device_env.sh
 status=0
@@ -29,5 +33,22 @@ fi
 if [[ " $PARTS " == *" sanitize "* ]]; then
   echo "== compute-sanitizer over $SANITIZE"
   sanitize_tests "$SANITIZE" || status=1
+fi
+if [[ " $PARTS " == *" bench "* ]]; then
+  echo "== attnjit bench A/B (base: $BASE_CLI)"
+  mkdir -p /tmp/bench
+  for round in $(seq "${ROUNDS:-2}"); do
+    for cli in "$BASE_CLI" .gpu/attnjit; do
+      [ -x "$cli" ] || continue
+      name=$( [ "$cli" = .gpu/attnjit ] && echo new || echo base )
+      for op in ${BENCH_OPS:-batch_decode single_prefill}; do
+        echo "=== $op $name round $round" >>"$OUT/bench.log"
+        ATTNJIT_CACHE_DIR=/tmp/cache-$name timeout 150 "$cli" bench --skip-jit --op "$op" \
+          --json "/tmp/bench/${op}_${name}_r$round.json" >>"$OUT/bench.log" 2>&1 || status=1
+      done
+    done
+  done
+  tar -cf "$OUT/bench_json.tar" -C /tmp/bench .  # the device tool brings back 8 files at most
+  grep -E "^===|GB/s|TFLOP" "$OUT/bench.log" | tail -n 40
 fi
 exit $status

@@ -299,6 +299,9 @@ def test_vllm_flashinfer_backend(gpu, name):
     _assert_no_failures(failures, trace)
 
 
+@pytest.mark.xfail(strict=True, reason="vLLM's fast_plan_decode calls FlashInfer's private internals "
+                   "(wrapper._cached_module.plan, _pin_memory_int_workspace_buffer, decode._get_range_buf), which "
+                   "are no part of FlashInfer 0.7.2's public API and which attnjit does not imitate")
 def test_vllm_fast_plan_decode_replans_captured_wrappers(gpu):
     """vLLM's fast_plan_decode after a CUDA-graph decode wrapper's first plan: it copies indptr and
     last_page_len into the wrapper's buffers and plans through FlashInfer's private _cached_module.plan(...)
