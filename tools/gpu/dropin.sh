@@ -10,7 +10,8 @@
 # bench: `attnjit bench --skip-jit` for BENCH_OPS (default batch_decode single_prefill), the CLI built
 # from this tree against BASE_CLI (default .gpupack/base/attnjit, a build of an earlier commit, when
 # present), alternating, ROUNDS times (default 2): same card, same process order, for an A/B.
-# CATCH2: the Catch2 test specs to run (default [gpu]); SANITIZE: those compute-sanitizer runs over.
+# CATCH2: the Catch2 test specs to run (default [gpu]); PYTEST_ARGS: the pytest files (default all);
+# SANITIZE: the specs compute-sanitizer runs over.
 set -uo pipefail
 PARTS=${PARTS:-"catch2 pytest sanitize"}
 BASE_CLI=${BASE_CLI:-.gpupack/base/attnjit}
@@ -26,7 +27,8 @@ if [[ " $PARTS " == *" catch2 "* ]]; then
 fi
 if [[ " $PARTS " == *" pytest "* ]]; then
   echo "== Python GPU tests"
-  timeout 330 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider tools/python/tests >"$OUT/pytest.log" 2>&1 ||
+  timeout 330 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider ${PYTEST_ARGS:-tools/python/tests} \
+    >"$OUT/pytest.log" 2>&1 ||
     status=1
   grep -E "^FAILED|^ERROR|passed|failed" "$OUT/pytest.log" | tail -n 25
 fi
