@@ -49,6 +49,8 @@ struct KernelLaunch {
   KernelSpec spec;
   LaunchShape shape;
 };
+// A launch as the planners' JSON (explain, bench) shows it: role, kernel name, spec, grid, threads, smem.
+nlohmann::json launch_json(const KernelLaunch& k);
 
 // The attention shape of a model (prewarm --model): each operator turns it into
 // the problems a deployment of that model can hit.

@@ -362,19 +362,6 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
   return part;
 }
 
-namespace {
-
-nlohmann::json launch_json(const KernelLaunch& k) {
-  return {{"role", k.role},
-          {"kernel", k.spec.name()},
-          {"spec", k.spec.to_json()},
-          {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
-          {"threads", k.shape.threads},
-          {"smem_bytes", k.shape.smem_bytes}};
-}
-
-}  // namespace
-
 nlohmann::json BatchDecodeLayout::to_json() const {
   nlohmann::json kernels = nlohmann::json::array({launch_json(decode)});
   if (merge) kernels.push_back(launch_json(*merge));

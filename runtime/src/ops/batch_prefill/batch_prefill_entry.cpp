@@ -18,9 +18,6 @@ nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& devic
   const BatchPrefillProblem p = batch_prefill_problem_from_json(problem);
   const BatchPrefillLayout L = plan_batch_prefill(planner_shape(p), device);
   nlohmann::json j = L.to_json();
-  // The planner's JSON names its kernels; the tools also read their specs.
-  j["kernels"][0]["spec"] = L.prefill.spec.to_json();
-  if (L.merge) j["kernels"][1]["spec"] = L.merge->spec.to_json();
   j["batch_size"] = p.kv_lens.size();
   j["problem"] = to_json(p);
   return j;

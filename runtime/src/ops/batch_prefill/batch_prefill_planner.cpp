@@ -15,14 +15,6 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
-nlohmann::json launch_json(const KernelLaunch& k) {
-  return {{"role", k.role},
-          {"kernel", k.spec.name()},
-          {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
-          {"threads", k.shape.threads},
-          {"smem_bytes", k.shape.smem_bytes}};
-}
-
 }  // namespace
 
 void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch, bool from_zero) {

@@ -16,15 +16,6 @@ uint32_t capped_grid(int64_t ctas, int threads, const DeviceFigures& device) {
   return static_cast<uint32_t>(std::clamp<int64_t>(ctas, 1, cap));
 }
 
-nlohmann::json launch_json(const KernelLaunch& k) {
-  return {{"role", k.role},
-          {"kernel", k.spec.name()},
-          {"spec", k.spec.to_json()},
-          {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
-          {"threads", k.shape.threads},
-          {"smem_bytes", k.shape.smem_bytes}};
-}
-
 }  // namespace
 
 PageKernel page_append_spec(DType kv_dtype) {

@@ -100,19 +100,6 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   return L;
 }
 
-namespace {
-
-nlohmann::json launch_json(const KernelLaunch& k) {
-  return {{"role", k.role},
-          {"kernel", k.spec.name()},
-          {"spec", k.spec.to_json()},
-          {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
-          {"threads", k.shape.threads},
-          {"smem_bytes", k.shape.smem_bytes}};
-}
-
-}  // namespace
-
 nlohmann::json SingleDecodeLayout::to_json() const {
   nlohmann::json kernels = nlohmann::json::array({launch_json(decode)});
   if (merge) kernels.push_back(launch_json(*merge));

@@ -31,15 +31,6 @@ MergeKernel merge_spec(int head_dim, DType o_dtype) {
   return s;
 }
 
-nlohmann::json launch_json(const KernelLaunch& k) {
-  return {{"role", k.role},
-          {"kernel", k.spec.name()},
-          {"spec", k.spec.to_json()},
-          {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
-          {"threads", k.shape.threads},
-          {"smem_bytes", k.shape.smem_bytes}};
-}
-
 }  // namespace
 
 // 32 rows per warp (a 128-row CTA tile) halve the K/V traffic per query row

@@ -1,0 +1,14 @@
+#include "ops/operator.hpp"
+
+namespace attnjit::ops {
+
+nlohmann::json launch_json(const KernelLaunch& k) {
+  return {{"role", k.role},
+          {"kernel", k.spec.name()},
+          {"spec", k.spec.to_json()},
+          {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
+          {"threads", k.shape.threads},
+          {"smem_bytes", k.shape.smem_bytes}};
+}
+
+}  // namespace attnjit::ops
