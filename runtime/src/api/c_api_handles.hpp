@@ -48,7 +48,7 @@ inline constexpr const char* kPlanHandle = "an attnjit_plan_t* from an attnjit_<
 template <class Plan>
 attnjit_plan_t* wrap_plan(const char* op, Plan&& plan) {
   auto p = std::make_shared<std::decay_t<Plan>>(std::forward<Plan>(plan));
-  return new attnjit_plan_t{op, p, p->workspace_bytes(), p->describe()};
+  return new attnjit_plan_t{op, p, p->workspace_bytes(), p->describe(), {}};  // no plan memory
 }
 
 // The C++ object behind a handle, after checking it was made for `op`.
