@@ -82,6 +82,11 @@ class MultiLevelCascadeAttentionWrapper:
     def is_cuda_graph_enabled(self):
         return self._use_cuda_graph
 
+    def check(self):
+        """Every level's check(): raises a bad device-table entry a level's kernels met."""
+        for wrapper in self._batch_prefill_wrappers:
+            wrapper.check()
+
     def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffers):
         """New workspaces: the float one for every level, one int workspace per level. Call plan() again."""
         torch = require_torch()
@@ -137,6 +142,10 @@ class BatchDecodeWithSharedPrefixPagedKVCacheWrapper:
     def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer):
         self._batch_decode_wrapper.reset_workspace_buffer(float_workspace_buffer, int_workspace_buffer)
 
+    def check(self):
+        """The unique pages' wrapper's check() (the shared prefix has no device table)."""
+        self._batch_decode_wrapper.check()
+
     def begin_forward(self, unique_kv_indptr, unique_kv_indices, unique_kv_last_page_len, num_qo_heads, num_kv_heads,
                       head_dim, page_size, data_type="float16"):
         """Plans the requests' own pages (the shared prefix needs no plan)."""
@@ -167,6 +176,10 @@ class BatchPrefillWithSharedPrefixPagedKVCacheWrapper:
 
     def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer):
         self._batch_prefill_wrapper.reset_workspace_buffer(float_workspace_buffer, int_workspace_buffer)
+
+    def check(self):
+        """The unique pages' wrapper's check() (the shared prefix has no device table)."""
+        self._batch_prefill_wrapper.check()
 
     def begin_forward(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
                       num_kv_heads, head_dim, page_size):

@@ -59,7 +59,9 @@ NOT_OFFERED = {
 # attnjit's own public members beside FlashInfer's.
 EXTRAS = {("BatchDecodeWithPagedKVCacheWrapper", "plan_handle")} | {
     (name, "check") for name in ("BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
-                                 "BatchPrefillWithRaggedKVCacheWrapper")}  # device-table checks (_plan_owner.py)
+                                 "BatchPrefillWithRaggedKVCacheWrapper", "MultiLevelCascadeAttentionWrapper",
+                                 "BatchDecodeWithSharedPrefixPagedKVCacheWrapper",
+                                 "BatchPrefillWithSharedPrefixPagedKVCacheWrapper")}  # device-table checks
 # Exports that are attnjit's own, not FlashInfer names.
 ATTNJIT_ONLY = {"AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "check_tables", "version", "version_number"}
 
