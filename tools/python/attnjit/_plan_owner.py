@@ -73,6 +73,23 @@ class PlanOwner:
         self._plan = plan
         self._planned = False
 
+    def _plan_again_if_options_changed(self, torch, device, options, plan_again):
+        """forward() may change options the kernels take at plan time (`options` names them): plan again from
+        the kept index arrays, which a CUDA graph being captured cannot record."""
+        if self._settings() == self._planned_settings:
+            return
+        if self._capturing(torch, device):
+            raise checks.unsupported(f"{options} other than plan()'s cannot change while a CUDA graph is captured "
+                                     "(they are planned again); pass them to plan() instead")
+        plan_again()
+
+    def _logit_scale(self, q_scale, k_scale):
+        """The run's factor on the planned softmax scale: q_scale, k_scale and a forward()'s sm_scale."""
+        sm_scale = self._default_sm_scale() if self._sm_scale is None else checks.finite_float("sm_scale",
+                                                                                             self._sm_scale)
+        ratio = sm_scale / self._planned_sm_scale
+        return checks.product(q_scale, k_scale, None if ratio == 1.0 else ratio)
+
     def _require_planned(self, how="plan(...)"):
         if not self._planned:
             raise AttnjitError(Status.NOT_PLANNED, f"run() before plan(): call {how} first")

@@ -307,16 +307,8 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
         q_scale, k_scale, v_scale = (checks.scale(torch, name, value) for name, value in
                                      (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)))
         k_cache, v_cache = checks.kv_cache_pair(torch, "paged_kv_cache", paged_kv_cache, kv_layout=self._kv_layout)
-        if self._settings() != self._planned_settings:
-            if self._capturing(torch, q.device):
-                raise checks.unsupported("pos_encoding_mode, window_left, logits_soft_cap, rope_scale and "
-                                         "rope_theta other than plan()'s cannot change while a CUDA graph is "
-                                         "captured (they are planned again); pass them to plan() instead")
-            self._plan_page_table()
-        sm_scale = self._default_sm_scale() if self._sm_scale is None else checks.finite_float("sm_scale",
-                                                                                             self._sm_scale)
-        ratio = sm_scale / self._planned_sm_scale
-        logit_scale = checks.product(q_scale, k_scale, None if ratio == 1.0 else ratio)
+        self._plan_again_if_options_changed(torch, q.device, "pos_encoding_mode, window_left, logits_soft_cap, rope_scale and rope_theta", self._plan_page_table)
+        logit_scale = self._logit_scale(q_scale, k_scale)
         out = checks.output(torch, "out", out, q.shape, self._cached_o_data_type, q.device)
         lse = checks.Lse(torch, lse, return_lse, q.shape[0], q.shape[1], q.device)
         with Borrowed() as borrowed, self._stream(torch, q.device) as stream:

@@ -270,16 +270,8 @@ class _BatchPrefill(PlanOwner):
         checks.cuda_tensor(torch, "q", q)
         q_scale, k_scale, v_scale = (checks.scale(torch, name, value) for name, value in
                                      (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)))
-        if self._settings() != self._planned_settings:
-            if self._capturing(torch, q.device):
-                raise checks.unsupported("causal, pos_encoding_mode, window_left, logits_soft_cap, rope_scale and "
-                                         "rope_theta other than plan()'s cannot change while a CUDA graph is "
-                                         "captured (they are planned again); pass them to plan() instead")
-            self._plan_index_arrays()
-        sm_scale = self._default_sm_scale() if self._sm_scale is None else checks.finite_float("sm_scale",
-                                                                                             self._sm_scale)
-        ratio = sm_scale / self._planned_sm_scale
-        logit_scale = checks.product(q_scale, k_scale, None if ratio == 1.0 else ratio)
+        self._plan_again_if_options_changed(torch, q.device, "causal, pos_encoding_mode, window_left, logits_soft_cap, rope_scale and rope_theta", self._plan_index_arrays)
+        logit_scale = self._logit_scale(q_scale, k_scale)
         shape = tuple(q.shape)
         if out is None and out_zeroed:
             out = torch.zeros(shape, dtype=self._cached_o_data_type, device=q.device)  # as FlashInfer's paged run
