@@ -2,7 +2,8 @@
 # One device-machine session for issue 7 (prefill): the prefill GPU tests,
 # a compute-sanitizer pass over a reduced case, then the prefill benchmark.
 # Run from the repo root with build/ carried along (built on the CPU machine):
-#   bash tools/gpu/prefill.sh          (logs under $OUT)
+#   bash tools/gpu/prefill.sh          (logs under $OUT; the bench's JSON in
+#   tools/bench/results/single_prefill.json, copied to $OUT/results/)
 set -uo pipefail
 OUT=${OUT:-/tmp/attnjit-out}
 mkdir -p "$OUT"
@@ -30,7 +31,8 @@ PYTHONPATH=tools/python ATTNJIT_LIBRARY="$B/libattnjit.so" python3 -m pytest -q 
   tools/python/tests/test_batch_prefill.py 2>&1 | tail -n 20 | tee "$OUT/pytest_prefill.log" || status=1
 
 echo "== attnjit bench --op single_prefill"
-"$B/attnjit" bench --skip-jit --op single_prefill --json "$OUT/bench_prefill.json" 2>&1 | tee "$OUT/bench_prefill.txt" || status=1
+"$B/attnjit" bench --skip-jit --op single_prefill --json tools/bench/results/single_prefill.json 2>&1 | tee "$OUT/bench_prefill.txt" || status=1
+mkdir -p "$OUT/results" && cp tools/bench/results/single_prefill.json "$OUT/results/" || status=1
 
 echo "== summary"
 grep -E "test cases|assertions|prefill grid|worst|FAILED" "$OUT/prefill_tests.log" | head -30

@@ -10,7 +10,8 @@
 # in SANITIZE (if set), and the Python tests (unless PYTEST=0), verbose on
 # failures.
 #   LIBS=".gpupack/ab/v0.so .gpupack/ab/v1.so" bash tools/gpu/prefill_ab.sh   (logs under $OUT;
-#   the paths are from the repository root: copy the libraries in after pack.sh)
+#   the paths are from the repository root: copy the libraries in after pack.sh;
+#   the last library's JSON also in tools/bench/results/peers_<ONLY>.json)
 set -uo pipefail
 source tools/gpu/device_env.sh
 status=0
@@ -22,7 +23,9 @@ for lib in ${LIBS:-.gpu/libattnjit.so}; do
     --grid-seqlens ${GRID_SEQS:-512,1024,2048,4096,8192,16384} --attnjit-backend ${BACKEND:-auto} \
     --flashinfer-head-dims ${GRID_DIMS:-128} --json "$OUT/grid_$name.json" >"$OUT/grid_$name.log" 2>&1 || status=1
   grep -E "^prefill grid|^single prefill|^paged|GEMM" "$OUT/grid_$name.log"
+  [ -e "$OUT/grid_$name.json" ] && cp "$OUT/grid_$name.json" "$RESULTS/peers_${ONLY:-prefill_grid}.json"
 done
+[ -e "$RESULTS/peers_${ONLY:-prefill_grid}.json" ] && keep_result "$RESULTS/peers_${ONLY:-prefill_grid}.json"
 if [ -n "${TESTS:-}" ]; then
   echo "== Catch2 $TESTS"
   ATTNJIT_CACHE_DIR=/tmp/cache-tests timeout 240 .gpu/attnjit_tests "$TESTS" >"$OUT/tests.log" 2>&1 || status=1

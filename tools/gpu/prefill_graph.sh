@@ -25,6 +25,7 @@ tail -n 5 "$OUT/pytest.log"
 
 echo "== paged prefill benchmark"
 timeout 300 python3 tools/bench/compare_peers.py --only paged \
-  --json "$OUT/paged_prefill.json" >"$OUT/bench.log" 2>&1 || status=1
+  --json "$RESULTS/peers_paged.json" >"$OUT/bench.log" 2>&1 || status=1
+keep_result "$RESULTS/peers_paged.json" || status=1
 grep -E "^device|GEMM|^paged" "$OUT/bench.log"
 exit $status

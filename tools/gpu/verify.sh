@@ -28,7 +28,8 @@ echo "== compute-sanitizer over $SANITIZE"
 sanitize_tests "$SANITIZE" || status=1
 
 echo "== plan() host cost (attnjit bench --op batch_decode)"
-timeout 120 .gpu/attnjit bench --skip-jit --op batch_decode --json "$OUT/bench_batch_decode.json" \
+timeout 120 .gpu/attnjit bench --skip-jit --op batch_decode --json "$RESULTS/batch_decode.json" \
   >"$OUT/bench_batch_decode.txt" 2>&1 || status=1
+keep_result "$RESULTS/batch_decode.json" || status=1
 grep -iE "plan|256" "$OUT/bench_batch_decode.txt" | head -n 12
 exit $status
