@@ -2,7 +2,7 @@
 # One device-machine step: executes examples/notebook/attnjit_decode.ipynb the
 # way a notebook user would, from a `pip install "attnjit[notebook]"` into a
 # fresh virtual environment (torch from the system site), and brings back the
-# executed notebook and docs/decode_bandwidth.png under $OUT.
+# executed notebook and its plot, decode_bandwidth.png, under $OUT.
 #   WHEELS=<folder with the attnjit wheel and the extras' wheels> bash tools/gpu/notebook.sh
 # The GPU machine has no internet, so pip installs from $WHEELS only.
 set -euo pipefail
@@ -32,6 +32,6 @@ cp examples/notebook/attnjit_decode.ipynb "$work/"
 cd "$work"
 "$venv/bin/jupyter-execute" --inplace --timeout 900 attnjit_decode.ipynb 2>&1 | tail -n 20
 cp attnjit_decode.ipynb "$OUT/"
-# The notebook saves the plot into docs/ of the repository it runs from, else next to itself.
+# The notebook saves the plot in the folder it runs from.
 cp decode_bandwidth.png "$OUT/" 2>/dev/null || true
 ls -la "$OUT"
