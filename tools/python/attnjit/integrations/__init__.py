@@ -1,0 +1,2 @@
+"""attnjit inside other libraries' model code: ``attnjit.integrations.transformers`` registers attnjit as a
+Hugging Face transformers attention backend."""
