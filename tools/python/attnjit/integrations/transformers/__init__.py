@@ -14,13 +14,13 @@ what they cannot with an AttnjitError naming the argument (never another backend
 from ._attention import attnjit_attention_forward
 from ._paged import attnjit_paged_attention_forward
 from ._plans import clear as clear_plans
-from ._plans import launches
+from ._plans import launches, plans_made
 
 NAME = "attnjit"
 PAGED_NAME = "paged|attnjit"
 
 __all__ = ["NAME", "PAGED_NAME", "attnjit_attention_forward", "attnjit_paged_attention_forward", "clear_plans",
-           "launches", "register"]
+           "launches", "plans_made", "register"]
 
 
 def register():

@@ -33,13 +33,6 @@ def tensors(torch, query, key, value, layout):
     for name, t in (("key", key), ("value", value)):
         if t.dtype != query.dtype:
             raise invalid_argument(f"{name}: dtype {t.dtype} is not allowed; allowed: {query.dtype} (the query's)")
-    if not query.is_cuda:
-        raise invalid_argument(f"query: device {query.device} is not allowed; allowed: a CUDA tensor (move the "
-                               "model to the GPU)")
-    for name, t in (("key", key), ("value", value)):
-        if t.device != query.device:
-            raise invalid_argument(f"{name}: device {t.device} is not allowed; allowed: {query.device} (the "
-                                   "query's)")
     if query.requires_grad and torch.is_grad_enabled():
         raise unsupported("query.requires_grad=True is not supported: attnjit computes attention without a "
                           "backward pass; allowed: inference (torch.no_grad() / torch.inference_mode())")
@@ -53,6 +46,13 @@ def tensors(torch, query, key, value, layout):
     if query.shape[1] % key.shape[1]:
         raise invalid_argument(f"key: {key.shape[1]} heads is not allowed with {query.shape[1]} query heads; "
                                "allowed: a divisor of the query heads (GQA)")
+    if not query.is_cuda:
+        raise invalid_argument(f"query: device {query.device} is not allowed; allowed: a CUDA tensor (move the "
+                               "model to the GPU)")
+    for name, t in (("key", key), ("value", value)):
+        if t.device != query.device:
+            raise invalid_argument(f"{name}: device {t.device} is not allowed; allowed: {query.device} (the "
+                                   "query's)")
 
 
 def options(dropout, scaling, sliding_window, softcap, head_dim, kwargs):

@@ -15,8 +15,10 @@ _MAX_PLANS = 8  # per wrapper kind; a step has a handful of distinct tables (a f
 _workspaces = {}
 _plans = {"prefill": collections.OrderedDict(), "decode": collections.OrderedDict()}
 
-# Launches by path since import (the tests check a model really ran through attnjit).
+# Launches by path, and plans made by wrapper kind, since import: the tests check that a model really ran
+# through attnjit and planned once per step, not once per layer.
 launches = collections.Counter()
+plans_made = collections.Counter()
 
 
 def _workspace(torch, device):
@@ -47,6 +49,7 @@ def planned(torch, kind, key, device, plan, keep_alive=()):
         make = BatchPrefillWithPagedKVCacheWrapper if kind == "prefill" else BatchDecodeWithPagedKVCacheWrapper
         wrapper = make(_workspace(torch, device), kv_layout="HND")
     info = plan(wrapper)  # a wrapper whose plan() raised is dropped here, never kept half planned
+    plans_made[kind] += 1
     cache[key] = (wrapper, info, tuple(keep_alive))
     return wrapper, info
 
