@@ -228,7 +228,7 @@ def test_dense_tables_read_each_requests_keys_in_place(name, t, starts, end):
     table = _pages.dense_table(torch, t.shape[2], rows_per_request, starts, end)
     for array in (table.indptr, table.indices, table.last_page_len):
         assert array.dtype == torch.int32 and array.device.type == "cpu"
-    view = _pages.dense_view(torch, key, table, row_stride)
+    view = _pages.dense_view(torch, key, (table.page_size, table.num_pages), row_stride)
     assert view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
     for i, s in enumerate(starts):
         assert torch.equal(read_back(view, table, i), t[i, :, s:end])

@@ -32,24 +32,25 @@ def attnjit_attention_forward(module, query, key, value, attention_mask, dropout
     key, value, rows_per_request, row_stride = _pages.dense_layout(torch, key, value)
     decode = q_len == 1 and ranges.custom is None
     with _plans.LOCK:
-        table = _pages.dense_table(torch, kv_len, rows_per_request, ranges.starts, ranges.end)
         plan_key = _plan_key(query, key, ranges, rows_per_request, scaling, softcap, decode)
         window_left = -1 if ranges.window is None or ranges.custom is not None else ranges.window - 1
         common = dict(window_left=window_left, logits_soft_cap=softcap, sm_scale=scaling,
                       q_data_type=query.dtype, kv_data_type=key.dtype)
-        if decode:
-            def plan(wrapper):
+
+        def plan(wrapper):  # host work, on a miss only: the table, then attnjit's plan of it
+            table = _pages.dense_table(torch, kv_len, rows_per_request, ranges.starts, ranges.end)
+            if decode:
                 wrapper.plan(table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
                              table.page_size, **common)
-        else:
-            qo_indptr = torch.arange(batch + 1, dtype=torch.int32) * q_len
-
-            def plan(wrapper):
+            else:
+                qo_indptr = torch.arange(batch + 1, dtype=torch.int32) * q_len
                 wrapper.plan(qo_indptr, table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
                              table.page_size, causal=ranges.causal, custom_mask=ranges.custom, **common)
+            return table.page_size, table.num_pages
+
         keep = () if ranges.custom is None else (ranges.custom,)
-        wrapper, _ = _plans.planned(torch, "decode" if decode else "prefill", plan_key, query.device, plan, keep)
-        kv = (_pages.dense_view(torch, key, table, row_stride), _pages.dense_view(torch, value, table, row_stride))
+        wrapper, pages = _plans.planned(torch, "decode" if decode else "prefill", plan_key, query.device, plan, keep)
+        kv = (_pages.dense_view(torch, key, pages, row_stride), _pages.dense_view(torch, value, pages, row_stride))
         if decode:
             out = wrapper.run(query[:, :, 0], kv)
             _plans.launches["decode"] += 1

@@ -76,11 +76,12 @@ def dense_table(torch, kv_len, rows_per_request, starts, end):
     return _runs(torch, first, [end - s for s in starts], page)
 
 
-def dense_view(torch, t, table, row_stride):
-    """t [batch, heads, kv_len, head_dim] as attnjit's HND pages [num_pages, heads, page_size, head_dim]."""
-    p = table.page_size
-    return torch.as_strided(t, (table.num_pages, t.shape[1], p, t.shape[3]), (p * row_stride, t.stride(1),
-                                                                                row_stride, 1), t.storage_offset())
+def dense_view(torch, t, pages, row_stride):
+    """t [batch, heads, kv_len, head_dim] as attnjit's HND pages [num_pages, heads, page_size, head_dim];
+    pages: (page_size, num_pages) of its PageTable."""
+    p, num_pages = pages
+    return torch.as_strided(t, (num_pages, t.shape[1], p, t.shape[3]), (p * row_stride, t.stride(1), row_stride, 1),
+                            t.storage_offset())
 
 
 def slot_table(torch, slots, kv_indptr, block_size):
