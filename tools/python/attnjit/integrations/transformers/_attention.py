@@ -21,6 +21,7 @@ def attnjit_attention_forward(module, query, key, value, attention_mask, dropout
                               sliding_window=None, softcap=None, is_causal=None, **kwargs):
     """transformers' attention-function contract: returns (attn_output [batch, q_len, heads, head_dim], None)."""
     torch = require_torch()
+    _checks.not_compiling(torch)
     _checks.tensors(torch, query, key, value, "[batch, heads, seq_len, head_dim]")
     batch, heads, q_len, head_dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]

@@ -55,6 +55,15 @@ def tensors(torch, query, key, value, layout):
                                    "query's)")
 
 
+def not_compiling(torch):
+    """torch.compile cannot trace attnjit's host-side planning (ctypes calls, host reads of the tables)."""
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling():
+        raise unsupported("torch.compile of a model on attnjit is not supported: attnjit plans each step on the "
+                          "host; allowed: eager execution (no torch.compile, ContinuousBatchingConfig("
+                          "default_compile_level=0))")
+
+
 def options(dropout, scaling, sliding_window, softcap, head_dim, kwargs):
     """(sm_scale, window or None, soft cap or None) from the attention call's options; refuses dropout and
     the model kwargs attnjit does not compute (_REFUSED_KWARGS, output_attentions=True)."""

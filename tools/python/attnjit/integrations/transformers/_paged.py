@@ -49,6 +49,7 @@ def attnjit_paged_attention_forward(module, query, key, value, attention_mask, c
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         raise unsupported("CUDA-graph capture of a continuous-batching step is not supported: attnjit plans each "
                           "step on the host; allowed: ContinuousBatchingConfig(use_cuda_graph=False)")
+    _checks.not_compiling(torch)
     _checks.tensors(torch, query, key, value, "[1, heads, tokens, head_dim]")
     if query.shape[0] != 1:
         raise invalid_argument(f"query: shape {list(query.shape)} is not allowed; allowed: [1, heads, tokens, "
