@@ -81,3 +81,85 @@ TEST_CASE("NVRTC compiles every variant of every operator for sm_80 and sm_90a",
     }
   }
 }
+
+// The warp-specialized Hopper prefill (kernels/prefill_sm90_ws.cuh) in every
+// variant it serves, for sm_90a, with ptxas' report: no spills (its consumers
+// run at 224-232 registers after setmaxnreg) and no wgmma serialized by
+// ptxas (which would undo the overlap of softmax with the products). Each
+// compile's seconds are the cold-JIT figure (target: 3 s on 2 cores).
+//   attnjit_tests "[fa3_ws]"
+TEST_CASE("NVRTC compiles the warp-specialized prefill without spills", "[nvrtc][fa3_ws]") {
+  struct Case {
+    int head_dim;
+    MaskMode mask;
+    PosEncoding pos;
+    bool soft_cap, window;
+    KVSource source;
+    DType dtype;
+  };
+  std::vector<Case> cases;
+  for (int d : {64, 128, 256})
+    for (KVSource src : {KVSource::Contiguous, KVSource::Ragged, KVSource::Paged}) {
+      cases.push_back({d, MaskMode::Causal, PosEncoding::None, false, false, src, DType::BF16});
+      cases.push_back({d, MaskMode::None, PosEncoding::None, false, false, src, DType::F16});
+    }
+  for (KVSource src : {KVSource::Contiguous, KVSource::Paged}) {
+    cases.push_back({128, MaskMode::Custom, PosEncoding::None, false, false, src, DType::BF16});
+    cases.push_back({128, MaskMode::Causal, PosEncoding::None, false, true, src, DType::BF16});
+    cases.push_back({128, MaskMode::None, PosEncoding::None, true, false, src, DType::BF16});
+    cases.push_back({128, MaskMode::Causal, PosEncoding::Alibi, false, false, src, DType::F16});
+  }
+  cases.push_back({256, MaskMode::Causal, PosEncoding::Alibi, true, true, KVSource::Ragged, DType::BF16});
+  cases.push_back({64, MaskMode::Custom, PosEncoding::None, true, true, KVSource::Ragged, DType::BF16});
+
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  double slowest = 0;
+  std::string slowest_name;
+  std::vector<std::string> failures, reports;  // Catch2's macros are not thread-safe: reported after the join
+  auto worker = [&] {
+    for (size_t i; (i = next++) < cases.size();) {
+      const Case& c = cases[i];
+      PrefillKernel k;
+      k.backend = PrefillBackend::Fa3;
+      k.warp_specialized = true;
+      k.frags_m = 2;
+      k.stages = 2;
+      k.head_dim = c.head_dim;
+      k.window = c.window;
+      k.kv_source = c.source;
+      k.variant.q_dtype = k.variant.kv_dtype = k.variant.o_dtype = c.dtype;
+      k.variant.mask = c.mask;
+      k.variant.pos_encoding = c.pos;
+      k.variant.soft_cap = c.soft_cap;
+      std::string failure;
+      try {
+        k.validate();
+        const TranslationUnit tu = generate(KernelSpec(k));
+        cuda::CompileRequest req{tu.source, tu.name, tu.headers, {"-std=c++17", "--ptxas-options=-v"}, "sm_90a"};
+        const auto res = cuda::compile("", req);
+        std::lock_guard<std::mutex> lock(mu);
+        if (res.seconds > slowest) slowest = res.seconds, slowest_name = k.name();
+        const bool spills = res.log.find(" 0 bytes spill stores, 0 bytes spill loads") == std::string::npos;
+        const bool serialized = res.log.find("serialized") != std::string::npos;
+        if (spills || serialized) failure = k.name() + ": " + res.log;
+        const size_t used = res.log.find("Used");
+        reports.push_back(k.name() + ": " + (used == std::string::npos ? res.log : res.log.substr(used, 60)) + " " +
+                          std::to_string(res.seconds) + " s");
+      } catch (const std::exception& e) {
+        failure = k.name() + ": " + e.what();
+      }
+      if (!failure.empty()) {
+        std::lock_guard<std::mutex> lock(mu);
+        failures.push_back(failure);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < std::max(2u, std::thread::hardware_concurrency()); ++w) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+  for (const auto& r : reports) WARN(r);
+  WARN(cases.size() << " warp-specialized variants; slowest compile " << slowest << " s (" << slowest_name << ")");
+}

@@ -69,6 +69,7 @@ struct DriverApi {
   decltype(&::cuEventSynchronize) EventSynchronize = nullptr;
   decltype(&::cuEventQuery) EventQuery = nullptr;
   decltype(&::cuEventElapsedTime) EventElapsedTime = nullptr;
+  decltype(&::cuTensorMapEncodeTiled) TensorMapEncodeTiled = nullptr;  // TMA maps of the warp-specialized prefill
 };
 
 // Loads libcuda once (thread-safe) and calls cuInit(0). Throws Error(NoDevice)

@@ -81,6 +81,7 @@ ATTNJIT_ABI_AT_12000(EventQuery, PFN_cuEventQuery_v2000);
 // cuda.h maps the name to cuEventElapsedTime_v2 (12.8); its ABI is identical, so
 // the 12.0 entry point is a correct value for this member.
 ATTNJIT_ABI_AT_12000(EventElapsedTime, PFN_cuEventElapsedTime_v2000);
+ATTNJIT_ABI_AT_12000(TensorMapEncodeTiled, PFN_cuTensorMapEncodeTiled_v12000);
 #undef ATTNJIT_ABI_AT_12000
 
 using GetProcV2 = PFN_cuGetProcAddress_v12000;  // (…, CUdriverProcAddressQueryResult*)
@@ -202,7 +203,8 @@ std::string resolve_driver_api(void* libcuda, DriverApi& api) {
       resolve(r, "cuEventRecord", api.EventRecord, &error) &&
       resolve(r, "cuEventSynchronize", api.EventSynchronize, &error) &&
       resolve(r, "cuEventQuery", api.EventQuery, &error) &&
-      resolve(r, "cuEventElapsedTime", api.EventElapsedTime, &error);
+      resolve(r, "cuEventElapsedTime", api.EventElapsedTime, &error) &&
+      resolve(r, "cuTensorMapEncodeTiled", api.TensorMapEncodeTiled, &error);
   return ok ? std::string() : error;
 }
 

@@ -4,6 +4,7 @@
 
 #include "attnjit/error.hpp"
 #include "prefill_params.h"
+#include "prefill_ws_params.h"
 #include "spec/json_fields.hpp"
 
 namespace attnjit {
@@ -47,6 +48,9 @@ const char* device_source(KVSource s) {
 }  // namespace
 
 std::string PrefillKernel::name() const {
+  if (warp_specialized)
+    return fmt::format("prefill_fa3ws_d{}_s{}_{}{}_{}", head_dim, stages, variant.name(), window ? "_window" : "",
+                       to_string(kv_source));
   if (backend == PrefillBackend::Fa3)
     return fmt::format("prefill_fa3_d{}_w{}_s{}{}_{}{}_{}", head_dim, frags_m, stages,
                        min_ctas_per_sm > 1 ? fmt::format("_c{}", min_ctas_per_sm) : "", variant.name(),
@@ -56,14 +60,22 @@ std::string PrefillKernel::name() const {
                      window ? "_window" : "", to_string(kv_source));
 }
 
+int PrefillKernel::threads() const {
+  if (warp_specialized) return kernels::prefill_ws_threads();
+  return backend == PrefillBackend::Fa3 ? 128 * frags_m : 128;
+}
+
 int PrefillKernel::tile_q() const {
+  if (warp_specialized) return kernels::prefill_ws_tile_q();
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_q(frags_m) : kernels::prefill_tile_q(frags_m);
 }
 int PrefillKernel::tile_kv() const {
+  if (warp_specialized) return kernels::prefill_ws_tile_kv(head_dim);
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_kv(head_dim, min_ctas_per_sm)
                                         : kernels::prefill_tile_kv(head_dim, stages);
 }
 int PrefillKernel::dynamic_smem_bytes() const {
+  if (warp_specialized) return kernels::prefill_ws_smem_bytes(head_dim, stages);
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_smem_bytes(head_dim, frags_m, stages, min_ctas_per_sm)
                                         : kernels::prefill_smem_bytes(head_dim, frags_m, stages);
 }
@@ -73,6 +85,7 @@ nlohmann::json PrefillKernel::to_json() const {
                       {"stages", stages},  {"window", window},      {"kv_source", to_string(kv_source)}};
   if (min_ctas_per_sm > 1) j["min_ctas_per_sm"] = min_ctas_per_sm;  // absent: 1 (specs written before it)
   if (backend != PrefillBackend::Fa2) j["backend"] = to_string(backend);  // absent: fa2 (the same keys as before)
+  if (warp_specialized) j["warp_specialized"] = true;                      // absent: false
   variant.to_json(j);
   return j;
 }
@@ -87,6 +100,7 @@ PrefillKernel PrefillKernel::from_json(const nlohmann::json& j) {
   s.window = spec_json::bool_field(j, "window", false);
   s.kv_source = parse_kv_source(spec_json::string_field(j, "kv_source", "contiguous"));
   s.backend = parse_backend(spec_json::string_field(j, "backend", "fa2"));
+  s.warp_specialized = spec_json::bool_field(j, "warp_specialized", false);
   s.validate();
   return s;
 }
@@ -96,8 +110,9 @@ std::vector<std::pair<std::string, std::string>> PrefillKernel::template_values(
   v.insert(v.end(), {{"HEAD_DIM", std::to_string(head_dim)},
                      {"STAGES", std::to_string(stages)},
                      {"WINDOW", window ? "true" : "false"},
-                     {"KV_SOURCE", device_source(kv_source)},
-                     {"MIN_CTAS_PER_SM", std::to_string(min_ctas_per_sm)}});
+                     {"KV_SOURCE", device_source(kv_source)}});
+  if (warp_specialized) return v;  // its CTA shape is fixed (prefill_ws_params.h)
+  v.emplace_back("MIN_CTAS_PER_SM", std::to_string(min_ctas_per_sm));
   // 64 query rows a warp's fragment (fa2) or a warpgroup (fa3): either way tile_q = 64 x frags_m.
   v.insert(v.end(), {backend == PrefillBackend::Fa2 ? "FRAGS_M" : "WARP_GROUPS", std::to_string(frags_m)});
   return v;
@@ -130,6 +145,16 @@ void PrefillKernel::validate() const {
                               to_string(variant.kv_dtype)));
     if (stages < 2 || stages > 4) bad("stages", stages, "2 to 4 with backend fa3");
     if (min_ctas_per_sm > 2) bad("min_ctas_per_sm", min_ctas_per_sm, "1 or 2 with backend fa3");
+  }
+  if (warp_specialized) {
+    if (backend != PrefillBackend::Fa3)
+      throw Error(Status::InvalidArgument, "prefill spec.warp_specialized=true needs backend fa3; allowed with fa2: false");
+    if (frags_m != 2) bad("frags_m", frags_m, "2 with warp_specialized (two consumer warpgroups)");
+    if (stages != 2) bad("stages", stages, "2 with warp_specialized");
+    if (min_ctas_per_sm != 1) bad("min_ctas_per_sm", min_ctas_per_sm, "1 with warp_specialized");
+    if (variant.pos_encoding == PosEncoding::RopeLlama)
+      throw Error(Status::InvalidArgument,
+                  "prefill spec.pos_encoding=rope_llama is not supported with warp_specialized; allowed: none, alibi");
   }
 }
 

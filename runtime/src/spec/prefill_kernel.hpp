@@ -32,11 +32,18 @@ struct PrefillKernel {
   int min_ctas_per_sm = 1;                   // __launch_bounds__' minimum: caps registers so that many fit
   bool window = false;                       // checks window_left per row (a run-time value)
   KVSource kv_source = KVSource::Contiguous;
+  // fa3 only: the warp-specialized skeleton (kernels/prefill_sm90_ws.cuh: a
+  // TMA / gather producer warpgroup and two consumer warpgroups, 128 query
+  // rows); frags_m 2, min_ctas_per_sm 1.
+  bool warp_specialized = false;
 
-  const char* template_name() const { return backend == PrefillBackend::Fa3 ? "prefill_sm90.cu.in" : "prefill.cu.in"; }
+  const char* template_name() const {
+    if (warp_specialized) return "prefill_sm90_ws.cu.in";
+    return backend == PrefillBackend::Fa3 ? "prefill_sm90.cu.in" : "prefill.cu.in";
+  }
   const char* entry_name() const { return "attnjit_prefill"; }
   std::string name() const;  // "prefill_d128_m1_s2_bf16_bf16_bf16_none_causal_contiguous", "prefill_fa3_d128_s2_..."
-  int threads() const { return backend == PrefillBackend::Fa3 ? 128 * frags_m : 128; }
+  int threads() const;
   // Whether the generated code compiles and runs for `arch` ("sm_90a"): fa2
   // everywhere, fa3 where wgmma exists (the planner asks the same).
   static bool fa3_runs_on(const std::string& arch) { return arch == "sm_90a"; }
@@ -52,7 +59,7 @@ struct PrefillKernel {
   bool operator==(const PrefillKernel& o) const {
     return variant == o.variant && backend == o.backend && head_dim == o.head_dim && frags_m == o.frags_m &&
            stages == o.stages && min_ctas_per_sm == o.min_ctas_per_sm && window == o.window &&
-           kv_source == o.kv_source;
+           kv_source == o.kv_source && warp_specialized == o.warp_specialized;
   }
 };
 

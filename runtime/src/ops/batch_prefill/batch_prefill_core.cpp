@@ -11,6 +11,7 @@
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "launcher.hpp"
+#include "ops/prefill_launch.hpp"
 #include "merge_params.h"
 #include "ops/single_prefill/prefill_options.hpp"
 #include "ops/tensor_checks.hpp"
@@ -286,7 +287,7 @@ void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView&
   cuda::ScopedDevice scope(device);
   // No query rows at all; a graph-mode launch runs anyway, as a later plan's replay needs it.
   if (layout.num_work == 0 && !graph) return;
-  detail::launch(*prefill, layout.prefill.shape, &p, stream);
+  launch_prefill(*prefill, layout.prefill.shape, p, stream);
   if (layout.merge) {
     kernels::MergeParams mp{};
     mp.partial_o = p.partial_o;

@@ -19,7 +19,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   };
   // fa2 ("fa2", or "auto" off Hopper or with fp8 K/V): the tile follows the
   // batch's longest packed query, from the shortest to the longest there is.
-  if (p.options.backend != "fa3") {
+  if (p.options.backend != "fa3" && p.options.backend != "fa3_ws") {
     const std::set<int> frags = {prefill_frags_m(p.head_dim, 0), prefill_frags_m(p.head_dim, INT64_MAX)};
     for (int fm : frags) {
       PrefillKernel k = base(PrefillBackend::Fa2);
@@ -35,7 +35,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
     PrefillKernel k = base(PrefillBackend::Fa3);
     choose_prefill_pipeline(k);
     out.emplace_back(k);
-    if (!p.use_cuda_graph) {
+    if (!p.use_cuda_graph && !k.warp_specialized) {
       fit_fa3_tile(k, 0, 1);  // the narrowing the planner applies to a grid of few tiles
       out.emplace_back(k);
     }

@@ -164,11 +164,11 @@ void validate(const BatchPrefillProblem& p) {
                     "kv_source='paged'",
                     p.page_size));
   // plan() would refuse it on every device: refused here, before prewarm lists kernels for it.
-  if (p.options.backend == "fa3" && dtype_size(p.kv_dtype) != 2)
+  if ((p.options.backend == "fa3" || p.options.backend == "fa3_ws") && dtype_size(p.kv_dtype) != 2)
     throw Error(Status::Unsupported,
-                fmt::format("backend='fa3' takes 16-bit K/V; kv_dtype={} is not supported there; allowed: 'auto', "
+                fmt::format("backend='{}' takes 16-bit K/V; kv_dtype={} is not supported there; allowed: 'auto', "
                             "'fa2'",
-                            to_string(p.kv_dtype)));
+                            p.options.backend, to_string(p.kv_dtype)));
   if (p.use_cuda_graph && p.max_batch_size < 1)
     invalid(
         fmt::format("max_batch_size={} is not allowed with use_cuda_graph=true; it must be >= 1 (the fixed "

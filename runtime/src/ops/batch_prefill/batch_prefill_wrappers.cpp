@@ -98,6 +98,7 @@ void BatchPrefillWithRaggedKVCacheWrapper::run(const TensorView& q, const Tensor
   p.kv.k_stride_head = nhd ? k.strides[1] : k.strides[0];
   p.kv.v_stride_row = nhd ? v.strides[0] : v.strides[1];
   p.kv.v_stride_head = nhd ? v.strides[1] : v.strides[0];
+  p.kv.kv_len = static_cast<int32_t>(N);  // the tensor's rows: the extent of the TMA maps (ops/prefill_launch.cpp)
   c.launch(p, o, stream);
 }
 

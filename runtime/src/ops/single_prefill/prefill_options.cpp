@@ -107,8 +107,12 @@ void put_prefill_options(nlohmann::json& j, const PrefillOptions& o) {
 }
 
 void validate_prefill_options(const PrefillOptions& o) {
-  if (o.backend != "auto" && o.backend != "fa2" && o.backend != "fa3")
-    invalid(fmt::format("backend='{}' is not a backend; allowed: 'auto', 'fa2', 'fa3'", o.backend));
+  // 'fa3_ws': the warp-specialized Hopper skeleton, asked for by name until it replaces fa3's.
+  if (o.backend != "auto" && o.backend != "fa2" && o.backend != "fa3" && o.backend != "fa3_ws")
+    invalid(fmt::format("backend='{}' is not a backend; allowed: 'auto', 'fa2', 'fa3', 'fa3_ws'", o.backend));
+  if (o.backend == "fa3_ws" && o.pos_encoding_mode == PosEncoding::RopeLlama)
+    throw Error(Status::Unsupported, "backend='fa3_ws' does not take pos_encoding_mode=ROPE_LLAMA; allowed there: "
+                                     "'auto', 'fa2', 'fa3'");
   if (o.window_left < -1)
     invalid(fmt::format("window_left={} is not allowed; use -1 (no window) or >= 0", o.window_left));
   if (o.allow_fp16_qk_reduction)  // refused, not ignored: the caller asked for another arithmetic
@@ -149,22 +153,23 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
   s.variant.soft_cap = o.logits_soft_cap.value_or(0.f) > 0.f;
   s.variant.mask = o.custom_mask ? MaskMode::Custom : o.causal ? MaskMode::Causal : MaskMode::None;
   s.window = o.window_left >= 0;
+  s.warp_specialized = o.backend == "fa3_ws";
   return s;
 }
 
 PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch) {
   const bool wgmma = PrefillKernel::fa3_runs_on(arch), kv16 = dtype_size(kv_dtype) == 2;
-  if (o.backend == "fa3") {
+  if (o.backend == "fa3" || o.backend == "fa3_ws") {
     if (!wgmma)
       throw Error(Status::Unsupported,
-                  fmt::format("backend='fa3' needs a Hopper GPU (sm_90a); this device is {}; allowed here: 'auto', "
+                  fmt::format("backend='{}' needs a Hopper GPU (sm_90a); this device is {}; allowed here: 'auto', "
                               "'fa2'",
-                              arch));
+                              o.backend, arch));
     if (!kv16)
       throw Error(Status::Unsupported,
-                  fmt::format("backend='fa3' takes 16-bit K/V; kv dtype {} is not supported there; allowed: 'auto', "
+                  fmt::format("backend='{}' takes 16-bit K/V; kv dtype {} is not supported there; allowed: 'auto', "
                               "'fa2'",
-                              to_string(kv_dtype)));
+                              o.backend, to_string(kv_dtype)));
     return PrefillBackend::Fa3;
   }
   return o.backend == "auto" && wgmma && kv16 ? PrefillBackend::Fa3 : PrefillBackend::Fa2;

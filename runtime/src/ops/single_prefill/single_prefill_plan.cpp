@@ -7,6 +7,7 @@
 #include "cuda/driver.hpp"
 #include "engine.hpp"
 #include "launcher.hpp"
+#include "ops/prefill_launch.hpp"
 #include "merge_params.h"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
@@ -118,7 +119,7 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   pp.num_rows = static_cast<int32_t>(M * H);
 
   cuda::ScopedDevice scope(P.device);
-  detail::launch(*impl_->prefill, L.prefill.shape, &pp, stream);
+  ops::launch_prefill(*impl_->prefill, L.prefill.shape, pp, stream);
   if (split) {
     kernels::MergeParams mp{};
     mp.partial_o = pp.partial_o;

@@ -83,6 +83,12 @@ int prefill_sm90_ctas_per_sm(const PrefillKernel& k) {
 }
 
 void choose_prefill_pipeline(PrefillKernel& k) {
+  if (k.warp_specialized) {  // one CTA shape (prefill_ws_params.h): 128 query rows, two stages
+    k.frags_m = 2;
+    k.stages = 2;
+    k.min_ctas_per_sm = 1;
+    return;
+  }
   if (k.backend == PrefillBackend::Fa3) {
     k.frags_m = 2;  // two warpgroups, 128 query rows; fit_fa3_tile narrows it for small grids
     k.stages = 2;
@@ -98,7 +104,7 @@ void choose_prefill_pipeline(PrefillKernel& k) {
 // request of 512 tokens: d 128 (64 CTAs of 128 rows) 132 TFLOP/s against
 // FlashInfer's 143, d 256 (32 CTAs) 86 against 135.
 void fit_fa3_tile(PrefillKernel& k, int64_t ctas_at_128_rows, int sm_count) {
-  if (k.backend == PrefillBackend::Fa3 && ctas_at_128_rows * 2 <= sm_count) k.frags_m = 1;
+  if (k.backend == PrefillBackend::Fa3 && !k.warp_specialized && ctas_at_128_rows * 2 <= sm_count) k.frags_m = 1;
 }
 
 int prefill_ctas_per_sm(const PrefillKernel& k) {
@@ -153,7 +159,7 @@ KVSplit plan_kv_split(const SplitProblem& s) {
 std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
   validate(p);
   std::vector<KernelSpec> out;
-  if (p.options.backend != "fa3") {
+  if (p.options.backend != "fa3" && p.options.backend != "fa3_ws") {
     for (int fm : {1, 2}) {
       if (fm != 1 && prefill_frags_m(p.head_dim, INT64_MAX) != fm) continue;
       PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
@@ -168,6 +174,7 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
       PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
       k.backend = PrefillBackend::Fa3;
       choose_prefill_pipeline(k);
+      if (k.warp_specialized && warpgroups == 1) continue;  // one CTA shape
       k.frags_m = warpgroups;
       out.emplace_back(k);
     }

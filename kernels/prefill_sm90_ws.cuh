@@ -1,0 +1,404 @@
+// Prefill / append attention on Hopper, warp-specialized (FlashAttention-3's
+// plan): the same work items, variant hooks, KV sources and outputs as the
+// other prefill skeletons (prefill_schedule.cuh), with the CTA split by role.
+//
+//   producer warpgroup   K and V tiles into a kStages ring: one thread
+//   (registers given     issuing TMA copies (contiguous, ragged: kv_tma.cuh),
+//    back)               or all 128 gathering rows by cp.async (paged), each
+//                        tile announced on its stage's full barrier
+//   consumer warpgroups  64 query rows each (Q staged by cp.async, packed
+//   (registers taken)    with the KV head's group); per KV tile j:
+//
+//      S_j = Q K_j^T              wgmma from shared memory, issued,
+//      O  += P_{j-1} V_{j-1}      then this one behind it, before S_j's softmax:
+//      softmax(S_j) -> P_j        runs while P_{j-1} V_{j-1} is on the tensor cores
+//      O  *= 2^(m_{j-1} - m_j)    once that product has retired
+//
+// Each stage's K and V are released (empty barriers) as soon as the product
+// that read them retires. The two consumer warpgroups take turns issuing
+// their products (named barriers, one turn per GEMM batch), so one's softmax
+// overlaps the other's GEMMs. Output goes through the warpgroup's own Q rows
+// in shared memory and out in 16-byte stores (PrefillOutput). RoPE is not
+// served here (the planner keeps it on prefill_sm90.cuh).
+#pragma once
+#include "cp_async.cuh"
+#include "fragment_softmax.cuh"
+#include "kv_source.cuh"
+#include "kv_tma.cuh"
+#include "mbarrier.cuh"
+#include "named_barrier.cuh"
+#include "numeric.cuh"
+#include "prefill_schedule.cuh"
+#include "prefill_ws_params.h"
+#include "swizzled_tile.cuh"
+#include "tma.cuh"
+#include "variant.cuh"
+#include "wgmma.cuh"
+
+namespace attnjit {
+
+template <int HeadDim, class QT, class KVT, class OT, int PosMode, bool SoftCap, int MaskMode, bool Window,
+          template <class> class KVSourceT, int Stages>
+struct PrefillWsTraits {
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
+  static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
+  static_assert(storage_bytes<QT>::value == 2 && storage_bytes<KVT>::value == 2, "16-bit q and K/V");
+  static_assert(PosMode != kernels::kPosRopeLlama, "RoPE prefill runs on prefill_sm90.cuh");
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kThreads = kernels::prefill_ws_threads();
+  static constexpr int kRowsPerGroup = 64;
+  static constexpr int kTileQ = kernels::prefill_ws_tile_q();
+  static constexpr int kTileKV = kernels::prefill_ws_tile_kv(HeadDim);
+  static constexpr int kStages = Stages;
+  static constexpr int kLanesPerRow = HeadDim / 8;  // a thread copies one 16-byte slice of a row
+  static constexpr int kRowsPerPass = 128 / kLanesPerRow;  // a warpgroup's rows per copy pass
+  static constexpr int kQPasses = kRowsPerGroup / kRowsPerPass;
+  static constexpr int kKVPasses = kTileKV / kRowsPerPass;
+  static constexpr int kMaskMode = MaskMode;
+  static constexpr bool kWindow = Window;
+  using q_t = QT;
+  using o_t = OT;
+  using KVSource = KVSourceT<KVT>;
+  using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, Window>;
+  static constexpr bool kTma = KVTma<KVSource>::kTma;
+  // 128 x 24 + 256 x 240 registers (gather: 40 and 232) fit the SM's 64K.
+  static constexpr int kProducerRegs = kTma ? 24 : 40;
+  static constexpr int kConsumerRegs = kTma ? 240 : 232;
+};
+
+// Named barriers (0 is __syncthreads): a consumer warpgroup's Q landed;
+// a consumer warpgroup's turn on the tensor cores; the whole CTA between items.
+constexpr int kBarQReady = 1, kBarTurn = 3, kBarItem = 5;
+
+// Where things are in shared memory: each consumer's Q rows, the ring's K and
+// V tiles, and per stage four barriers (K full, V full, K empty, V empty).
+template <class Tr>
+struct WsSmem {
+  using QTile = SwizzledTile<Tr::kHeadDim, Tr::kRowsPerGroup>;
+  using KVTile = SwizzledTile<Tr::kHeadDim, Tr::kTileKV>;
+  static constexpr int kS = Tr::kStages;
+  uint32_t base;  // 1024-byte aligned
+  ATTNJIT_DEVICE QTile q(int group) const { return {base + group * QTile::kBytes}; }
+  ATTNJIT_DEVICE KVTile k(int stage) const { return {base + 2 * QTile::kBytes + stage * KVTile::kBytes}; }
+  ATTNJIT_DEVICE KVTile v(int stage) const { return {base + 2 * QTile::kBytes + (kS + stage) * KVTile::kBytes}; }
+  ATTNJIT_DEVICE MBarrier barrier(int kind, int stage) const {
+    return {base + 2 * QTile::kBytes + 2 * kS * KVTile::kBytes + (kind * kS + stage) * 8};
+  }
+  ATTNJIT_DEVICE MBarrier full_k(int stage) const { return barrier(0, stage); }
+  ATTNJIT_DEVICE MBarrier full_v(int stage) const { return barrier(1, stage); }
+  ATTNJIT_DEVICE MBarrier empty_k(int stage) const { return barrier(2, stage); }
+  ATTNJIT_DEVICE MBarrier empty_v(int stage) const { return barrier(3, stage); }
+};
+
+// Use n of the ring (tiles counted from the kernel's start): its stage and
+// the parity of the phase that announces it.
+template <int S>
+struct RingSlot {
+  int stage;
+  uint32_t parity;
+  ATTNJIT_DEVICE explicit RingSlot(uint32_t n) : stage(int(n % S)), parity((n / S) & 1u) {}
+};
+
+// The producer's part of one item: its KV tiles into the ring from use `ring` on.
+template <class Tr>
+ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const PrefillWork& w,
+                                       const PrefillExtent& e, const typename Tr::KVSource& kv, const WsSmem<Tr>& sm,
+                                       uint32_t ring) {
+  constexpr int kTKV = Tr::kTileKV;
+  using Slot = RingSlot<Tr::kStages>;
+  using KVTile = typename WsSmem<Tr>::KVTile;
+  if constexpr (Tr::kTma) {
+    if (threadIdx.x != 0) return;
+    const int row0 = KVTma<typename Tr::KVSource>::first_row(kv) + e.tile0;
+    for (int it = 0; it < e.num_tiles; ++it) {
+      const Slot slot(ring + it);
+      const int row = row0 + it * kTKV;  // rows past the tensor land as zeros
+      const MBarrier fk = sm.full_k(slot.stage), fv = sm.full_v(slot.stage);
+      sm.empty_k(slot.stage).wait(slot.parity ^ 1u);
+      fk.arrive_expect_tx(KVTile::kBytes);
+#pragma unroll
+      for (int b = 0; b < Tr::kHeadDim / 64; ++b)
+        tma_load_3d(sm.k(slot.stage).base + b * KVTile::kBlockBytes, P.k_map, fk.addr, b * 64, w.kv_head, row);
+      sm.empty_v(slot.stage).wait(slot.parity ^ 1u);
+      fv.arrive_expect_tx(KVTile::kBytes);
+#pragma unroll
+      for (int b = 0; b < Tr::kHeadDim / 64; ++b)
+        tma_load_3d(sm.v(slot.stage).base + b * KVTile::kBlockBytes, P.v_map, fv.addr, b * 64, w.kv_head, row);
+    }
+  } else {
+    // Gather: kKVPasses consecutive rows per thread from one running address
+    // (one page lookup per page), as prefill_sm90.cuh. Each thread announces
+    // a tile once its own copies of it have landed (one tile behind the
+    // copies it issues), after the proxy fence the tensor cores need.
+    const int tid = threadIdx.x;
+    const int dim0 = (tid % Tr::kLanesPerRow) * 8, row_in_pass = tid / Tr::kLanesPerRow;
+    const auto kv_slice = kv.slice(w.kv_head, dim0);
+    const bool one_page = kv_slice.runs_in_page(Tr::kKVPasses);
+    auto announce = [&](int it) {
+      fence_proxy_async_shared();
+      const Slot slot(ring + it);
+      sm.full_k(slot.stage).arrive();
+      sm.full_v(slot.stage).arrive();
+    };
+    for (int it = 0; it < e.num_tiles; ++it) {
+      const Slot slot(ring + it);
+      const int base = e.tile0 + it * kTKV;
+      sm.empty_k(slot.stage).wait(slot.parity ^ 1u);
+      sm.empty_v(slot.stage).wait(slot.parity ^ 1u);
+      const KVTile kt = sm.k(slot.stage), vt = sm.v(slot.stage);
+      KVRowAddress at;
+#pragma unroll
+      for (int s = 0; s < Tr::kKVPasses; ++s) {
+        const int r = row_in_pass * Tr::kKVPasses + s, j = base + r;
+        const bool valid = j < e.kv_len;  // rows past the sequence read as zeros
+        if (s == 0) at = kv_slice.row(valid ? j : 0);
+        else at = one_page ? kv_slice.step(at) : kv_slice.next(at, j - 1, valid);
+        cp_async_16(kt.at(r, dim0), at.k, valid);
+        cp_async_16(vt.at(r, dim0), at.v, valid);
+      }
+      cp_async_commit();
+      if (it > 0) {
+        cp_async_wait<1>();
+        announce(it - 1);
+      }
+    }
+    if (e.num_tiles > 0) {
+      cp_async_wait<0>();
+      announce(e.num_tiles - 1);
+    }
+    kv_slice.report_bad_pages(e.kv_len);  // cold: only where a page id was bad
+  }
+}
+
+// A consumer warpgroup's part of one item: its 64 query rows against every
+// KV tile, then its output rows.
+template <class Tr>
+ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const PrefillWork& w, const PrefillExtent& e,
+                                       const WsSmem<Tr>& sm, uint32_t ring, int group) {
+  using T = typename Tr::q_t;
+  using Variant = typename Tr::Variant;
+  using Slot = RingSlot<Tr::kStages>;
+  using KVTile = typename WsSmem<Tr>::KVTile;
+  constexpr int D = Tr::kHeadDim;
+  constexpr int kTKV = Tr::kTileKV;
+  const int gtid = threadIdx.x & 127, lane = gtid & 31, warp = gtid >> 5;  // within the warpgroup
+  const int g = lane >> 2, t = lane & 3;
+  const int warp_row0 = warp * 16;  // the warp's 16 rows of the warpgroup's 64
+  const int row0 = e.row0 + group * Tr::kRowsPerGroup;
+  const PackedRows token_head(p, w.kv_head);
+  const auto q_tile = sm.q(group);
+
+  prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass>(p, token_head, row0, e.packed_len, e.qo_begin, q_tile,
+                                                  gtid / Tr::kLanesPerRow, (gtid % Tr::kLanesPerRow) * 8);
+  cp_async_commit();
+
+  auto packed_row = [&](int h) { return row0 + warp_row0 + g + 8 * h; };
+  auto token_of = [&](int pr) { return min(int(p.group.div(pr)), e.qo_len - 1); };
+  Variant var[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int token, head;
+    token_head(packed_row(h), token, head);
+    var[h] = Variant(p.var, w.request, head, p.num_qo_heads, e.kv_len, e.qo_len, min(token, e.qo_len - 1));
+  }
+  cp_async_wait<0>();
+  fence_proxy_async_shared();  // this thread's Q copies, before the tensor cores read them
+  named_barrier_sync(kBarQReady + group, 128);
+
+  RowState rows;
+  rows.init();
+  frag_c o[D / 8];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n].zero();
+
+  const int n_tiles = e.num_tiles;
+  if (n_tiles > 0) {
+    // Turns: this warpgroup waits for its own turn barrier, and ends a turn
+    // by arriving at the other's. The second warpgroup lets the first go
+    // first and leaves out its last arrival, so the counts match per item.
+    auto turn_begin = [&] { named_barrier_sync(kBarTurn + group, 256); };
+    auto turn_end = [&](bool last) {
+      if (!(last && group == 1)) named_barrier_arrive(kBarTurn + (group ^ 1), 256);
+    };
+    if (group == 1) named_barrier_arrive(kBarTurn, 256);
+    auto release = [&](const MBarrier& b) {
+      __syncwarp();
+      if (lane == 0) b.arrive();
+    };
+
+    frag_c s[kTKV / 8];
+    frag_a pa[kTKV / 16];
+    auto issue_qk = [&](int it) {
+      const KVTile kt = sm.k(Slot(ring + it).stage);
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) Wgmma<T, kTKV>::ss(s, q_tile.k_major(0, ks * 16), kt.k_major(0, ks * 16), ks > 0);
+      wgmma_commit();
+    };
+    auto issue_pv = [&](int it) {
+      const KVTile vt = sm.v(Slot(ring + it).stage);
+#pragma unroll
+      for (int kk = 0; kk < kTKV / 16; ++kk) Wgmma<T, D>::rs(o, pa[kk], vt.mn_major(kk * 16), true);
+      wgmma_commit();
+    };
+    const float escale = var[0].exponent_scale();  // one sm_scale for every head
+    // S_it through the variant (the mask only on tiles it can touch), the
+    // running max raised, S_it -> P_it; shrink is what O must be scaled by.
+    auto softmax = [&](int it, float (&shrink)[2]) {
+      const int base = e.tile0 + it * kTKV;
+      bool need_mask = base + kTKV > e.kv_end || Tr::kMaskMode == kernels::kMaskCustom;
+      if constexpr (Tr::kMaskMode == kernels::kMaskCausal) need_mask = need_mask || base + kTKV - 1 > e.min_q_pos;
+      if constexpr (Tr::kWindow)
+        need_mask = need_mask || (p.var.window_left >= 0 && base < e.max_q_pos - p.var.window_left);
+      if (need_mask) {
+        const int q_pos[2] = {e.pos_offset + token_of(packed_row(0)), e.pos_offset + token_of(packed_row(1))};
+        map_tile(s, [&](int half, int col, float x) {
+          const Variant& v = var[half];
+          const int j = base + col;
+          return j < e.kv_end && v.keep(q_pos[half], j) ? v.score(x, j) : neg_inf();
+        });
+      } else if constexpr (!Variant::kLinearScore) {
+        map_tile(s, [&](int half, int col, float x) { return var[half].score(x, base + col); });
+      }
+      float tile_max[2];
+      row_max(s, tile_max);
+      rows.raise_max(tile_max, shrink, escale);
+      rows.exp2_and_sum(s, escale);  // this thread's columns; the quad adds up at the end
+    };
+    // P as the next product's A fragments: only once the product reading the last ones has retired.
+    auto convert_p = [&] {
+#pragma unroll
+      for (int kk = 0; kk < kTKV / 16; ++kk) pa[kk] = to_a_fragment<T>(s[2 * kk], s[2 * kk + 1]);
+    };
+
+    float shrink[2];
+    {
+      const Slot first(ring);
+      sm.full_k(first.stage).wait(first.parity);
+      turn_begin();
+      wgmma_fence();
+      issue_qk(0);
+      turn_end(false);
+      wgmma_wait<0>();
+      wgmma_hold(s);
+      release(sm.empty_k(first.stage));
+      softmax(0, shrink);  // O is still zero: nothing to rescale
+      convert_p();
+    }
+    for (int it = 1; it < n_tiles; ++it) {
+      const Slot cur(ring + it), prev(ring + it - 1);
+      sm.full_k(cur.stage).wait(cur.parity);
+      sm.full_v(prev.stage).wait(prev.parity);
+      turn_begin();
+      wgmma_fence();
+      issue_qk(it);
+      issue_pv(it - 1);
+      turn_end(false);
+      wgmma_wait<1>();  // S_it; P_{it-1} V_{it-1} may still run
+      wgmma_hold(s);
+      release(sm.empty_k(cur.stage));
+      softmax(it, shrink);
+      wgmma_wait<0>();
+      wgmma_hold(o);
+      release(sm.empty_v(prev.stage));
+      rescale(o, shrink);
+      convert_p();
+    }
+    {
+      const Slot last(ring + n_tiles - 1);
+      sm.full_v(last.stage).wait(last.parity);
+      turn_begin();
+      wgmma_fence();
+      issue_pv(n_tiles - 1);
+      turn_end(true);
+      wgmma_wait<0>();
+      wgmma_hold(o);
+      release(sm.empty_v(last.stage));
+    }
+  }
+  rows.finalize();
+
+  // Epilogue: the warp's own Q rows stage its output (every product that
+  // read them has retired).
+  const PrefillOutput<D, typename Tr::o_t, typename WsSmem<Tr>::QTile> out{
+      p, token_head, row0, e.packed_len, e.qo_begin, w.chunk, p.num_chunks > 1, q_tile};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) out.row(o, h, warp_row0 + g + 8 * h, t, rows.m[h], rows.d[h]);
+  out.template flush<16>(warp_row0, lane);
+}
+
+// The CTA's items as prefill_items (prefill_schedule.cuh) deals them, each
+// role calling this with its own part: every thread of the CTA meets at
+// kBarItem (a named barrier, reached from each role's own code) where
+// prefill_items has __syncthreads(). CUDA-graph mode's counter is the
+// producer's first thread's.
+template <class TileFn>
+ATTNJIT_DEVICE void prefill_ws_items(const kernels::PrefillParams& p, int& grabbed, TileFn&& tile) {
+  constexpr int kAll = kernels::prefill_ws_threads();
+  const bool persistent = p.tile_indptr != nullptr;
+  const int total = persistent ? p.tile_indptr[p.batch_size] * (p.num_qo_heads / p.group.d) : 1;
+  for (int n = 0;; ++n) {
+    if (persistent) {
+      if (threadIdx.x == 0) grabbed = atomicAdd(p.work_counter, 1);
+      named_barrier_sync(kBarItem, kAll);
+    }
+    const int i = persistent ? grabbed : n;
+    if (i >= total) break;
+    tile(persistent ? prefill_graph_work(p, total - 1 - i) : prefill_work(p));
+    named_barrier_sync(kBarItem, kAll);  // the next item's Q lands where this one staged its output; grabbed is read
+  }
+  if (persistent && threadIdx.x == 0) {  // the last CTA out zeroes the counters for the next launch
+    __threadfence();
+    if (atomicAdd(p.work_counter + 1, 1) == int(gridDim.x) - 1) {
+      atomicExch(p.work_counter, 0);
+      atomicExch(p.work_counter + 1, 0);
+    }
+  }
+}
+
+template <class Tr>
+ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
+  const kernels::PrefillParams& p = P.p;
+  const WsSmem<Tr> sm{(smem_addr(attnjit_prefill_smem) + 1023u) & ~1023u};
+  if (threadIdx.x == 0) {
+    // TMA: one arrival (with the bytes) per fill; gather: each producer thread's.
+    for (int st = 0; st < Tr::kStages; ++st) {
+      sm.full_k(st).init(Tr::kTma ? 1 : 128);
+      sm.full_v(st).init(Tr::kTma ? 1 : 128);
+      sm.empty_k(st).init(8);  // one arrival per consumer warp
+      sm.empty_v(st).init(8);
+    }
+    fence_mbarrier_init();
+    if constexpr (Tr::kTma) {
+      tma_prefetch_map(P.k_map);
+      tma_prefetch_map(P.v_map);
+    }
+  }
+  __syncthreads();
+
+  // Each role runs its own item loop (ptxas keeps a warpgroup's register
+  // budget only over code no other role shares).
+  __shared__ int grabbed;  // CUDA-graph mode: the item the producer drew, for every role
+  uint32_t ring = 0;       // ring uses so far, counted alike by every role
+  const int role = threadIdx.x / 128;  // 0: producer, 1 and 2: consumers
+  if (role == 0) {
+    warpgroup_release_registers<Tr::kProducerRegs>();
+    prefill_ws_items(p, grabbed, [&](const PrefillWork& w) {
+      const typename Tr::KVSource kv(p.kv, w.request);
+      const PrefillExtent e = prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
+      if (e.row0 >= e.packed_len) return;  // a batch's padding item: the whole CTA skips it
+      prefill_ws_produce<Tr>(P, w, e, kv, sm, ring);
+      ring += uint32_t(e.num_tiles);
+    });
+  } else {
+    warpgroup_claim_registers<Tr::kConsumerRegs>();
+    prefill_ws_items(p, grabbed, [&](const PrefillWork& w) {
+      const typename Tr::KVSource kv(p.kv, w.request);
+      const PrefillExtent e = prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
+      if (e.row0 >= e.packed_len) return;
+      prefill_ws_consume<Tr>(p, w, e, sm, ring, role - 1);
+      ring += uint32_t(e.num_tiles);
+    });
+  }
+}
+
+}  // namespace attnjit

@@ -1,0 +1,36 @@
+// Parameters and tile sizes of the warp-specialized Hopper prefill
+// (prefill_sm90_ws.cuh), included by host and device code: the prefill
+// params plus the TMA maps of K and V (encoded by the launcher,
+// runtime/src/ops/prefill_launch.cpp; unused by a paged source, whose rows
+// the producer gathers).
+#pragma once
+#include "prefill_params.h"
+#include "tma_params.h"
+
+namespace attnjit {
+namespace kernels {
+
+// K map: [rows, kv heads, head_dim] with the cache's strides, a box of 64
+// dims x 1 head x tile_kv rows in 128-byte swizzle (one 64-column block of
+// swizzled_tile.cuh); V the same. Contiguous rows are the sequence's; ragged
+// rows are the whole tensor's, a request starting at its indptr entry.
+struct PrefillWsParams {
+  PrefillParams p;
+  TmaMap k_map;
+  TmaMap v_map;
+};
+
+// A CTA: one producer warpgroup and two consumer warpgroups of 64 query rows.
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_threads() { return 3 * 128; }
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_tile_q() { return 128; }
+// 128 keys a tile up to 128-wide heads; 256-wide heads take 64 (their O is
+// already 128 accumulators per thread, and two stages of 64 x 256 fit).
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_tile_kv(int head_dim) { return head_dim <= 128 ? 128 : 64; }
+// The Q tile, `stages` K and V tiles and four mbarriers a stage (K and V,
+// full and empty), from a 1024-byte aligned base (1 KB for the alignment).
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_smem_bytes(int head_dim, int stages) {
+  return 1024 + (prefill_ws_tile_q() + 2 * stages * prefill_ws_tile_kv(head_dim)) * head_dim * 2 + 4 * stages * 8;
+}
+
+}  // namespace kernels
+}  // namespace attnjit
