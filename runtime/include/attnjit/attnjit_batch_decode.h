@@ -84,13 +84,31 @@ ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_create(
 /* indptr [batch + 1], indices [at least indptr[batch]: the rest is ignored], last_page_len [batch]: int32,
  * 1-D, contiguous, in host memory (kDLCPU or kDLCUDAHost); validated here and
  * copied to the device on `stream`. Not while `stream` captures a graph.
- * Afterwards attnjit_plan_workspace_bytes / _describe report this plan. */
+ * Afterwards attnjit_plan_workspace_bytes / _describe report this plan.
+ * float_workspace_buffer must hold the plan's scratch
+ * (ATTNJIT_ERROR_WORKSPACE_TOO_SMALL otherwise, as FlashInfer's plan). */
 ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_plan(attnjit_plan_t* wrapper, const DLTensor* indptr,
                                                                const DLTensor* indices, const DLTensor* last_page_len,
                                                                int num_qo_heads, int num_kv_heads, int head_dim,
                                                                int page_size,
                                                                const attnjit_batch_decode_plan_options_t* options,
                                                                void* stream);
+
+/* FlashInfer's workspace_size(): what attnjit_batch_decode_wrapper_plan
+ * with these arguments would need, without planning. *float_workspace_bytes:
+ * the scratch it needs of float_workspace_buffer (what
+ * attnjit_plan_workspace_bytes reports after that plan; the plan refuses a
+ * smaller float workspace with ATTNJIT_ERROR_WORKSPACE_TOO_SMALL naming
+ * float_workspace_buffer). *int_workspace_bytes: the plan memory it fills
+ * (what attnjit_plan_int_workspace_bytes reports after it; what a buffer
+ * given to attnjit_plan_set_int_workspace must hold). The plan call's checks
+ * and errors; nothing is allocated, uploaded or compiled, and the wrapper's
+ * current plan is untouched (a run after this call runs it). Reads the
+ * device's figures (SM count), so the device must be present. */
+ATTNJIT_API attnjit_status_t attnjit_batch_decode_wrapper_workspace_bytes(
+    const attnjit_plan_t* wrapper, const DLTensor* indptr, const DLTensor* indices, const DLTensor* last_page_len,
+    int num_qo_heads, int num_kv_heads, int head_dim, int page_size,
+    const attnjit_batch_decode_plan_options_t* options, size_t* float_workspace_bytes, size_t* int_workspace_bytes);
 
 /* q [batch, num_qo_heads, head_dim]; out likewise in q's dtype; lse
  * [batch, num_qo_heads] float32 (base 2) or NULL. v_cache NULL: k_cache is

@@ -60,6 +60,24 @@ ATTNJIT_API attnjit_status_t attnjit_batch_prefill_wrapper_plan(
     const attnjit_prefill_options_t* options, DLDataType q_data_type, DLDataType kv_data_type,
     const DLTensor* custom_mask, void* stream);
 
+/* FlashInfer's workspace_size(): what attnjit_batch_prefill_wrapper_plan
+ * with these arguments would need, without planning. *float_workspace_bytes:
+ * the scratch it needs of float_workspace_buffer (attnjit_plan_workspace_bytes
+ * after that plan; the plan refuses a smaller float workspace with
+ * ATTNJIT_ERROR_WORKSPACE_TOO_SMALL naming float_workspace_buffer).
+ * *int_workspace_bytes: the plan memory it fills
+ * (attnjit_plan_int_workspace_bytes after it; what a buffer given to
+ * attnjit_plan_set_int_workspace must hold). The plan call's checks and
+ * errors, in CUDA-graph mode against the runs so far; nothing is allocated,
+ * uploaded or compiled and the wrapper's current plan is untouched. Reads the
+ * device's figures (SM count, arch), so the device must be present. */
+ATTNJIT_API attnjit_status_t attnjit_batch_prefill_wrapper_workspace_bytes(
+    const attnjit_plan_t* wrapper, const DLTensor* qo_indptr, const DLTensor* kv_indptr,
+    const DLTensor* paged_kv_indices, const DLTensor* paged_kv_last_page_len, int page_size, int num_qo_heads,
+    int num_kv_heads, int head_dim, const attnjit_prefill_options_t* options, DLDataType q_data_type,
+    DLDataType kv_data_type, const DLTensor* custom_mask, size_t* float_workspace_bytes,
+    size_t* int_workspace_bytes);
+
 /* q [nnz_qo, H_qo, D]; ragged: k, v [nnz_kv, H_kv, D] (NHD) or
  * [H_kv, nnz_kv, D]; paged: k, v the 4-D page caches (any page stride; a 5-D
  * [pages, 2, ...] cache is its two halves). o [nnz_qo, H_qo, D] in q's dtype,

@@ -255,6 +255,14 @@ class ATTNJIT_API BatchDecodeWithPagedKVCacheWrapper {
   // `stream`. indices may be longer than indptr[batch]: the rest is ignored, as FlashInfer.
   void plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
             const std::vector<int32_t>& last_page_len, const PlanArgs& args, Stream stream = nullptr);
+  // FlashInfer's workspace_size(): what plan() with these arguments needs,
+  // without planning. float_bytes: the scratch of float_workspace_buffer
+  // (plan() refuses a smaller one; current_plan().workspace_bytes() after it);
+  // int_bytes: the plan memory it fills (plan_memory_bytes() after it). The
+  // same checks and errors as plan(); nothing is allocated, uploaded or
+  // loaded and the current plan stays as it was. Reads the device's figures.
+  WorkspaceSizes workspace_size(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
+                                const std::vector<int32_t>& last_page_len, const PlanArgs& args) const;
   // k_cache / v_cache: 4-D (kv_cache_halves for the 5-D form). out [batch, H, D] in q's dtype.
   // enable_pdl: programmatic dependent launch, as FlashInfer's run(); unset
   // means where the GPU has it (sm_90 and newer), true elsewhere is an error.
@@ -278,6 +286,9 @@ class ATTNJIT_API BatchDecodeWithPagedKVCacheWrapper {
   struct Impl;
 
  private:
+  struct Prepared;
+  Prepared prepare(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
+                   const std::vector<int32_t>& last_page_len, const PlanArgs& args) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -74,6 +74,15 @@ class ATTNJIT_API BatchPrefillWithRaggedKVCacheWrapper {
   // qo_indptr, kv_indptr: [batch + 1] host arrays.
   void plan(const std::vector<int32_t>& qo_indptr, const std::vector<int32_t>& kv_indptr, int num_qo_heads,
             int num_kv_heads, int head_dim, const BatchPrefillPlanOptions& options, Stream stream);
+  // What plan() with these arguments needs, without planning (FlashInfer's
+  // workspace_size): float_bytes of the workspace (plan() refuses a smaller
+  // one; workspace_bytes() after it), int_bytes of plan memory
+  // (plan_memory_bytes() after it). plan()'s checks and errors, the
+  // CUDA-graph ones against the runs so far included; nothing is allocated,
+  // uploaded or loaded and the current plan stays. Reads the device's figures.
+  WorkspaceSizes workspace_size(const std::vector<int32_t>& qo_indptr, const std::vector<int32_t>& kv_indptr,
+                                int num_qo_heads, int num_kv_heads, int head_dim,
+                                const BatchPrefillPlanOptions& options) const;
   // q [nnz_qo, H_qo, D]; k, v [nnz_kv, H_kv, D] (NHD) or [H_kv, nnz_kv, D] (HND);
   // o [nnz_qo, H_qo, D] contiguous rows; lse [nnz_qo, H_qo] float32 or null.
   void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
@@ -119,6 +128,12 @@ class ATTNJIT_API BatchPrefillWithPagedKVCacheWrapper {
             const std::vector<int32_t>& paged_kv_indices, const std::vector<int32_t>& paged_kv_last_page_len,
             int num_qo_heads, int num_kv_heads, int head_dim, int page_size, const BatchPrefillPlanOptions& options,
             Stream stream);
+  // As the ragged wrapper's workspace_size, for this plan().
+  WorkspaceSizes workspace_size(const std::vector<int32_t>& qo_indptr, const std::vector<int32_t>& paged_kv_indptr,
+                                const std::vector<int32_t>& paged_kv_indices,
+                                const std::vector<int32_t>& paged_kv_last_page_len, int num_qo_heads,
+                                int num_kv_heads, int head_dim, int page_size,
+                                const BatchPrefillPlanOptions& options) const;
   // k_cache, v_cache: [max_num_pages, page_size, H_kv, D] (NHD) or
   // [max_num_pages, H_kv, page_size, D] (HND), any page stride (a 5-D cache
   // [pages, 2, ...] is the pair of views cache[:, 0], cache[:, 1]).

@@ -367,6 +367,29 @@ attnjit_status_t attnjit_batch_decode_wrapper_plan(attnjit_plan_t* wrapper, cons
   });
 }
 
+attnjit_status_t attnjit_batch_decode_wrapper_workspace_bytes(const attnjit_plan_t* wrapper, const DLTensor* indptr,
+                                                              const DLTensor* indices, const DLTensor* last_page_len,
+                                                              int num_qo_heads, int num_kv_heads, int head_dim,
+                                                              int page_size,
+                                                              const attnjit_batch_decode_plan_options_t* options,
+                                                              size_t* float_workspace_bytes,
+                                                              size_t* int_workspace_bytes) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_batch_decode_wrapper_workspace_bytes";
+    const auto& w = attnjit::capi::plan_as<Wrapper>(wrapper, kOp, fn);
+    require_non_null(float_workspace_bytes, fn, "float_workspace_bytes", "a place for the float workspace's bytes");
+    require_non_null(int_workspace_bytes, fn, "int_workspace_bytes", "a place for the int workspace's bytes");
+    const auto args = attnjit::capi::to_plan_args(options, num_qo_heads, num_kv_heads, head_dim, page_size);
+    // In attnjit_batch_decode_wrapper_plan's order, so both name the same first bad argument.
+    const auto indptr_v = attnjit::capi::host_int32_array(indptr, "indptr");
+    const auto indices_v = attnjit::capi::host_int32_array(indices, "indices");
+    const auto last_v = attnjit::capi::host_int32_array(last_page_len, "last_page_len");
+    const attnjit::WorkspaceSizes sizes = w.workspace_size(indptr_v, indices_v, last_v, args);
+    *float_workspace_bytes = sizes.float_bytes;
+    *int_workspace_bytes = sizes.int_bytes;
+  });
+}
+
 namespace {
 
 void wrapper_run(const char* fn, const attnjit_plan_t* wrapper, const DLTensor* q, const DLTensor* k_cache,

@@ -266,6 +266,43 @@ attnjit_status_t attnjit_batch_prefill_wrapper_create(attnjit_runtime_t* rt, voi
   });
 }
 
+}  // extern "C"
+
+namespace {
+
+// attnjit_batch_prefill_wrapper_plan's arguments in the C++ wrappers' types,
+// converted one after another so an error names the first bad one.
+struct PlanInputs {
+  attnjit::BatchPrefillPlanOptions options;
+  std::vector<int32_t> qo, kv, indices, last;
+};
+
+PlanInputs plan_inputs(const Wrapper& w, const DLTensor* qo_indptr, const DLTensor* kv_indptr,
+                       const DLTensor* paged_kv_indices, const DLTensor* paged_kv_last_page_len,
+                       const attnjit_prefill_options_t* options, DLDataType q_data_type, DLDataType kv_data_type,
+                       const DLTensor* custom_mask) {
+  PlanInputs in;
+  in.options = plan_options(options);
+  in.options.q_data_type = data_type(q_data_type, "q_data_type");
+  if (kv_data_type.bits != 0) in.options.kv_data_type = data_type(kv_data_type, "kv_data_type");
+  in.options.custom_mask = host_mask(custom_mask);
+  in.qo = attnjit::capi::host_int32_array(qo_indptr, "qo_indptr");
+  in.kv = attnjit::capi::host_int32_array(kv_indptr, w.paged ? "paged_kv_indptr" : "kv_indptr");
+  if (w.paged) {
+    in.indices = attnjit::capi::host_int32_array(paged_kv_indices, "paged_kv_indices");
+    in.last = attnjit::capi::host_int32_array(paged_kv_last_page_len, "paged_kv_last_page_len");
+  } else {
+    for (auto [t, name] : {std::pair{paged_kv_indices, "paged_kv_indices"},
+                           std::pair{paged_kv_last_page_len, "paged_kv_last_page_len"}})
+      if (t) invalid(fmt::format("{}: is given to a ragged wrapper; allowed: NULL", name));
+  }
+  return in;
+}
+
+}  // namespace
+
+extern "C" {
+
 attnjit_status_t attnjit_batch_prefill_wrapper_plan(attnjit_plan_t* wrapper, const DLTensor* qo_indptr,
                                                     const DLTensor* kv_indptr, const DLTensor* paged_kv_indices,
                                                     const DLTensor* paged_kv_last_page_len, int page_size,
@@ -276,25 +313,37 @@ attnjit_status_t attnjit_batch_prefill_wrapper_plan(attnjit_plan_t* wrapper, con
   return guard([&] {
     constexpr const char* fn = "attnjit_batch_prefill_wrapper_plan";
     auto& w = attnjit::capi::plan_as_mutable<Wrapper>(wrapper, kOp, fn);
-    attnjit::BatchPrefillPlanOptions o = plan_options(options);
-    o.q_data_type = data_type(q_data_type, "q_data_type");
-    if (kv_data_type.bits != 0) o.kv_data_type = data_type(kv_data_type, "kv_data_type");
-    o.custom_mask = host_mask(custom_mask);
-    // One after another, so the error names the first bad one.
-    const auto qo = attnjit::capi::host_int32_array(qo_indptr, "qo_indptr");
-    const auto kv = attnjit::capi::host_int32_array(kv_indptr, w.paged ? "paged_kv_indptr" : "kv_indptr");
+    const PlanInputs in = plan_inputs(w, qo_indptr, kv_indptr, paged_kv_indices, paged_kv_last_page_len, options,
+                                      q_data_type, kv_data_type, custom_mask);
     const auto s = static_cast<attnjit::Stream>(stream);
-    if (w.paged) {
-      const auto indices = attnjit::capi::host_int32_array(paged_kv_indices, "paged_kv_indices");
-      const auto last = attnjit::capi::host_int32_array(paged_kv_last_page_len, "paged_kv_last_page_len");
-      w.paged->plan(qo, kv, indices, last, num_qo_heads, num_kv_heads, head_dim, page_size, o, s);
-    } else {
-      for (auto [t, name] : {std::pair{paged_kv_indices, "paged_kv_indices"},
-                             std::pair{paged_kv_last_page_len, "paged_kv_last_page_len"}})
-        if (t) invalid(fmt::format("{}: is given to a ragged wrapper; allowed: NULL", name));
-      w.ragged->plan(qo, kv, num_qo_heads, num_kv_heads, head_dim, o, s);
-    }
+    if (w.paged)
+      w.paged->plan(in.qo, in.kv, in.indices, in.last, num_qo_heads, num_kv_heads, head_dim, page_size, in.options,
+                    s);
+    else
+      w.ragged->plan(in.qo, in.kv, num_qo_heads, num_kv_heads, head_dim, in.options, s);
     refresh(*wrapper, w);
+  });
+}
+
+attnjit_status_t attnjit_batch_prefill_wrapper_workspace_bytes(
+    const attnjit_plan_t* wrapper, const DLTensor* qo_indptr, const DLTensor* kv_indptr,
+    const DLTensor* paged_kv_indices, const DLTensor* paged_kv_last_page_len, int page_size, int num_qo_heads,
+    int num_kv_heads, int head_dim, const attnjit_prefill_options_t* options, DLDataType q_data_type,
+    DLDataType kv_data_type, const DLTensor* custom_mask, size_t* float_workspace_bytes,
+    size_t* int_workspace_bytes) {
+  return guard([&] {
+    constexpr const char* fn = "attnjit_batch_prefill_wrapper_workspace_bytes";
+    const auto& w = attnjit::capi::plan_as<Wrapper>(wrapper, kOp, fn);
+    require_non_null(float_workspace_bytes, fn, "float_workspace_bytes", "a place for the float workspace's bytes");
+    require_non_null(int_workspace_bytes, fn, "int_workspace_bytes", "a place for the int workspace's bytes");
+    const PlanInputs in = plan_inputs(w, qo_indptr, kv_indptr, paged_kv_indices, paged_kv_last_page_len, options,
+                                      q_data_type, kv_data_type, custom_mask);
+    const attnjit::WorkspaceSizes sizes =
+        w.paged ? w.paged->workspace_size(in.qo, in.kv, in.indices, in.last, num_qo_heads, num_kv_heads, head_dim,
+                                          page_size, in.options)
+                : w.ragged->workspace_size(in.qo, in.kv, num_qo_heads, num_kv_heads, head_dim, in.options);
+    *float_workspace_bytes = sizes.float_bytes;
+    *int_workspace_bytes = sizes.int_bytes;
   });
 }
 

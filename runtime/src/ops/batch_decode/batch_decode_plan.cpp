@@ -35,10 +35,7 @@ BatchDecodePlan::BatchDecodePlan(const Runtime& rt, const BatchDecodeProblem& pr
     : impl_(std::make_unique<Impl>()) {
   auto& engine = rt.engine();
   impl_->problem = problem;
-  ops::DeviceFigures figures;
-  figures.sm_count = engine.sm_count(problem.device);
-  figures.smem_per_block = engine.smem_per_block(problem.device);
-  impl_->layout = ops::plan_batch_decode(problem, figures);  // validates
+  impl_->layout = detail::BatchDecodePlanInternals::layout_for(rt, problem);  // validates
   impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
   impl_->planned = !problem.host_lengths;  // the uniform partition is fixed by the problem
@@ -102,6 +99,27 @@ void BatchDecodePlan::plan(const int32_t* kv_lens, int batch, Stream stream) {
 
 namespace detail {
 
+ops::BatchDecodeLayout BatchDecodePlanInternals::layout_for(const Runtime& rt, const BatchDecodeProblem& problem) {
+  auto& engine = rt.engine();
+  ops::DeviceFigures figures;
+  figures.sm_count = engine.sm_count(problem.device);
+  figures.smem_per_block = engine.smem_per_block(problem.device);
+  return ops::plan_batch_decode(problem, figures);
+}
+
+std::vector<size_t> BatchDecodePlanInternals::array_offsets(const ops::WorkspaceLayout& ws,
+                                                            const std::vector<size_t>& entries, size_t& total) {
+  auto aligned = [](size_t x) { return (x + ops::WorkspaceLayout::kAlign - 1) / ops::WorkspaceLayout::kAlign *
+                                       ops::WorkspaceLayout::kAlign; };
+  std::vector<size_t> at;
+  total = ws.int_bytes();
+  for (const size_t n : entries) {
+    at.push_back(total);
+    total = aligned(total + n * sizeof(int32_t));
+  }
+  return at;
+}
+
 void BatchDecodePlanInternals::share_memory(BatchDecodePlan& plan, std::shared_ptr<PlanMemory> memory) {
   plan.impl_->memory = std::move(memory);
 }
@@ -122,14 +140,10 @@ std::vector<const int32_t*> BatchDecodePlanInternals::plan_with_arrays(
   // One copy: the plan's regions ("merge_counters" zero before the first
   // run), then the caller's arrays.
   const auto& ws = I.layout.workspace;
-  auto aligned = [](size_t x) { return (x + ops::WorkspaceLayout::kAlign - 1) / ops::WorkspaceLayout::kAlign *
-                                       ops::WorkspaceLayout::kAlign; };
-  std::vector<size_t> at;
-  size_t total = ws.int_bytes();
-  for (const auto* a : arrays) {
-    at.push_back(total);
-    total = aligned(total + a->size() * sizeof(int32_t));
-  }
+  std::vector<size_t> entries;
+  for (const auto* a : arrays) entries.push_back(a->size());
+  size_t total = 0;
+  const std::vector<size_t> at = array_offsets(ws, entries, total);
   I.memory->reserve(total, cu_stream);
   if (I.problem.options.use_cuda_graph) I.memory->freeze_address();
   uint8_t* host = I.memory->stage(total);

@@ -1,17 +1,26 @@
 // What FlashInfer's wrapper needs of a BatchDecodePlan beyond its public API:
 // the wrapper owns the plan memory (it outlives each plan the wrapper makes,
 // and a captured graph keeps its address), and uploads its page table in the
-// same copy as the plan's work list.
+// same copy as the plan's work list; its workspace_size() sizes a plan
+// without making one.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "attnjit/batch_decode.hpp"
+#include "ops/batch_decode/batch_decode_planner.hpp"
 #include "plan_memory.hpp"
 
 namespace attnjit::detail {
 
 struct BatchDecodePlanInternals {
+  // The planner's layout for `problem` on its device (what the constructor
+  // plans; validates, loads nothing).
+  static ops::BatchDecodeLayout layout_for(const Runtime& rt, const BatchDecodeProblem& problem);
+  // Where plan_with_arrays puts arrays of these entry counts (int32) after the
+  // layout's int regions, and in `total` the plan memory that upload fills.
+  static std::vector<size_t> array_offsets(const ops::WorkspaceLayout& ws, const std::vector<size_t>& entries,
+                                           size_t& total);
   static void share_memory(BatchDecodePlan& plan, std::shared_ptr<PlanMemory> memory);
   // plan(), also uploading `arrays` after the plan's own regions; returns
   // each array's device address (null for an empty one).

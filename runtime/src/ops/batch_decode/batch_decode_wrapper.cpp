@@ -137,20 +137,31 @@ std::vector<int32_t> lengths_of(const std::vector<int32_t>& indptr, const std::v
 
 }  // namespace
 
-void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& all_indices,
-                                              const std::vector<int32_t>& last_page_len, const PlanArgs& a,
-                                              Stream stream) {
+// What plan() and workspace_size() share: the page table's checks, the
+// lengths and the problem, for these arguments on this wrapper. Reads the
+// wrapper, changes nothing.
+struct BatchDecodeWithPagedKVCacheWrapper::Prepared {
+  bool longer = false;           // the caller's indices run past indptr[batch_size]
+  std::vector<int32_t> trimmed;  // then indices[0 .. indptr[batch_size])
+  const std::vector<int32_t>& indices(const std::vector<int32_t>& given) const { return longer ? trimmed : given; }
+  std::vector<int32_t> lens;
+  int32_t max_page_id = -1;
+  BatchDecodeProblem problem;
+};
+
+BatchDecodeWithPagedKVCacheWrapper::Prepared BatchDecodeWithPagedKVCacheWrapper::prepare(
+    const std::vector<int32_t>& indptr, const std::vector<int32_t>& all_indices,
+    const std::vector<int32_t>& last_page_len, const PlanArgs& a) const {
+  const auto& I = *impl_;
+  Prepared r;
   // FlashInfer reads indices[0 .. indptr[batch_size]) and lets the array be longer (vLLM and SGLang pass
   // their whole page buffer): the entries past it are neither checked nor uploaded.
-  const bool longer = indptr.size() >= 2 && indptr.back() >= 0 && size_t(indptr.back()) < all_indices.size();
-  const std::vector<int32_t> trimmed =
-      longer ? std::vector<int32_t>(all_indices.begin(), all_indices.begin() + indptr.back()) : std::vector<int32_t>{};
-  const std::vector<int32_t>& indices = longer ? trimmed : all_indices;
-  auto& I = *impl_;
-  I.memory->table_check().raise_if_found("a run before this call");
+  r.longer = indptr.size() >= 2 && indptr.back() >= 0 && size_t(indptr.back()) < all_indices.size();
+  if (r.longer) r.trimmed.assign(all_indices.begin(), all_indices.begin() + indptr.back());
+  const std::vector<int32_t>& indices = r.indices(all_indices);
   if (a.page_size < 1) invalid(fmt::format("page_size={} is not allowed; it must be >= 1", a.page_size));
-  const std::vector<int32_t> lens = lengths_of(indptr, indices, last_page_len, a.page_size, I.max_page_id);
-  const int batch = static_cast<int>(lens.size());
+  r.lens = lengths_of(indptr, indices, last_page_len, a.page_size, r.max_page_id);
+  const int batch = static_cast<int>(r.lens.size());
   if (I.use_cuda_graph && batch > I.max_batch)
     invalid(fmt::format("indptr: batch_size={} is not allowed; this CUDA-graph wrapper holds at most "
                         "max_batch_size={}",
@@ -159,7 +170,7 @@ void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr
     invalid(fmt::format("indices: size={} is not allowed; paged_kv_indices_buffer holds max_num_pages={}",
                         indices.size(), I.max_num_pages));
 
-  BatchDecodeProblem p;
+  BatchDecodeProblem& p = r.problem;
   p.batch_size = I.use_cuda_graph ? I.max_batch : batch;
   p.num_qo_heads = a.num_qo_heads;
   p.num_kv_heads = a.num_kv_heads;
@@ -181,13 +192,53 @@ void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr
   o.rope_scale = a.rope_scale;
   o.rope_theta = a.rope_theta;
   o.use_cuda_graph = I.use_cuda_graph;
+  return r;
+}
+
+WorkspaceSizes BatchDecodeWithPagedKVCacheWrapper::workspace_size(const std::vector<int32_t>& indptr,
+                                                                  const std::vector<int32_t>& indices,
+                                                                  const std::vector<int32_t>& last_page_len,
+                                                                  const PlanArgs& args) const {
+  const Prepared r = prepare(indptr, indices, last_page_len, args);
+  const ops::BatchDecodeLayout layout = detail::BatchDecodePlanInternals::layout_for(*impl_->rt, r.problem);
+  ops::partition_batch_decode(r.problem, layout, r.lens.data(), static_cast<int>(r.lens.size()));  // its checks
+  WorkspaceSizes sizes;
+  sizes.float_bytes = layout.workspace.float_bytes();
+  // plan() uploads the page table after the work list, except in graph mode (the fixed buffers hold it).
+  std::vector<size_t> arrays;
+  if (!impl_->use_cuda_graph) arrays = {indptr.size(), last_page_len.size(), r.indices(indices).size()};
+  detail::BatchDecodePlanInternals::array_offsets(layout.workspace, arrays, sizes.int_bytes);
+  return sizes;
+}
+
+void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr, const std::vector<int32_t>& all_indices,
+                                              const std::vector<int32_t>& last_page_len, const PlanArgs& a,
+                                              Stream stream) {
+  auto& I = *impl_;
+  I.memory->table_check().raise_if_found("a run before this call");
+  const Prepared r = prepare(indptr, all_indices, last_page_len, a);
+  const std::vector<int32_t>& indices = r.indices(all_indices);
+  const std::vector<int32_t>& lens = r.lens;
+  const int batch = static_cast<int>(lens.size());
+  const BatchDecodeProblem& p = r.problem;
   const std::string key = ops::to_json(p).dump();
   if (!I.plan || key != I.plan_key) {
     I.plan.reset();
+    I.plan_key.clear();
     I.plan = std::make_unique<BatchDecodePlan>(*I.rt, p);  // validates; kernels are memoized by the engine
     detail::BatchDecodePlanInternals::share_memory(*I.plan, I.memory);
     I.plan_key = key;
   }
+  // As FlashInfer's plan(): the scratch run() will need must fit the float workspace now.
+  if (I.plan->workspace_bytes() > I.workspace_bytes) {
+    const size_t need = I.plan->workspace_bytes();
+    I.plan.reset();
+    I.plan_key.clear();
+    throw Error(Status::WorkspaceTooSmall,
+                fmt::format("float_workspace_buffer: {} bytes are too few; this plan needs {} bytes of scratch",
+                            I.workspace_bytes, need));
+  }
+  I.max_page_id = r.max_page_id;
   // The page table's device copy: the fixed buffers in graph mode (copied
   // here), else the wrapper's memory after the work list (the same upload).
   cuda::ScopedDevice scope(I.device);

@@ -96,19 +96,14 @@ void BatchPrefillCore::require_planned(const char* what) const {
   if (!planned) throw Error(Status::NotPlanned, fmt::format("{}: call plan() first", what));
 }
 
-void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vector<int32_t>& kv_indptr,
-                            const std::vector<int32_t>& page_indices, const std::vector<int32_t>& last_page_len,
-                            const std::vector<bool>& custom_mask, Stream stream) {
-  memory->table_check().raise_if_found("a run before this call");
-  planned = false;
-  const CUstream cu_stream = reinterpret_cast<CUstream>(stream);
+BatchPrefillCore::Prepared BatchPrefillCore::prepare(BatchPrefillShape s, int64_t extent,
+                                                     const std::vector<bool>& custom_mask) const {
+  Prepared r;
   s.options.backend = backend;
   s.options.kv_layout = kv_layout;
-  std::vector<int32_t> mask_offsets;
-  std::vector<uint8_t> packed;
   if (s.options.custom_mask) {
-    packed = pack_segments(custom_mask, s.qo_indptr, s.kv_lens, mask_offsets);
-    s.mask_bytes = packed.size();
+    r.packed_mask = pack_segments(custom_mask, s.qo_indptr, s.kv_lens, r.mask_offsets);
+    s.mask_bytes = r.packed_mask.size();
   }
   // A run() may have been captured: later plans keep its kernel.
   const std::optional<KernelSpec> captured =
@@ -123,13 +118,35 @@ void BatchPrefillCore::plan(BatchPrefillShape s, int64_t extent, const std::vect
   DeviceFigures figures;
   figures.sm_count = engine.sm_count(device);
   figures.arch = engine.arch_of(device);
-  BatchPrefillLayout L = plan_batch_prefill(s, figures);
-  if (captured && L.prefill.spec.name() != captured->name())
+  r.layout = plan_batch_prefill(s, figures);
+  if (captured && r.layout.prefill.spec.name() != captured->name())
     invalid(fmt::format("plan(): the kernel would change from {} to {} (mask, positional encoding, soft cap, window or "
                         "dtypes differ) after a run() of this wrapper with use_cuda_graph=true, which a CUDA graph "
                         "may have captured and would replay with the old kernel; allowed: the same options, or a "
                         "new wrapper for the new ones",
-                        captured->name(), L.prefill.spec.name()));
+                        captured->name(), r.layout.prefill.spec.name()));
+  r.shape = std::move(s);
+  return r;
+}
+
+WorkspaceSizes BatchPrefillCore::workspace_size(BatchPrefillShape s, int64_t extent,
+                                                const std::vector<bool>& custom_mask) const {
+  const Prepared r = prepare(std::move(s), extent, custom_mask);
+  return {r.layout.workspace.float_bytes(), r.layout.workspace.int_bytes()};
+}
+
+void BatchPrefillCore::plan(BatchPrefillShape shape_in, int64_t extent, const std::vector<int32_t>& kv_indptr,
+                            const std::vector<int32_t>& page_indices, const std::vector<int32_t>& last_page_len,
+                            const std::vector<bool>& custom_mask, Stream stream) {
+  memory->table_check().raise_if_found("a run before this call");
+  planned = false;
+  const CUstream cu_stream = reinterpret_cast<CUstream>(stream);
+  Prepared r = prepare(std::move(shape_in), extent, custom_mask);
+  BatchPrefillShape& s = r.shape;
+  BatchPrefillLayout& L = r.layout;
+  const std::vector<uint8_t>& packed = r.packed_mask;
+  const std::vector<int32_t>& mask_offsets = r.mask_offsets;
+  auto& engine = rt->engine();
   const size_t need = L.workspace.float_bytes();
   if (need > 0 && (!workspace || workspace_bytes < need))
     throw Error(Status::WorkspaceTooSmall,

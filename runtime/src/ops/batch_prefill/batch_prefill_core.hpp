@@ -53,6 +53,19 @@ struct BatchPrefillCore {
   void plan(BatchPrefillShape s, int64_t kv_extent, const std::vector<int32_t>& kv_indptr,
             const std::vector<int32_t>& page_indices, const std::vector<int32_t>& last_page_len,
             const std::vector<bool>& custom_mask, Stream stream);
+  // What plan() decides before it touches the device, and what
+  // workspace_size() reports: the checks (the graph-mode ones against the
+  // runs so far), the planner's layout and the packed mask. Changes nothing.
+  struct Prepared {
+    BatchPrefillShape shape;
+    BatchPrefillLayout layout;
+    std::vector<uint8_t> packed_mask;
+    std::vector<int32_t> mask_offsets;
+  };
+  Prepared prepare(BatchPrefillShape s, int64_t kv_extent, const std::vector<bool>& custom_mask) const;
+  // FlashInfer's workspace_size(): the float scratch and the plan memory a
+  // plan() with these arguments needs (the layout's two parts).
+  WorkspaceSizes workspace_size(BatchPrefillShape s, int64_t kv_extent, const std::vector<bool>& custom_mask) const;
   // CUDA-graph mode: the plan fits the fixed buffers and every run() so far.
   void check_graph_plan(const BatchPrefillShape& s, int64_t extent) const;
   // q, o, lse checked against the plan; params for the kernels (KV left to the caller).

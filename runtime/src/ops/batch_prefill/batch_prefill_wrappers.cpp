@@ -60,17 +60,40 @@ BatchPrefillWithRaggedKVCacheWrapper::BatchPrefillWithRaggedKVCacheWrapper(const
           ops::BatchPrefillCore(rt, workspace, workspace_bytes, kv_layout, std::move(backend), device, graph)}) {}
 BatchPrefillWithRaggedKVCacheWrapper::~BatchPrefillWithRaggedKVCacheWrapper() = default;
 
-void BatchPrefillWithRaggedKVCacheWrapper::plan(const std::vector<int32_t>& qo_indptr,
-                                                const std::vector<int32_t>& kv_indptr, int num_qo_heads,
-                                                int num_kv_heads, int head_dim, const BatchPrefillPlanOptions& options,
-                                                Stream stream) {
+namespace {
+
+// The planner's shape of a ragged batch (the index arrays checked); the K/V rows it reaches go to `extent`.
+ops::BatchPrefillShape ragged_shape(const std::vector<int32_t>& qo_indptr, const std::vector<int32_t>& kv_indptr,
+                                    int num_qo_heads, int num_kv_heads, int head_dim,
+                                    const BatchPrefillPlanOptions& options, int64_t& extent) {
   ops::BatchPrefillShape s = base_shape(qo_indptr, num_qo_heads, num_kv_heads, head_dim, options);
   s.source = KVSource::Ragged;
   if (qo_indptr.size() < 2)
     invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", qo_indptr.size()));
   ops::check_indptr(kv_indptr, "kv_indptr", qo_indptr.size() - 1, false);
   for (size_t b = 0; b + 1 < kv_indptr.size(); ++b) s.kv_lens.push_back(kv_indptr[b + 1] - kv_indptr[b]);
-  impl_->core.plan(std::move(s), kv_indptr.back(), kv_indptr, {}, {}, options.custom_mask, stream);
+  extent = kv_indptr.back();
+  return s;
+}
+
+}  // namespace
+
+void BatchPrefillWithRaggedKVCacheWrapper::plan(const std::vector<int32_t>& qo_indptr,
+                                                const std::vector<int32_t>& kv_indptr, int num_qo_heads,
+                                                int num_kv_heads, int head_dim, const BatchPrefillPlanOptions& options,
+                                                Stream stream) {
+  int64_t extent = 0;
+  ops::BatchPrefillShape s = ragged_shape(qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim, options, extent);
+  impl_->core.plan(std::move(s), extent, kv_indptr, {}, {}, options.custom_mask, stream);
+}
+
+WorkspaceSizes BatchPrefillWithRaggedKVCacheWrapper::workspace_size(const std::vector<int32_t>& qo_indptr,
+                                                                    const std::vector<int32_t>& kv_indptr,
+                                                                    int num_qo_heads, int num_kv_heads, int head_dim,
+                                                                    const BatchPrefillPlanOptions& options) const {
+  int64_t extent = 0;
+  ops::BatchPrefillShape s = ragged_shape(qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim, options, extent);
+  return impl_->core.workspace_size(std::move(s), extent, options.custom_mask);
 }
 
 void BatchPrefillWithRaggedKVCacheWrapper::run(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -141,12 +164,15 @@ BatchPrefillWithPagedKVCacheWrapper::BatchPrefillWithPagedKVCacheWrapper(const R
 }
 BatchPrefillWithPagedKVCacheWrapper::~BatchPrefillWithPagedKVCacheWrapper() = default;
 
-void BatchPrefillWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& qo_indptr,
-                                               const std::vector<int32_t>& paged_kv_indptr,
-                                               const std::vector<int32_t>& paged_kv_indices,
-                                               const std::vector<int32_t>& paged_kv_last_page_len, int num_qo_heads,
-                                               int num_kv_heads, int head_dim, int page_size,
-                                               const BatchPrefillPlanOptions& options, Stream stream) {
+namespace {
+
+// The planner's shape of a paged batch (the page table checked); the pages it reaches (the largest id + 1) go to
+// `extent`.
+ops::BatchPrefillShape paged_shape(const std::vector<int32_t>& qo_indptr, const std::vector<int32_t>& paged_kv_indptr,
+                                   const std::vector<int32_t>& paged_kv_indices,
+                                   const std::vector<int32_t>& paged_kv_last_page_len, int num_qo_heads,
+                                   int num_kv_heads, int head_dim, int page_size,
+                                   const BatchPrefillPlanOptions& options, int64_t& extent) {
   if (page_size < 1) invalid(fmt::format("page_size={} is not allowed; it must be >= 1", page_size));
   if (qo_indptr.size() < 2)
     invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", qo_indptr.size()));
@@ -174,9 +200,37 @@ void BatchPrefillWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& qo_in
       max_page = std::max(max_page, paged_kv_indices[i]);
     }
   }
-  impl_->core.plan(std::move(s), int64_t(max_page) + 1, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+  extent = int64_t(max_page) + 1;
+  return s;
+}
+
+}  // namespace
+
+void BatchPrefillWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& qo_indptr,
+                                               const std::vector<int32_t>& paged_kv_indptr,
+                                               const std::vector<int32_t>& paged_kv_indices,
+                                               const std::vector<int32_t>& paged_kv_last_page_len, int num_qo_heads,
+                                               int num_kv_heads, int head_dim, int page_size,
+                                               const BatchPrefillPlanOptions& options, Stream stream) {
+  int64_t extent = 0;
+  ops::BatchPrefillShape s = paged_shape(qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+                                         num_qo_heads, num_kv_heads, head_dim, page_size, options, extent);
+  impl_->core.plan(std::move(s), extent, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
                    options.custom_mask, stream);
   impl_->core.page_size = page_size;
+}
+
+WorkspaceSizes BatchPrefillWithPagedKVCacheWrapper::workspace_size(const std::vector<int32_t>& qo_indptr,
+                                                                   const std::vector<int32_t>& paged_kv_indptr,
+                                                                   const std::vector<int32_t>& paged_kv_indices,
+                                                                   const std::vector<int32_t>& paged_kv_last_page_len,
+                                                                   int num_qo_heads, int num_kv_heads, int head_dim,
+                                                                   int page_size,
+                                                                   const BatchPrefillPlanOptions& options) const {
+  int64_t extent = 0;
+  ops::BatchPrefillShape s = paged_shape(qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+                                         num_qo_heads, num_kv_heads, head_dim, page_size, options, extent);
+  return impl_->core.workspace_size(std::move(s), extent, options.custom_mask);
 }
 
 void BatchPrefillWithPagedKVCacheWrapper::run(const TensorView& q, const TensorView& k_cache,
