@@ -155,6 +155,15 @@ def _declare(lib):
         "attnjit_batch_prefill_wrapper_run": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, ctypes.c_float, ctypes.c_float,
                     c_void_p]),
+        # The wrappers' workspace_size(): what a plan() with given arguments needs, without planning.
+        "attnjit_batch_decode_wrapper_workspace_bytes": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int, c_int,
+                    ctypes.POINTER(c_types.BatchDecodePlanOptions), ctypes.POINTER(c_size_t),
+                    ctypes.POINTER(c_size_t)]),
+        "attnjit_batch_prefill_wrapper_workspace_bytes": (
+            c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int, c_int, popts,
+                    c_types.DLDataType, c_types.DLDataType, c_void_p, ctypes.POINTER(c_size_t),
+                    ctypes.POINTER(c_size_t)]),
         # attnjit_batch_decode.h: TensorRT-LLM's decode with the draft-tree mask.
         "attnjit_trtllm_batch_decode_with_kv_cache_v4": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, ctypes.c_int64,

@@ -13,13 +13,14 @@ sm_scale at run time is folded into the run's logit scale.
 import ctypes
 import functools
 import math
+import types
 import warnings
 
 from . import _args as checks
 from . import _ctypes_types as c_types
 from . import _runtime
 from ._dlpack import Borrowed, require_torch
-from ._library import check, lib
+from ._library import check, has, lib
 from ._plan_owner import PlanOwner
 from ._plans import Plan
 from .errors import invalid_argument
@@ -176,6 +177,30 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
                    q_data_type="float16", kv_data_type=None, o_data_type=None, data_type=None, sm_scale=None,
                    rope_scale=None, rope_theta=None, non_blocking=True, block_tables=None, seq_lens=None,
                    fixed_split_size=None, disable_split_kv=False, q_len_per_req=1, is_causal=None):
+        a = self._checked_plan_args(indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+                                    pos_encoding_mode, window_left, window_right, logits_soft_cap, q_data_type,
+                                    kv_data_type, o_data_type, data_type, sm_scale, rope_scale, rope_theta,
+                                    non_blocking, block_tables, seq_lens, fixed_split_size, disable_split_kv,
+                                    q_len_per_req, is_causal)
+        self._host_page_table = a.host
+        self._batch_size, self._num_qo_heads, self._num_kv_heads = a.batch, num_qo_heads, num_kv_heads
+        self._head_dim, self._page_size = head_dim, page_size
+        self._cached_q_data_type, self._cached_kv_data_type, self._cached_o_data_type = a.q_dtype, a.kv_dtype, \
+            a.o_dtype
+        self._q_len_per_req, self._is_causal = 1, False
+        # FlashInfer's plan state, which run() reads and forward() overwrites.
+        self._pos_encoding_mode, self._window_left, self._window_right = a.pos_encoding_mode, a.window_left, \
+            a.window_right
+        self._logits_soft_cap, self._sm_scale = a.soft_cap, a.sm_scale
+        self._rope_scale, self._rope_theta = a.rope_scale, a.rope_theta
+        self._plan_page_table()
+
+    def _checked_plan_args(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+                           pos_encoding_mode, window_left, window_right, logits_soft_cap, q_data_type, kv_data_type,
+                           o_data_type, data_type, sm_scale, rope_scale, rope_theta, non_blocking, block_tables,
+                           seq_lens, fixed_split_size, disable_split_kv, q_len_per_req, is_causal):
+        """plan()'s arguments checked (what attnjit cannot honour refused), the page table read on the host; the
+        wrapper is not touched (workspace_size() checks its arguments here too)."""
         torch = require_torch()
         for name, value in (("num_qo_heads", num_qo_heads), ("num_kv_heads", num_kv_heads),
                             ("head_dim", head_dim), ("page_size", page_size)):
@@ -204,16 +229,38 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
                                    f"{self._fixed_batch_size}, the buffers' batch size")
         if seq_lens is not None and host["indptr"].numel() == batch + 1:
             _check_seq_lens(torch, seq_lens, _kv_lengths(host["indptr"], host["last_page_len"], page_size))
-        self._host_page_table = host
-        self._batch_size, self._num_qo_heads, self._num_kv_heads = batch, num_qo_heads, num_kv_heads
-        self._head_dim, self._page_size = head_dim, page_size
-        self._cached_q_data_type, self._cached_kv_data_type, self._cached_o_data_type = q_dtype, kv_dtype, o_dtype
-        self._q_len_per_req, self._is_causal = 1, False
-        # FlashInfer's plan state, which run() reads and forward() overwrites.
-        self._pos_encoding_mode, self._window_left, self._window_right = pos_encoding_mode, window_left, window_right
-        self._logits_soft_cap, self._sm_scale = soft_cap, sm_scale
-        self._rope_scale, self._rope_theta = rope_scale, rope_theta
-        self._plan_page_table()
+        return types.SimpleNamespace(host=host, batch=batch, q_dtype=q_dtype, kv_dtype=kv_dtype, o_dtype=o_dtype,
+                                     pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+                                     window_right=window_right, soft_cap=soft_cap, sm_scale=sm_scale,
+                                     rope_scale=rope_scale, rope_theta=rope_theta)
+
+    def workspace_size(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+                       pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
+                       kv_data_type=None, o_data_type=None, data_type=None, sm_scale=None, rope_scale=None,
+                       rope_theta=None, block_tables=None, seq_lens=None, fixed_split_size=None,
+                       disable_split_kv=False, q_len_per_req=1):
+        """(float_workspace_size, int_workspace_size) in bytes that plan() with these arguments needs, as
+        FlashInfer's: the scratch of float_workspace_buffer (plan() refuses a smaller one) and the plan memory it
+        fills (what an int_workspace_buffer must hold). plan()'s checks and errors; nothing is allocated and the
+        current plan stays as it was."""
+        torch = require_torch()
+        a = self._checked_plan_args(indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+                                    pos_encoding_mode, window_left, 0, logits_soft_cap, q_data_type, kv_data_type,
+                                    o_data_type, data_type, sm_scale, rope_scale, rope_theta, True, block_tables,
+                                    seq_lens, fixed_split_size, disable_split_kv, q_len_per_req, None)
+        if not has("attnjit_batch_decode_wrapper_workspace_bytes"):
+            raise checks.unsupported("workspace_size() needs a libattnjit with "
+                                     "attnjit_batch_decode_wrapper_workspace_bytes")
+        options = _plan_options(torch, a.pos_encoding_mode, a.window_left, a.q_dtype, a.kv_dtype, a.soft_cap,
+                                a.sm_scale, a.rope_scale, a.rope_theta)
+        float_bytes, int_bytes = ctypes.c_size_t(), ctypes.c_size_t()
+        with Borrowed() as borrowed, self._stream(torch):
+            check(lib().attnjit_batch_decode_wrapper_workspace_bytes(
+                self._plan.handle, borrowed.tensor(a.host["indptr"], "indptr"),
+                borrowed.tensor(a.host["indices"], "indices"),
+                borrowed.tensor(a.host["last_page_len"], "last_page_len"), num_qo_heads, num_kv_heads, head_dim,
+                page_size, ctypes.byref(options), ctypes.byref(float_bytes), ctypes.byref(int_bytes)))
+        return float_bytes.value, int_bytes.value
 
     def _settings(self):
         """The options fixed at plan time, as run() would use them now (None folded to FlashInfer's defaults)."""
@@ -224,18 +271,9 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
     def _plan_page_table(self):
         """Plans the C wrapper for the kept page table and the current plan state."""
         torch = require_torch()
-        options = c_types.BatchDecodePlanOptions()
-        lib().attnjit_batch_decode_plan_options_init(ctypes.byref(options))
-        options.pos_encoding_mode = checks.pos_encoding(self._pos_encoding_mode)
-        options.window_left = checks.window(self._window_left)
-        options.q_data_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "q_data_type",
-                                                                      self._cached_q_data_type), 1)
-        options.kv_data_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "kv_data_type",
-                                                                       self._cached_kv_data_type), 1)
-        options.logits_soft_cap = checks.soft_cap(self._logits_soft_cap)
-        options.sm_scale = checks.c_float("sm_scale", self._sm_scale)
-        options.rope_scale = checks.c_float("rope_scale", self._rope_scale)
-        options.rope_theta = checks.c_float("rope_theta", self._rope_theta)
+        options = _plan_options(torch, self._pos_encoding_mode, self._window_left, self._cached_q_data_type,
+                                self._cached_kv_data_type, self._logits_soft_cap, self._sm_scale, self._rope_scale,
+                                self._rope_theta)
         host = self._host_page_table
         self._planned = False
 
@@ -320,6 +358,22 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
         return lse.finish(torch, out)
 
     run_return_lse = functools.partialmethod(run, return_lse=True)
+
+
+def _plan_options(torch, pos_encoding_mode, window_left, q_dtype, kv_dtype, logits_soft_cap, sm_scale, rope_scale,
+                  rope_theta):
+    """attnjit_batch_decode_plan_options_t of plan()'s options (plan() and workspace_size())."""
+    options = c_types.BatchDecodePlanOptions()
+    lib().attnjit_batch_decode_plan_options_init(ctypes.byref(options))
+    options.pos_encoding_mode = checks.pos_encoding(pos_encoding_mode)
+    options.window_left = checks.window(window_left)
+    options.q_data_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "q_data_type", q_dtype), 1)
+    options.kv_data_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "kv_data_type", kv_dtype), 1)
+    options.logits_soft_cap = checks.soft_cap(logits_soft_cap)
+    options.sm_scale = checks.c_float("sm_scale", sm_scale)
+    options.rope_scale = checks.c_float("rope_scale", rope_scale)
+    options.rope_theta = checks.c_float("rope_theta", rope_theta)
+    return options
 
 
 def _check_seq_lens(torch, seq_lens, derived):

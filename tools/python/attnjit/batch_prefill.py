@@ -16,6 +16,7 @@ run's logit scale.
 import ctypes
 import functools
 import math
+import types
 
 from . import _args as checks
 from . import _ctypes_types as c_types
@@ -132,10 +133,12 @@ class _BatchPrefill(PlanOwner):
     def is_cuda_graph_enabled(self):
         return self._use_cuda_graph
 
-    def _plan_batch(self, torch, host, page_size, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask,
-              causal, pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale,
-              rope_theta, q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens):
-        """Checks what both plan()s share, keeps the plan state (FlashInfer's attribute names) and plans."""
+    def _checked_batch(self, torch, host, page_size, num_qo_heads, num_kv_heads, head_dim, custom_mask,
+                       packed_custom_mask, causal, pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left,
+                       logits_soft_cap, rope_scale, rope_theta, q_data_type, kv_data_type, o_data_type, non_blocking,
+                       kv_lens):
+        """Checks what both plan()s share and returns the plan's arguments (the wrapper is not touched:
+        workspace_size() checks its arguments here too)."""
         for name, value in (("num_qo_heads", num_qo_heads), ("num_kv_heads", num_kv_heads)):
             checks.positive_int(name, value)
         checks.use_fp16_qk_reduction(use_fp16_qk_reduction)
@@ -149,19 +152,41 @@ class _BatchPrefill(PlanOwner):
                                    f"{host['kv_indptr'].numel()} entries is not allowed; allowed: len(qo_indptr) = "
                                    f"{batch + 1}")
         host["mask"] = self._host_mask(torch, custom_mask, packed_custom_mask, host["qo_indptr"], kv_lens)
-        self._host_plan = host
-        self._page_size, self._num_qo_heads, self._num_kv_heads, self._head_dim = page_size, num_qo_heads, \
-            num_kv_heads, head_dim
-        self._batch_size = batch
-        self._qo_indptr_last = int(host["qo_indptr"][-1])
-        self._cached_q_data_type, self._cached_kv_data_type, self._cached_o_data_type = q_dtype, kv_dtype, o_dtype
+        return types.SimpleNamespace(
+            host=host, page_size=page_size, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+            batch=batch, q_dtype=q_dtype, kv_dtype=kv_dtype, o_dtype=o_dtype, causal=bool(checks.flag("causal", causal)),
+            pos_encoding_mode=pos_encoding_mode, window_left=window_left, soft_cap=checks.soft_cap(logits_soft_cap),
+            sm_scale=sm_scale, rope_scale=rope_scale, rope_theta=rope_theta)
+
+    def _plan_batch(self, a):
+        """Keeps the checked plan arguments `a` as the plan state (FlashInfer's attribute names) and plans."""
+        self._host_plan = a.host
+        self._page_size, self._num_qo_heads, self._num_kv_heads, self._head_dim = a.page_size, a.num_qo_heads, \
+            a.num_kv_heads, a.head_dim
+        self._batch_size = a.batch
+        self._qo_indptr_last = int(a.host["qo_indptr"][-1])
+        self._cached_q_data_type, self._cached_kv_data_type, self._cached_o_data_type = a.q_dtype, a.kv_dtype, \
+            a.o_dtype
         # FlashInfer's plan state, which run() reads and forward() overwrites.
-        self._causal, self._pos_encoding_mode, self._use_fp16_qk_reduction = bool(checks.flag("causal", causal)), \
-            pos_encoding_mode, False
-        self._window_left, self._logits_soft_cap, self._sm_scale = window_left, checks.soft_cap(logits_soft_cap), \
-            sm_scale
-        self._rope_scale, self._rope_theta = rope_scale, rope_theta
+        self._causal, self._pos_encoding_mode, self._use_fp16_qk_reduction = a.causal, a.pos_encoding_mode, False
+        self._window_left, self._logits_soft_cap, self._sm_scale = a.window_left, a.soft_cap, a.sm_scale
+        self._rope_scale, self._rope_theta = a.rope_scale, a.rope_theta
         self._plan_index_arrays()
+
+    def _workspace_size(self, torch, a):
+        """(float, int) bytes a plan() of the checked arguments `a` needs (attnjit_batch_prefill_wrapper_workspace_bytes)."""
+        if not (self._generic and has("attnjit_batch_prefill_wrapper_workspace_bytes")):
+            raise checks.unsupported("workspace_size() needs a libattnjit with "
+                                     "attnjit_batch_prefill_wrapper_workspace_bytes")
+        options = prefill_options(a.causal, self._kv_layout, a.pos_encoding_mode, a.window_left, a.soft_cap,
+                                  a.sm_scale, a.rope_scale, a.rope_theta, self._backend)
+        float_bytes, int_bytes = ctypes.c_size_t(), ctypes.c_size_t()
+        with Borrowed() as borrowed, self._stream(torch):
+            check(lib().attnjit_batch_prefill_wrapper_workspace_bytes(
+                self._plan.handle, *self._c_plan_args(torch, borrowed, a), ctypes.byref(options),
+                *self._c_plan_dtypes(torch, a), self._c_mask(torch, borrowed, a), ctypes.byref(float_bytes),
+                ctypes.byref(int_bytes)))
+        return float_bytes.value, int_bytes.value
 
     @staticmethod
     def _host_mask(torch, custom_mask, packed_custom_mask, qo_indptr, kv_lens):
@@ -217,18 +242,32 @@ class _BatchPrefill(PlanOwner):
 
     def _plan_wrapper(self, torch, options):
         """attnjit_batch_prefill_wrapper_plan: the host arrays as DLTensors."""
-        host, mask = self._host_plan, self._host_plan["mask"]
-        q_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "q_data_type", self._cached_q_data_type), 1)
-        kv_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "kv_data_type", self._cached_kv_data_type), 1)
-        mask = None if mask is None else torch.from_numpy(mask)
+        a = types.SimpleNamespace(host=self._host_plan, page_size=self._page_size, num_qo_heads=self._num_qo_heads,
+                                  num_kv_heads=self._num_kv_heads, head_dim=self._head_dim,
+                                  q_dtype=self._cached_q_data_type, kv_dtype=self._cached_kv_data_type)
         with Borrowed() as borrowed, self._stream(torch) as stream:
             check(lib().attnjit_batch_prefill_wrapper_plan(
-                self._plan.handle, borrowed.tensor(host["qo_indptr"], "qo_indptr"),
+                self._plan.handle, *self._c_plan_args(torch, borrowed, a), ctypes.byref(options),
+                *self._c_plan_dtypes(torch, a), self._c_mask(torch, borrowed, a), stream))
+
+    def _c_plan_args(self, torch, borrowed, a):
+        """The index arrays, page size, heads and head_dim of attnjit_batch_prefill_wrapper_plan (and _workspace_bytes)."""
+        host = a.host
+        return (borrowed.tensor(host["qo_indptr"], "qo_indptr"),
                 borrowed.tensor(host["kv_indptr"], "paged_kv_indptr" if self._paged else "kv_indptr"),
                 borrowed.optional(host.get("indices"), "paged_kv_indices"),
-                borrowed.optional(host.get("last_page_len"), "paged_kv_last_page_len"), self._page_size,
-                self._num_qo_heads, self._num_kv_heads, self._head_dim, ctypes.byref(options), q_type, kv_type,
-                borrowed.optional(mask, "custom_mask"), stream))
+                borrowed.optional(host.get("last_page_len"), "paged_kv_last_page_len"), a.page_size,
+                a.num_qo_heads, a.num_kv_heads, a.head_dim)
+
+    @staticmethod
+    def _c_plan_dtypes(torch, a):
+        return (c_types.DLDataType(*checks.dlpack_dtype(torch, "q_data_type", a.q_dtype), 1),
+                c_types.DLDataType(*checks.dlpack_dtype(torch, "kv_data_type", a.kv_dtype), 1))
+
+    @staticmethod
+    def _c_mask(torch, borrowed, a):
+        mask = a.host["mask"]
+        return borrowed.optional(None if mask is None else torch.from_numpy(mask), "custom_mask")
 
     def _plan_handle(self, torch, options):
         """attnjit_batch_prefill_plan (the 0.2 handle): the host arrays as pointers."""
@@ -331,9 +370,10 @@ class BatchPrefillWithRaggedKVCacheWrapper(_BatchPrefill):
         kv_lens = _lengths(host["kv_indptr"])
         _check_length_hints(torch, _lengths(host["qo_indptr"]), kv_lens, seq_lens, seq_lens_q,
                             max_token_per_sequence, max_sequence_kv, uniform_q_len)
-        self._plan_batch(torch, host, 0, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask, causal,
-                   pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale,
-                   rope_theta, q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens)
+        self._plan_batch(self._checked_batch(
+            torch, host, 0, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask, causal,
+            pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale, rope_theta,
+            q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens))
 
     begin_forward = plan
 
@@ -393,6 +433,43 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
              uniform_q_len=None):
         """Plans one batch: qo_indptr and paged_kv_indptr [batch + 1], paged_kv_indices, paged_kv_last_page_len
         [batch], int32, on any device (read on the host)."""
+        self._plan_batch(self._checked_paged(
+            qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
+            head_dim_qk, page_size, head_dim_vo, custom_mask, packed_custom_mask, causal, pos_encoding_mode,
+            use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale, rope_theta, q_data_type,
+            kv_data_type, o_data_type, non_blocking, prefix_len_ptr, token_pos_in_items_ptr, token_pos_in_items_len,
+            max_item_len_ptr, seq_lens, seq_lens_q, block_tables, max_token_per_sequence, max_sequence_kv,
+            fixed_split_size, disable_split_kv, uniform_q_len))
+
+    def workspace_size(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
+                       num_kv_heads, head_dim_qk, page_size, head_dim_vo=None, custom_mask=None,
+                       packed_custom_mask=None, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
+                       sm_scale=None, window_left=-1, logits_soft_cap=None, rope_scale=None, rope_theta=None,
+                       q_data_type="float16", kv_data_type=None, o_data_type=None, prefix_len_ptr=None,
+                       token_pos_in_items_ptr=None, token_pos_in_items_len=0, max_item_len_ptr=None, seq_lens=None,
+                       seq_lens_q=None, block_tables=None, max_token_per_sequence=None, max_sequence_kv=None,
+                       fixed_split_size=None, disable_split_kv=False, uniform_q_len=None):
+        """(float_workspace_size, int_workspace_size) in bytes that plan() with these arguments needs, as
+        FlashInfer's: the scratch of float_workspace_buffer (plan() refuses a smaller one) and the plan memory it
+        fills (what an int_workspace_buffer must hold). plan()'s checks and errors (in CUDA-graph mode against the
+        runs so far); nothing is allocated and the current plan stays as it was."""
+        a = self._checked_paged(
+            qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
+            head_dim_qk, page_size, head_dim_vo, custom_mask, packed_custom_mask, causal, pos_encoding_mode,
+            use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale, rope_theta, q_data_type,
+            kv_data_type, o_data_type, True, prefix_len_ptr, token_pos_in_items_ptr, token_pos_in_items_len,
+            max_item_len_ptr, seq_lens, seq_lens_q, block_tables, max_token_per_sequence, max_sequence_kv,
+            fixed_split_size, disable_split_kv, uniform_q_len)
+        return self._workspace_size(require_torch(), a)
+
+    def _checked_paged(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
+                       num_kv_heads, head_dim_qk, page_size, head_dim_vo, custom_mask, packed_custom_mask, causal,
+                       pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale,
+                       rope_theta, q_data_type, kv_data_type, o_data_type, non_blocking, prefix_len_ptr,
+                       token_pos_in_items_ptr, token_pos_in_items_len, max_item_len_ptr, seq_lens, seq_lens_q,
+                       block_tables, max_token_per_sequence, max_sequence_kv, fixed_split_size, disable_split_kv,
+                       uniform_q_len):
+        """plan()'s arguments checked, the index arrays read on the host (plan() and workspace_size())."""
         torch = require_torch()
         head_dim = checks.head_dims(head_dim_qk, head_dim_vo)
         checks.positive_int("page_size", page_size)
@@ -413,9 +490,10 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
         kv_lens = torch.where(pages > 0, kv_lens, torch.zeros_like(kv_lens))
         _check_length_hints(torch, _lengths(host["qo_indptr"]), kv_lens, seq_lens, seq_lens_q,
                             max_token_per_sequence, max_sequence_kv, uniform_q_len)
-        self._plan_batch(torch, host, page_size, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask,
-                   causal, pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap,
-                   rope_scale, rope_theta, q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens)
+        return self._checked_batch(torch, host, page_size, num_qo_heads, num_kv_heads, head_dim, custom_mask,
+                                   packed_custom_mask, causal, pos_encoding_mode, use_fp16_qk_reduction, sm_scale,
+                                   window_left, logits_soft_cap, rope_scale, rope_theta, q_data_type, kv_data_type,
+                                   o_data_type, non_blocking, kv_lens)
 
     begin_forward = plan
 

@@ -50,12 +50,7 @@ CLASSES = {
     "BatchPrefillWithSharedPrefixPagedKVCacheWrapper": "flashinfer/cascade.py",
 }
 # Public wheel methods attnjit does not offer, and why (each is a known gap, listed so that it stays visible).
-NOT_OFFERED = {
-    ("BatchDecodeWithPagedKVCacheWrapper", "workspace_size"):
-        "sizes FlashInfer's own float workspace; attnjit's plan reports its need after plan() (plan_handle)",
-    ("BatchPrefillWithPagedKVCacheWrapper", "workspace_size"):
-        "sizes FlashInfer's own float workspace; attnjit's plan sizes its own at plan()",
-}
+NOT_OFFERED = {}
 # attnjit's own public members beside FlashInfer's.
 EXTRAS = {("BatchDecodeWithPagedKVCacheWrapper", "plan_handle")} | {
     (name, "check") for name in ("BatchDecodeWithPagedKVCacheWrapper", "BatchPrefillWithPagedKVCacheWrapper",
