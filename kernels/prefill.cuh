@@ -24,6 +24,11 @@
 // sm_scale and v_scale). With RoPE the staged Q (once) and K tiles are
 // rotated in shared memory before use.
 //
+// 512-wide heads: two CTAs per item (prefill_vo_parts), each computing S
+// over all 512 q/k dims but P V and O only for its 256-wide slice of V and
+// O (a whole O would be 256 accumulators a thread). Q K^T is done twice:
+// 1.5x the flops of one pass, the price of this first 512 path.
+//
 // Causal attention aligns the queries to the end of the KV: query i of qo_len
 // sits at position kv_len - qo_len + i and sees keys up to there. With more
 // than one KV chunk the CTA writes a normalized partial state (o, lse) that
@@ -44,11 +49,16 @@ namespace attnjit {
 template <int HeadDim, int FragsM, class QT, class KVT, class OT, int PosMode, bool SoftCap, int MaskMode, bool Window,
           template <class> class KVSourceT, int Stages>
 struct PrefillTraits {
-  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256 || HeadDim == 512,
+                "prefill supports head_dim 64, 128, 256, 512");
   static_assert(FragsM == 1 || FragsM == 2, "16 or 32 query rows per warp");
   static_assert(Stages >= 1 && Stages <= 4, "1 to 4 pipeline stages");
   static_assert(storage_bytes<QT>::value == 2, "q is 16-bit (the tensor cores' input type)");
-  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kHeadDim = HeadDim;  // of q and k (S = Q K^T), and of a whole o row
+  // The CTA's slice of V and O: the whole head but at 512 (prefill_vo_parts).
+  static constexpr int kVoParts = kernels::prefill_vo_parts(HeadDim);
+  static constexpr int kHeadDimVO = HeadDim / kVoParts;
+  static_assert(kHeadDimVO <= 256 && (kHeadDimVO < 256 || FragsM == 1), "O is at most 128 accumulators a thread");
   static constexpr int kFragsM = FragsM;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
@@ -61,6 +71,16 @@ struct PrefillTraits {
   // Copies: a thread moves one 16-byte slice of a row, the CTA kRowsPerPass rows at a time.
   static constexpr int kLanesPerRow = HeadDim / 8;
   static constexpr int kRowsPerPass = kThreads / kLanesPerRow;
+  // RoPE pairs dim d with d + D/2. Up to 256 wide the slice holding the
+  // partner is lane kLanesPerRow / 2 away in the same warp; a 512-wide row
+  // spans two warps, so its rotation takes the slices in another order (the
+  // bits for 128 and 256 dims swapped: rope_slice) that puts the partner 16
+  // lanes away.
+  static constexpr int kRopePartner = kLanesPerRow <= 32 ? kLanesPerRow / 2 : 16;
+  static ATTNJIT_DEVICE int rope_slice(int slice) {
+    if constexpr (kLanesPerRow <= 32) return slice;
+    else return (slice & 15) | ((slice & 16) << 1) | ((slice & 32) >> 1);
+  }
   static constexpr int kQPasses = kTileQ / kRowsPerPass;
   static constexpr int kKVPasses = kTileKV / kRowsPerPass;
   static constexpr int kSmemBytes = kernels::prefill_smem_bytes(HeadDim, FragsM, Stages);
@@ -79,17 +99,23 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   using T = typename Tr::q_t;
   using Variant = typename Tr::Variant;
   using Tile = SmemTile<Tr::kHeadDim>;
+  using VTile = SmemTile<Tr::kHeadDimVO>;
   constexpr int D = Tr::kHeadDim;
+  constexpr int DV = Tr::kHeadDimVO;
   constexpr int FM = Tr::kFragsM;
   constexpr int kTQ = Tr::kTileQ;
   constexpr int kTKV = Tr::kTileKV;
   constexpr int kS = Tr::kStages;
-  constexpr int kRopePartner = Tr::kLanesPerRow / 2;  // the lane holding dims d +- D/2 of the same row
+  constexpr int kRopePartner = Tr::kRopePartner;  // the lane holding dims d +- D/2 of the same row
 
   const int kv_head = w.kv_head;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int slice = tid % Tr::kLanesPerRow, row_in_pass = tid / Tr::kLanesPerRow, dim0 = slice * 8;
+  // This CTA's V/O slice starts at dim vo0; the threads whose K slice lies
+  // below DV copy V (at 512: warps 0 and 2, each a half row).
+  const int vo0 = Tr::kVoParts > 1 ? w.vo_part * DV : 0;
+  const bool copies_v = Tr::kVoParts == 1 || dim0 < DV;
 
   const PackedRows token_head(p, kv_head);  // packed row -> (query token, query head)
   const typename Tr::KVSource kv(p.kv, w.request);
@@ -104,7 +130,10 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   // Stages by arithmetic, not an array of tiles: a run-time index into an
   // array would put it in local memory.
   auto k_tile = [&](int stage) { return Tile{smem + (kTQ + stage * kTKV) * Tile::kRowBytes}; };
-  auto v_tile = [&](int stage) { return Tile{smem + (kTQ + (kS + stage) * kTKV) * Tile::kRowBytes}; };
+  auto v_tile = [&](int stage) {
+    if constexpr (Tr::kVoParts == 1) return VTile{smem + (kTQ + (kS + stage) * kTKV) * Tile::kRowBytes};
+    else return VTile{smem + (kTQ + kS * kTKV) * Tile::kRowBytes + stage * kTKV * VTile::kRowBytes};
+  };
 
   prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass>(p, token_head, row0, packed_len, qo_begin, q_tile, row_in_pass,
                                                   dim0);
@@ -118,7 +147,9 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   // page size the run lies in one page, and one lookup serves all of it.
   const bool one_page = kv_slice.runs_in_page(Tr::kKVPasses);
   auto load_rows = [&](int stage, int base, bool with_k, bool with_v) {
-    const Tile kt = k_tile(stage), vt = v_tile(stage);
+    const Tile kt = k_tile(stage);
+    const VTile vt = v_tile(stage);
+    if (!copies_v) with_v = false;  // warp-uniform
     KVRowAddress at;
 #pragma unroll
     for (int s = 0; s < Tr::kKVPasses; ++s) {
@@ -128,7 +159,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       else at = one_page ? kv_slice.step(at) : kv_slice.next(at, j - 1, valid);
       if constexpr (storage_bytes<typename Tr::kv_t>::value == 2) {
         if (with_k) cp_async_16(kt.at(r, dim0), at.k, valid);
-        if (with_v) cp_async_16(vt.at(r, dim0), at.v, valid);
+        if (with_v) cp_async_16(vt.at(r, dim0), at.v + vo0 * 2, valid);
       } else {
         // fp8: through registers, widened to the q dtype for the tensor cores.
         // The stage was freed by the last barrier and is read after the next.
@@ -137,7 +168,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
         vf.zero();
         if (valid) {
           if (with_k) kf = load8<typename Tr::kv_t>(at.k);
-          if (with_v) vf = load8<typename Tr::kv_t>(at.v);
+          if (with_v) vf = load8<typename Tr::kv_t>(at.v + vo0);  // 1-byte elements
         }
         if (with_k) kt.template store8_at<T>(r, dim0, kf);
         if (with_v) vt.template store8_at<T>(r, dim0, vf);
@@ -178,12 +209,12 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   }
 
   RowState rows[FM];
-  frag_c o[FM][D / 8];
+  frag_c o[FM][DV / 8];
 #pragma unroll
   for (int m = 0; m < FM; ++m) {
     rows[m].init();
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) o[m][n].zero();
+    for (int n = 0; n < DV / 8; ++n) o[m][n].zero();
   }
 
   for (int it = 0; it < num_tiles; ++it) {
@@ -221,15 +252,19 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
         if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
     }
 
-    const Tile kt = k_tile(stage), vt = v_tile(stage);
+    const Tile kt = k_tile(stage);
+    const VTile vt = v_tile(stage);
     if constexpr (Variant::kRope) {
       // Rotate the staged rows in place: Q once, every K tile as it lands.
+      // Each slice is read and written by one thread; its partner's values
+      // come by shuffle, so no barrier is needed between the two.
+      const int rope0 = Tr::rope_slice(slice) * 8;
       if (it == 0)
-        prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T>(q_tile, row_in_pass, dim0, [&](frag8& f, int r) {
-          var[0][0].template transform_query<D>(f, pos_offset + token_of(row0 + r), dim0, kRopePartner);
+        prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T>(q_tile, row_in_pass, rope0, [&](frag8& f, int r) {
+          var[0][0].template transform_query<D>(f, pos_offset + token_of(row0 + r), rope0, kRopePartner);
         });
-      prefill_rotate_staged<Tr::kKVPasses, Tr::kRowsPerPass, T>(kt, row_in_pass, dim0, [&](frag8& f, int r) {
-        var[0][0].template transform_key<D>(f, base + r, dim0, kRopePartner);
+      prefill_rotate_staged<Tr::kKVPasses, Tr::kRowsPerPass, T>(kt, row_in_pass, rope0, [&](frag8& f, int r) {
+        var[0][0].template transform_key<D>(f, base + r, rope0, kRopePartner);
       });
       __syncthreads();
     }
@@ -315,7 +350,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
         row_sums_mma<T>(sums[m], pa[m]);
       }
 #pragma unroll
-      for (int nd = 0; nd < D / 16; ++nd) {
+      for (int nd = 0; nd < DV / 16; ++nd) {
         frag_b lo, hi;
         vt.b_fragments_kn(lo, hi, kk * 16, nd * 16);
 #pragma unroll
@@ -334,8 +369,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
 
   // Epilogue (PrefillOutput): unsplit rows go through the warp's own Q rows
   // (only this warp read them) so the global stores are 16 bytes wide.
-  const PrefillOutput<D, typename Tr::o_t, Tile> out{p, token_head, row0, packed_len, qo_begin, w.chunk,
-                                                      p.num_chunks > 1, q_tile};
+  const PrefillOutput<DV, typename Tr::o_t, Tile, D> out{
+      p, token_head, row0, packed_len, qo_begin, w.chunk, p.num_chunks > 1, q_tile, vo0};
 #pragma unroll
   for (int m = 0; m < FM; ++m)
 #pragma unroll
@@ -347,7 +382,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
 // The CTA's items (prefill_schedule.cuh), each one tile of this skeleton.
 template <class Tr>
 ATTNJIT_DEVICE void prefill(const kernels::PrefillParams& p) {
-  prefill_items(p, [&](const PrefillWork& w) { prefill_tile<Tr>(p, w); });
+  prefill_items<Tr::kVoParts>(p, [&](const PrefillWork& w) { prefill_tile<Tr>(p, w); });
 }
 
 }  // namespace attnjit

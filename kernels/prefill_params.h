@@ -70,14 +70,21 @@ ATTNJIT_HOST_DEVICE constexpr int prefill_tile_q(int frags_m) { return 4 * 16 * 
 // fragments fit S and O of 64 keys in 255 registers once the per-row query
 // positions and KV row offsets no longer stay live across the loop; a
 // 64-key tile halves the per-tile barrier, row-max shuffles and Q fragment
-// loads against 32.)
+// loads against 32.) 512-wide heads: 32 keys, so that one stage (Q, K and a
+// V slice: 116,736 B) fits an sm_80 block as well as sm_90's.
 ATTNJIT_HOST_DEVICE constexpr int prefill_tile_kv(int head_dim, int stages) {
-  return head_dim <= 128 || stages == 1 ? 64 : 32;
+  return head_dim <= 128 || (stages == 1 && head_dim <= 256) ? 64 : 32;
 }
-// Dynamic shared memory: the Q tile and `stages` K and V tiles, 16-bit, rows
-// padded by 8 elements (ldmatrix without bank conflicts).
+// The CTAs that share one query tile's output dims: 512-wide heads split V
+// and O into two 256-wide slices (a CTA's O would otherwise be 256
+// accumulators per thread); each CTA computes S = Q K^T over all 512 dims.
+ATTNJIT_HOST_DEVICE constexpr int prefill_vo_parts(int head_dim) { return head_dim > 256 ? 2 : 1; }
+// Dynamic shared memory: the Q tile, `stages` K tiles and `stages` V tiles
+// (one slice wide), 16-bit, rows padded by 8 elements (ldmatrix without bank
+// conflicts).
 ATTNJIT_HOST_DEVICE constexpr int prefill_smem_bytes(int head_dim, int frags_m, int stages) {
-  return (prefill_tile_q(frags_m) + 2 * stages * prefill_tile_kv(head_dim, stages)) * (head_dim + 8) * 2;
+  return (prefill_tile_q(frags_m) + stages * prefill_tile_kv(head_dim, stages)) * (head_dim + 8) * 2 +
+         stages * prefill_tile_kv(head_dim, stages) * (head_dim / prefill_vo_parts(head_dim) + 8) * 2;
 }
 
 // The Hopper skeleton (prefill_sm90.cuh): one or two warpgroups of 64 query

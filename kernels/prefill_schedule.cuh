@@ -23,16 +23,21 @@ extern __shared__ __align__(16) unsigned char attnjit_prefill_smem[];
 // first, so the short items fill the last wave (ncu: a causal prefill in
 // tile order kept SMs idle 31% of the time waiting for the last tiles); the
 // query tiles that read the same K/V side by side, so they share it in L2.
+// With 512-wide heads each item is two CTAs, side by side in launch order
+// (their K/V reads meet in L2), each taking its slice `vo_part` of V and O.
 struct PrefillWork {
   int request, q_tile, chunk, kv_head;
+  int vo_part = 0;
 };
-ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p) {
-  const int x = blockIdx.x, n = p.num_work;
+// Item x (blockIdx.x, or blockIdx.x / VoParts).
+ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p, int x) {
+  const int n = p.num_work;
   if (p.work) return {p.work[x], p.work[n + x], p.work[2 * n + x], p.work[3 * n + x]};
   if (p.tiles_fastest) return {0, x % n, int(blockIdx.y), x / n};
   const int num_kv_heads = p.num_qo_heads / p.group.d;
   return {0, n - 1 - x / num_kv_heads, int(blockIdx.y), x % num_kv_heads};
 }
+ATTNJIT_DEVICE PrefillWork prefill_work(const kernels::PrefillParams& p) { return prefill_work(p, blockIdx.x); }
 
 // CUDA-graph mode: item j is query tile j / num_kv_heads of the batch for
 // KV head j % num_kv_heads; the tile's request is found in the running tile
@@ -103,14 +108,17 @@ ATTNJIT_DEVICE void prefill_rotate_staged(const Tile& tile, int row_in_pass, int
 // Where a tile's output goes. Unsplit, each row is normalized into the
 // staging tile (the warp's own Q rows, which nothing reads any more) and
 // flush() then stores whole rows 16 bytes at a time; split, the normalized
-// f32 partial state goes straight from the fragments, with its lse.
-template <int D, class OT, class Tile>
+// f32 partial state goes straight from the fragments, with its lse. D is
+// the slice of the output this CTA computes, from dim vo0 of rows RowD wide
+// (a 512-wide head's two CTAs write the same lse, both the same value).
+template <int D, class OT, class Tile, int RowD = D>
 struct PrefillOutput {
   const kernels::PrefillParams& p;
   const PackedRows& token_head;
   int row0, packed_len, qo_begin, chunk;
   bool split;
   Tile staging;
+  int vo0 = 0;
 
   // Tile row r, held by this thread (t = lane % 4) as half h of the
   // fragments o, with its running max m and sum d.
@@ -126,7 +134,7 @@ struct PrefillOutput {
       for (int n = 0; n < D / 8; ++n)
         st_shared_u32(staging.at(r, n * 8 + 2 * t), pack2<OT>(o[n].x[2 * h] * inv, o[n].x[2 * h + 1] * inv));
     } else if (valid) {
-      float* dst = p.partial_o + (int64_t(chunk) * p.num_rows + out_row) * D;
+      float* dst = p.partial_o + (int64_t(chunk) * p.num_rows + out_row) * RowD + vo0;
 #pragma unroll
       for (int n = 0; n < D / 8; ++n)
         *reinterpret_cast<float2*>(dst + n * 8 + 2 * t) = make_float2(o[n].x[2 * h] * inv, o[n].x[2 * h + 1] * inv);
@@ -151,7 +159,7 @@ struct PrefillOutput {
       if (pr >= packed_len) continue;
       int token, head;
       token_head(pr, token, head);
-      *reinterpret_cast<uint4*>(out + ((qo_begin + token) * p.o_stride_n + head * p.o_stride_h + d0) * 2) =
+      *reinterpret_cast<uint4*>(out + ((qo_begin + token) * p.o_stride_n + head * p.o_stride_h + vo0 + d0) * 2) =
           ld_shared_v4(staging.at(r, d0));
     }
   }
@@ -194,11 +202,12 @@ ATTNJIT_DEVICE PrefillExtent prefill_extent(const kernels::PrefillParams& p, con
 // CUDA-graph mode the next free item of the batch, grabbed from a counter
 // until none is left: the last tiles (the most keys, with causal masks) go
 // first and CTAs that drew cheap ones take more, so the wave ends together.
-// One call site, so the tile's code is inlined once.
-template <class TileFn>
+// One call site, so the tile's code is inlined once. VoParts CTAs (or, in
+// CUDA-graph mode, consecutive items) share each item, one slice each.
+template <int VoParts = 1, class TileFn>
 ATTNJIT_DEVICE void prefill_items(const kernels::PrefillParams& p, TileFn&& tile) {
   const bool persistent = p.tile_indptr != nullptr;
-  const int total = persistent ? p.tile_indptr[p.batch_size] * (p.num_qo_heads / p.group.d) : 1;
+  const int total = persistent ? p.tile_indptr[p.batch_size] * (p.num_qo_heads / p.group.d) * VoParts : 1;
   __shared__ int grabbed;
   for (int n = 0;; ++n) {
     if (persistent) {
@@ -207,7 +216,14 @@ ATTNJIT_DEVICE void prefill_items(const kernels::PrefillParams& p, TileFn&& tile
     }
     const int i = persistent ? grabbed : n;
     if (i >= total) break;
-    tile(persistent ? prefill_graph_work(p, total - 1 - i) : prefill_work(p));
+    if constexpr (VoParts == 1) {
+      tile(persistent ? prefill_graph_work(p, total - 1 - i) : prefill_work(p));
+    } else {  // (one branch instantiated: still one call site)
+      const int item = persistent ? total - 1 - i : int(blockIdx.x);
+      PrefillWork w = persistent ? prefill_graph_work(p, item / VoParts) : prefill_work(p, item / VoParts);
+      w.vo_part = item % VoParts;
+      tile(w);
+    }
     __syncthreads();  // the next tile's Q lands in the smem this one staged its output in
   }
   // The last CTA out zeroes the counters for the next launch (stream-ordered

@@ -131,13 +131,19 @@ void PrefillKernel::validate() const {
     throw Error(Status::InvalidArgument,
                 "prefill spec.mask=draft is not supported; allowed: none, causal, custom (the draft-tree mask is "
                 "speculative decoding's, in the decode family)");
-  if (head_dim != 64 && head_dim != 128 && head_dim != 256) bad("head_dim", head_dim, "64, 128, 256");
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256 && head_dim != 512)
+    bad("head_dim", head_dim, backend == PrefillBackend::Fa3 ? "64, 128, 256" : "64, 128, 256, 512");
   if (frags_m != 1 && frags_m != 2) bad("frags_m", frags_m, "1, 2");
-  // 256-wide heads: two fragments' O would need 256 accumulator registers per thread.
-  if (backend == PrefillBackend::Fa2 && head_dim == 256 && frags_m != 1) bad("frags_m", frags_m, "1 for head_dim 256");
+  // 256-wide heads (and 512's 256-wide O slices): two fragments' O would need
+  // 256 accumulator registers per thread.
+  if (backend == PrefillBackend::Fa2 && head_dim >= 256 && frags_m != 1)
+    bad("frags_m", frags_m, fmt::format("1 for head_dim {}", head_dim));
   if (stages < 1 || stages > 4) bad("stages", stages, "1 (one K and one V buffer) to 4");
+  // 512-wide heads: one stage of 32 keys (Q alone is 66,560 B of shared memory).
+  if (backend == PrefillBackend::Fa2 && head_dim == 512 && stages != 1) bad("stages", stages, "1 for head_dim 512");
   if (min_ctas_per_sm < 1 || min_ctas_per_sm > 4) bad("min_ctas_per_sm", min_ctas_per_sm, "1 to 4");
   if (backend == PrefillBackend::Fa3) {
+    if (head_dim == 512) bad("head_dim", head_dim, "64, 128, 256 with backend fa3 (512 takes fa2)");
     if (dtype_size(variant.kv_dtype) != 2)
       throw Error(Status::InvalidArgument,
                   fmt::format("prefill spec.kv_dtype={} is not supported by backend fa3; allowed: f16, bf16 (fp8 K/V "

@@ -31,7 +31,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   // fa3 ("fa3", or "auto" on sm_90a) takes 16-bit K/V only: two warpgroups,
   // or one where a small grid would leave SMs idle (not in CUDA-graph mode,
   // whose kernel is fixed before the lengths are known).
-  if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2) {
+  if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2 && fa3_takes_head_dim(p.head_dim)) {
     PrefillKernel k = base(PrefillBackend::Fa3);
     choose_prefill_pipeline(k);
     out.emplace_back(k);

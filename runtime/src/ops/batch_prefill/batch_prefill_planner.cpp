@@ -98,7 +98,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
 
   BatchPrefillLayout L;
   PrefillKernel k = prefill_variant(s.options, s.head_dim, s.q_dtype, s.kv_dtype);
-  k.backend = prefill_backend(s.options, s.kv_dtype, device.arch);
+  k.backend = prefill_backend(s.options, s.kv_dtype, device.arch, s.head_dim);
   k.kv_source = s.source;
   L.var = prefill_variant_params(s.options, s.head_dim);
   L.prefill.role = "prefill";
@@ -106,6 +106,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
   L.prefill.shape.grid[2] = 1;
   if (s.graph_max_batch > 0) {
     plan_graph_mode(s, k, device, L);
+    check_prefill_fits(k, device);
     L.prefill.spec = k;
     L.prefill.shape.threads = k.threads();
     L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
@@ -119,14 +120,17 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
     return n;
   };
   fit_fa3_tile(k, count_tiles(k.tile_q()) * s.num_kv_heads, device.sm_count);
+  check_prefill_fits(k, device);
   const int tq = k.tile_q();
+  // 512-wide heads: vo_parts CTAs per work item, adjacent in x (prefill_items).
+  const int vo_parts = k.backend == PrefillBackend::Fa2 ? kernels::prefill_vo_parts(s.head_dim) : 1;
 
   // Query tiles of every request; the KV split (one chunk size for the batch,
   // so the merge sees the same number of partial states for every row) only
   // when those tiles leave the device idle.
   const int64_t tiles = count_tiles(tq);
   const int wave = device.sm_count * prefill_ctas_per_sm(k);
-  const KVSplit split = plan_kv_split({tiles * s.num_kv_heads, std::max<int64_t>(max_kv, 1), nnz_qo * s.num_qo_heads,
+  const KVSplit split = plan_kv_split({tiles * s.num_kv_heads * vo_parts, std::max<int64_t>(max_kv, 1), nnz_qo * s.num_qo_heads,
                                       k.tile_q(), k.tile_kv(), s.head_dim, wave});
   L.num_chunks = split.num_chunks;
   L.chunk_size = split.chunk_size;
@@ -189,7 +193,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
   }
 
   L.prefill.spec = k;
-  L.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, L.num_work));
+  L.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, L.num_work) * vo_parts);
   L.prefill.shape.threads = k.threads();
   L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 

@@ -133,8 +133,9 @@ void validate_prefill_heads(int num_qo_heads, int num_kv_heads, int head_dim, DT
   if (num_qo_heads % num_kv_heads != 0)
     invalid(fmt::format("num_qo_heads={} must be a multiple of num_kv_heads={} (grouped-query attention)",
                         num_qo_heads, num_kv_heads));
-  if (head_dim != 64 && head_dim != 128 && head_dim != 256)
-    throw Error(Status::Unsupported, fmt::format("head_dim={} is not supported; supported: 64, 128, 256", head_dim));
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256 && head_dim != 512)
+    throw Error(Status::Unsupported,
+                fmt::format("head_dim={} is not supported; supported: 64, 128, 256, 512", head_dim));
   if (q_dtype != DType::F16 && q_dtype != DType::BF16)
     invalid(fmt::format("q.dtype={} is not supported; allowed: float16, bfloat16", to_string(q_dtype)));
   const bool kv8 = kv_dtype == DType::E4M3 || kv_dtype == DType::E5M2;
@@ -157,8 +158,12 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
   return s;
 }
 
-PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch) {
+PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch, int head_dim) {
   const bool wgmma = PrefillKernel::fa3_runs_on(arch), kv16 = dtype_size(kv_dtype) == 2;
+  if (o.backend == "fa3" && !fa3_takes_head_dim(head_dim))
+    throw Error(Status::Unsupported, fmt::format("backend='fa3' takes head_dim 64, 128 or 256; head_dim={} is not "
+                                                 "supported there; allowed: 'auto', 'fa2'",
+                                                 head_dim));
   if (o.backend == "fa3" || o.backend == "fa3_ws") {
     if (!wgmma)
       throw Error(Status::Unsupported,
@@ -172,7 +177,8 @@ PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const st
                               o.backend, to_string(kv_dtype)));
     return PrefillBackend::Fa3;
   }
-  return o.backend == "auto" && wgmma && kv16 ? PrefillBackend::Fa3 : PrefillBackend::Fa2;
+  return o.backend == "auto" && wgmma && kv16 && fa3_takes_head_dim(head_dim) ? PrefillBackend::Fa3
+                                                                               : PrefillBackend::Fa2;
 }
 
 kernels::VariantParams prefill_variant_params(const PrefillOptions& o, int head_dim) {

@@ -26,9 +26,11 @@ void validate_prefill_heads(int num_qo_heads, int num_kv_heads, int head_dim, DT
 // The kernel's variant (dtypes, encoding, cap, mask mode) and whether it checks a window.
 PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dtype, DType kv_dtype);
 // The skeleton for a device's arch: fa3 (Hopper) where the options allow it
-// ("auto" or "fa3") and the K/V is 16-bit, else fa2. Unsupported: "fa3"
-// asked of another arch or of fp8 K/V.
-PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch);
+// ("auto" or "fa3"), the K/V is 16-bit and the head at most 256 wide, else
+// fa2. Unsupported: "fa3" asked of another arch, of fp8 K/V or of head_dim 512.
+PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch, int head_dim);
+// Whether the Hopper skeleton takes this head_dim (512 is fa2's only).
+inline bool fa3_takes_head_dim(int head_dim) { return head_dim <= 256; }
 // sm_scale, soft cap and RoPE scalars resolved from the defaults; pointers left null.
 kernels::VariantParams prefill_variant_params(const PrefillOptions& o, int head_dim);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "attnjit/error.hpp"
 #include "ops/single_prefill/prefill_options.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
 
@@ -107,6 +108,14 @@ void fit_fa3_tile(PrefillKernel& k, int64_t ctas_at_128_rows, int sm_count) {
   if (k.backend == PrefillBackend::Fa3 && !k.warp_specialized && ctas_at_128_rows * 2 <= sm_count) k.frags_m = 1;
 }
 
+void check_prefill_fits(const PrefillKernel& k, const DeviceFigures& device) {
+  if (k.head_dim > 256 && k.dynamic_smem_bytes() > device.smem_per_block)
+    throw Error(Status::Unsupported,
+                fmt::format("head_dim={} prefill needs {} B of shared memory per block; this device ({}) allows {} B; "
+                            "head_dim 512 runs on sm_80 and sm_90 (and later archs with as much)",
+                            k.head_dim, k.dynamic_smem_bytes(), device.arch, device.smem_per_block));
+}
+
 int prefill_ctas_per_sm(const PrefillKernel& k) {
   if (k.backend == PrefillBackend::Fa3) return k.min_ctas_per_sm;  // registers: the launch bounds' figure
   // Shared memory as sm_90 has it (fit_per_sm; ~100 KB on sm_80): planned
@@ -169,7 +178,7 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
     }
   }
   // The Hopper kernel where the options may pick it (prewarm keeps it for sm_90a only).
-  if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2) {
+  if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2 && fa3_takes_head_dim(p.head_dim)) {
     for (int warpgroups : {2, 1}) {
       PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
       k.backend = PrefillBackend::Fa3;
@@ -189,13 +198,16 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const Dev
   const int group = p.num_qo_heads / p.num_kv_heads;
   const int64_t packed = p.qo_len * group;
   PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
-  k.backend = prefill_backend(p.options, p.kv_dtype, device.arch);
+  k.backend = prefill_backend(p.options, p.kv_dtype, device.arch, p.head_dim);
   k.frags_m = prefill_frags_m(p.head_dim, packed);
   choose_prefill_pipeline(k);
   fit_fa3_tile(k, (packed + k.tile_q() - 1) / k.tile_q() * p.num_kv_heads, device.sm_count);
+  check_prefill_fits(k, device);
 
   L.num_q_tiles = static_cast<int>((packed + k.tile_q() - 1) / k.tile_q());
-  const int64_t ctas = int64_t(L.num_q_tiles) * p.num_kv_heads;
+  // 512-wide heads: vo_parts CTAs per (tile, KV head), adjacent in x (prefill_items).
+  const int vo_parts = k.backend == PrefillBackend::Fa2 ? kernels::prefill_vo_parts(p.head_dim) : 1;
+  const int64_t ctas = int64_t(L.num_q_tiles) * p.num_kv_heads * vo_parts;
   const int wave = device.sm_count * prefill_ctas_per_sm(k);
   const KVSplit split =
       plan_kv_split({ctas, p.kv_len, packed * p.num_kv_heads, k.tile_q(), k.tile_kv(), p.head_dim, wave});
@@ -209,7 +221,7 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const Dev
   // heads vary fastest and the tiles that see the most keys go first
   // (prefill_work in prefill.cuh).
   L.tiles_fastest = (p.options.custom_mask || !p.options.causal) && p.options.window_left < 0;
-  L.prefill.shape.grid[0] = static_cast<uint32_t>(int64_t(L.num_q_tiles) * p.num_kv_heads);
+  L.prefill.shape.grid[0] = static_cast<uint32_t>(ctas);
   L.prefill.shape.grid[1] = L.num_chunks;
   L.prefill.shape.grid[2] = 1;
   L.prefill.shape.threads = k.threads();

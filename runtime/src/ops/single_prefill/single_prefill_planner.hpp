@@ -38,6 +38,10 @@ int prefill_min_ctas_per_sm(const PrefillKernel& k);  // from its head_dim, tile
 void choose_prefill_pipeline(PrefillKernel& k);  // stages and min_ctas_per_sm from head_dim and frags_m
 int prefill_ctas_per_sm(const PrefillKernel& k);
 void fit_fa3_tile(PrefillKernel& k, int64_t ctas_at_128_rows, int sm_count);  // one warpgroup for small grids
+// Unsupported where a 512-wide head's kernel needs more shared memory than
+// the device's per-block limit (116,736 B: sm_80 and sm_90, not sm_86/89).
+// The other head dims are planned for sm_90 as before (not checked here).
+void check_prefill_fits(const PrefillKernel& k, const DeviceFigures& device);
 struct KVSplit {
   int num_chunks = 1;
   int chunk_size = 0;
