@@ -341,6 +341,34 @@ TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 re
                                 << worst_lse);
 }
 
+// A few small fa3_ws problems for compute-sanitizer (memcheck, racecheck,
+// synccheck: tools/gpu/fa3_ws.sh): TMA and gather, several KV tiles and
+// items, causal and not.
+TEST_CASE("batch prefill fa3_ws, small cases for the sanitizers", "[gpu][fa3_ws_small]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  if (rt.engine().arch_of(0) != "sm_90a") return;
+  std::vector<BatchCase> cases;
+  for (int page : {0, 16, 5}) {
+    BatchCase c;
+    c.qo_lens = {7, 130};
+    c.kv_lens = {7, 300};
+    c.page_size = page;
+    c.causal = page != 5;
+    c.layout = page == 5 ? KVLayout::HND : KVLayout::NHD;
+    c.backend = "fa3_ws";
+    cases.push_back(c);
+  }
+  cases.back().d = 64;
+  uint32_t seed = 900;
+  for (const auto& c : cases) {
+    INFO(c.label());
+    const auto e = run_batch(rt, c, seed++);
+    CHECK(e.o_rel <= tol(c.dt));
+    CHECK(e.lse_abs <= lse_tol(c));
+  }
+}
+
 TEST_CASE("batch prefill: the spec's paged example; a custom mask equal to causal gives the causal output",
           "[gpu][prefill][batch]") {
   ATTNJIT_REQUIRE_GPU();
@@ -537,6 +565,68 @@ TEST_CASE("batch prefill run() is captured in a CUDA graph and replays to the sa
   cu.GraphExecDestroy(exec);
   cu.GraphDestroy(graph);
   cu.StreamDestroy(stream);
+}
+
+// head_dim 512 through the ragged and paged wrappers (fa2, two CTAs per work
+// item): odd groups (7:1, 3:1), lengths of 1 and off the tiles, causal with
+// qo_len > kv_len, a page size that divides no length, RoPE, ALiBi with a
+// soft cap and a window, and a one-token append to a long KV (split, merged).
+//   attnjit_tests "[prefill][d512]"
+TEST_CASE("batch prefill at head_dim 512, ragged and paged, matches the float64 reference",
+          "[gpu][prefill][batch][d512]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  std::vector<BatchCase> cases;
+  for (int page : {0, 5}) {
+    BatchCase c;
+    c.qo_lens = {1, 70, 130};
+    c.kv_lens = {1, 333, 95};  // the last: rows that see no key
+    c.d = 512;
+    c.hq = 7;
+    c.hk = 1;
+    c.causal = true;
+    c.page_size = page;
+    c.layout = page ? KVLayout::HND : KVLayout::NHD;
+    c.dt = page ? DType::BF16 : DType::F16;
+    cases.push_back(c);
+  }
+  BatchCase rope;
+  rope.qo_lens = {33, 9};
+  rope.kv_lens = {64, 517};
+  rope.d = 512;
+  rope.hq = 6;
+  rope.hk = 2;
+  rope.causal = true;
+  rope.pos = PosEncoding::RopeLlama;
+  rope.page_size = 16;
+  rope.dt = DType::BF16;
+  cases.push_back(rope);
+  BatchCase alibi = rope;
+  alibi.pos = PosEncoding::Alibi;
+  alibi.cap = 20.f;
+  alibi.window_left = 40;
+  alibi.page_size = 0;
+  alibi.dt = DType::F16;
+  cases.push_back(alibi);
+  BatchCase append;  // one new token on 30k cached: the KV is split and merged
+  append.qo_lens = {1};
+  append.kv_lens = {30000};
+  append.d = 512;
+  append.hq = 3;
+  append.hk = 1;
+  append.causal = true;
+  append.page_size = 16;
+  cases.push_back(append);
+  for (const char* backend : {"auto", "fa2"}) {
+    uint32_t seed = 512;
+    for (auto c : cases) {
+      c.backend = backend;
+      INFO(c.label());
+      const auto e = run_batch(rt, c, seed++);
+      CHECK(e.o_rel <= tol(c.dt));
+      CHECK(e.lse_abs <= lse_tol(c));
+    }
+  }
 }
 
 }  // namespace attnjit::test

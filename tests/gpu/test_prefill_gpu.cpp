@@ -361,4 +361,66 @@ TEST_CASE("single prefill: a custom mask equal to the causal mask gives the caus
   }
 }
 
+// head_dim 512 (fa2: two CTAs per item, each a 256-wide slice of V and O)
+// against the float64 reference: odd GQA groups (7:1, 3:1), lengths off the
+// tiles and of 1, causal with qo_len > kv_len, RoPE, ALiBi with a window and
+// a soft cap, a random custom mask, fp8 K/V, HND, and a short query on a long
+// KV (split, merged). "auto" takes fa2 at 512 on every arch.
+//   attnjit_tests "[prefill][d512]"
+TEST_CASE("single prefill at head_dim 512 matches the float64 reference", "[gpu][prefill][d512]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  std::vector<Case> cases;
+  auto add = [&](int64_t qo, int64_t kv, int hq, int hk, DType dt, auto&& set) {
+    Case c = make(qo, kv, hq, hk, 512, dt);
+    set(c);
+    cases.push_back(c);
+  };
+  add(1, 1, 7, 1, DType::BF16, [](Case& c) { c.p.options.causal = true; });
+  add(77, 300, 6, 2, DType::BF16, [](Case& c) {
+    c.p.options.causal = true;
+    c.p.options.kv_layout = KVLayout::HND;
+  });
+  add(130, 95, 3, 1, DType::F16, [](Case& c) { c.p.options.causal = true; });  // rows that see no key
+  add(200, 333, 4, 4, DType::F16, [](Case&) {});
+  add(33, 517, 6, 2, DType::BF16, [](Case& c) {
+    c.p.options.causal = true;
+    c.p.options.pos_encoding_mode = PosEncoding::RopeLlama;
+  });
+  add(64, 700, 4, 2, DType::F16, [](Case& c) {
+    c.p.options.causal = true;
+    c.p.options.pos_encoding_mode = PosEncoding::Alibi;
+    c.p.options.window_left = 90;
+    c.p.options.logits_soft_cap = 8.f;
+  });
+  add(50, 129, 4, 2, DType::F16, [](Case& c) {
+    c.p.options.custom_mask = true;
+    c.mask_kind = Case::MaskKind::Random;
+  });
+  add(40, 250, 6, 2, DType::BF16, [](Case& c) {
+    c.p.kv_dtype = DType::E4M3;
+    c.p.options.causal = true;
+    c.p.options.k_scale = 0.5f;
+    c.p.options.v_scale = 2.f;
+  });
+  add(3, 9000, 4, 2, DType::BF16, [](Case& c) { c.p.options.causal = true; });  // split KV, merged
+  prewarm(rt, cases);
+  size_t split_cases = 0;
+  uint32_t seed = 512;
+  for (const auto& c : cases) {
+    INFO(c.label());
+    const Outcome e = run_case(rt, c, seed++);
+    INFO(e.kernel);
+    CHECK(e.kernel.rfind("prefill_d512_", 0) == 0);
+    CHECK(e.o_rel <= tolerance(c.p.q_dtype));
+    CHECK(e.lse_abs <= lse_tolerance(c));
+    split_cases += e.chunks > 1;
+  }
+  CHECK(split_cases > 0);
+  // fa3 refuses 512 by name.
+  Case fa3 = cases.front();
+  fa3.p.options.backend = "fa3";
+  CHECK_THROWS_WITH(SinglePrefillPlan(rt, fa3.p), Catch::Contains("head_dim=512"));
+}
+
 }  // namespace attnjit::test
