@@ -39,6 +39,7 @@ TEST_CASE("CLI: other empty option values that meant a default are refused by na
     const char* option;
   } cases[] = {
       {"prewarm --model llama-3.1-8b --arch ''", "--arch"},
+      {"explain --model llama-3.1-8b --arch ''", "--arch"},
       {"prewarm --model ''", "--model"},
       {"prewarm --manifest ''", "--manifest"},
       {"cache ls --arch ''", "--arch"},
@@ -52,6 +53,26 @@ TEST_CASE("CLI: other empty option values that meant a default are refused by na
     CHECK(r.has(std::string("attnjit: error: ") + c.option + ": an empty value is not allowed"));
   }
   CHECK_FALSE(fs::exists(cache));
+}
+
+TEST_CASE("CLI: explain --arch '' is refused with the archs allowed, not explained for the default arch",
+          "[cli][paths]") {
+  TempDir tmp;
+  for (const std::string& args : {std::string("explain --model llama-3.1-8b --arch ''"),
+                                  std::string("explain --op batch_decode --model llama-3.1-8b --kv-len 4096 --arch ''")}) {
+    const CliResult r = run_cli(args, tmp.path() / "cache");
+    INFO(args << "\n" << r.output);
+    CHECK(r.status == 2);
+    CHECK(r.has("attnjit: error: --arch: an empty value is not allowed; allowed: sm_80, "));
+    CHECK(r.has("sm_90a"));
+    CHECK(r.has("or leave --arch out for the first GPU's (else sm_90a)"));
+    CHECK_FALSE(r.has("kernel"));  // nothing was explained
+  }
+  // A named arch still explains without a GPU.
+  const CliResult named = run_cli("explain --model llama-3.1-8b --arch sm_80", tmp.path() / "cache");
+  INFO(named.output);
+  CHECK(named.status == 0);
+  CHECK(named.has("sm_80"));
 }
 
 TEST_CASE("CLI: cache commands on a regular file say it is not a cache directory and exit non-zero",

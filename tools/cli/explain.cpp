@@ -4,6 +4,7 @@
 // hashed in), never a GPU.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <optional>
@@ -178,7 +179,10 @@ void register_explain(CLI::App& app) {
   sub->add_option("--kv-dtype", o->kv_dtype, "KV dtype: the q dtype, float8_e4m3fn or float8_e5m2 (default: q's)");
   sub->add_option("--pos-encoding", o->pos_encoding, "NONE, ROPE_LLAMA or ALIBI")->capture_default_str();
   sub->add_option("--kv-len", o->kv_len, "KV length: also show the plan (splits, grid, workspace) for it");
-  sub->add_option("--arch", o->arch, "Target arch (default: the first GPU's, else sm_90a)");
+  // Empty would otherwise read as "not given" and explain for the default arch.
+  sub->add_option("--arch", o->arch, "Target arch (default: the first GPU's, else sm_90a)")
+      ->check(not_empty(fmt::format("allowed: {}, or leave --arch out for the first GPU's (else sm_90a)",
+                                    fmt::join(known_archs(), ", "))));
   sub->add_flag("--source", o->source, "Also print each generated translation unit");
   add_cache_dir_option(sub, o->cache_dir);
   sub->callback([o] { run_explain(*o); });
