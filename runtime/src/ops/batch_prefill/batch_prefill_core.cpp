@@ -118,6 +118,7 @@ BatchPrefillCore::Prepared BatchPrefillCore::prepare(BatchPrefillShape s, int64_
   DeviceFigures figures;
   figures.sm_count = engine.sm_count(device);
   figures.arch = engine.arch_of(device);
+  figures.smem_per_block = engine.smem_per_block(device);  // head_dim 512 is refused where it does not fit
   r.layout = plan_batch_prefill(s, figures);
   if (captured && r.layout.prefill.spec.name() != captured->name())
     invalid(fmt::format("plan(): the kernel would change from {} to {} (mask, positional encoding, soft cap, window or "

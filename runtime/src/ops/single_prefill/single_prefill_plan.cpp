@@ -30,6 +30,7 @@ SinglePrefillPlan::SinglePrefillPlan(const Runtime& rt, const SinglePrefillProbl
   ops::DeviceFigures figures;
   figures.sm_count = engine.sm_count(problem.device);
   figures.arch = engine.arch_of(problem.device);
+  figures.smem_per_block = engine.smem_per_block(problem.device);  // head_dim 512 is refused where it does not fit
   impl_->layout = ops::plan_single_prefill(problem, figures);  // validates
   impl_->prefill = engine.load_on_device(impl_->layout.prefill.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
