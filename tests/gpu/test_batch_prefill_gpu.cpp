@@ -341,6 +341,34 @@ TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 re
                                 << worst_lse);
 }
 
+// A few small fa3_ws problems for compute-sanitizer (memcheck, racecheck,
+// synccheck: tools/gpu/fa3_ws.sh): TMA and gather, several KV tiles and
+// items, causal and not.
+TEST_CASE("batch prefill fa3_ws, small cases for the sanitizers", "[gpu][fa3_ws_small]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  if (rt.engine().arch_of(0) != "sm_90a") return;
+  std::vector<BatchCase> cases;
+  for (int page : {0, 16, 5}) {
+    BatchCase c;
+    c.qo_lens = {7, 130};
+    c.kv_lens = {7, 300};
+    c.page_size = page;
+    c.causal = page != 5;
+    c.layout = page == 5 ? KVLayout::HND : KVLayout::NHD;
+    c.backend = "fa3_ws";
+    cases.push_back(c);
+  }
+  cases.back().d = 64;
+  uint32_t seed = 900;
+  for (const auto& c : cases) {
+    INFO(c.label());
+    const auto e = run_batch(rt, c, seed++);
+    CHECK(e.o_rel <= tol(c.dt));
+    CHECK(e.lse_abs <= lse_tol(c));
+  }
+}
+
 TEST_CASE("batch prefill: the spec's paged example; a custom mask equal to causal gives the causal output",
           "[gpu][prefill][batch]") {
   ATTNJIT_REQUIRE_GPU();
