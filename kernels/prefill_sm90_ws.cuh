@@ -127,25 +127,16 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
     }
   } else {
     // Gather: kKVPasses consecutive rows per thread from one running address
-    // (one page lookup per page), as prefill_sm90.cuh. Each thread announces
-    // a tile once its own copies of it have landed (one tile behind the
-    // copies it issues), after the proxy fence the tensor cores need.
+    // (one page lookup per page), as prefill_sm90.cuh. K and V go in
+    // separate commit groups, K_j, V_j, K_{j+1}, ...: each is announced once
+    // this thread's copies of it have landed (behind the proxy fence the
+    // tensor cores need), V_{j-1} before waiting for V_j's stage, which the
+    // consumers free only after a product that needs K_j (announced).
     const int tid = threadIdx.x;
     const int dim0 = (tid % Tr::kLanesPerRow) * 8, row_in_pass = tid / Tr::kLanesPerRow;
     const auto kv_slice = kv.slice(w.kv_head, dim0);
     const bool one_page = kv_slice.runs_in_page(Tr::kKVPasses);
-    auto announce = [&](int it) {
-      fence_proxy_async_shared();
-      const Slot slot(ring + it);
-      sm.full_k(slot.stage).arrive();
-      sm.full_v(slot.stage).arrive();
-    };
-    for (int it = 0; it < e.num_tiles; ++it) {
-      const Slot slot(ring + it);
-      const int base = e.tile0 + it * kTKV;
-      sm.empty_k(slot.stage).wait(slot.parity ^ 1u);
-      sm.empty_v(slot.stage).wait(slot.parity ^ 1u);
-      const KVTile kt = sm.k(slot.stage), vt = sm.v(slot.stage);
+    auto gather = [&](const KVTile& tile, int base, bool keys) {
       KVRowAddress at;
 #pragma unroll
       for (int s = 0; s < Tr::kKVPasses; ++s) {
@@ -153,18 +144,29 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
         const bool valid = j < e.kv_len;  // rows past the sequence read as zeros
         if (s == 0) at = kv_slice.row(valid ? j : 0);
         else at = one_page ? kv_slice.step(at) : kv_slice.next(at, j - 1, valid);
-        cp_async_16(kt.at(r, dim0), at.k, valid);
-        cp_async_16(vt.at(r, dim0), at.v, valid);
+        cp_async_16(tile.at(r, dim0), keys ? at.k : at.v, valid);
       }
       cp_async_commit();
-      if (it > 0) {
-        cp_async_wait<1>();
-        announce(it - 1);
-      }
+    };
+    auto announce = [&](const MBarrier& full) {
+      cp_async_wait<1>();
+      fence_proxy_async_shared();
+      full.arrive();
+    };
+    for (int it = 0; it < e.num_tiles; ++it) {
+      const Slot slot(ring + it);
+      const int base = e.tile0 + it * kTKV;
+      sm.empty_k(slot.stage).wait(slot.parity ^ 1u);
+      gather(sm.k(slot.stage), base, true);
+      if (it > 0) announce(sm.full_v(Slot(ring + it - 1).stage));
+      sm.empty_v(slot.stage).wait(slot.parity ^ 1u);
+      gather(sm.v(slot.stage), base, false);
+      announce(sm.full_k(slot.stage));
     }
     if (e.num_tiles > 0) {
       cp_async_wait<0>();
-      announce(e.num_tiles - 1);
+      fence_proxy_async_shared();
+      sm.full_v(Slot(ring + e.num_tiles - 1).stage).arrive();
     }
     kv_slice.report_bad_pages(e.kv_len);  // cold: only where a page id was bad
   }

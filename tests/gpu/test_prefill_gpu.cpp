@@ -311,8 +311,8 @@ TEST_CASE("single prefill on the warp-specialized skeleton matches the float64 r
     cases.push_back(c);
   }
   // Beyond the grid: several KV tiles per query tile with the two warpgroups'
-  // rows in different heads (group 3), a query shorter than one warpgroup's
-  // rows, and an empty KV (no tile: zeros and lse -inf).
+  // rows in different heads (group 3), and a query shorter than one
+  // warpgroup's rows.
   for (int64_t qo : {1, 33, 517}) {
     Case c = make(qo, 2222, 6, 2, 128, DType::BF16);
     c.p.options.causal = qo != 33;

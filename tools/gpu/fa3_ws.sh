@@ -4,7 +4,8 @@
 # memcheck, racecheck and synccheck on a few small cases, then a short speed
 # table against today's fa3 and cuDNN SDPA (tools/bench/fa3_ws_speed.py).
 # Binaries come packed (tools/gpu/pack.sh).
-#   bash tools/gpu/fa3_ws.sh        (logs under $OUT; SKIP_TESTS=1 / SKIP_SANITIZE=1 / SKIP_SPEED=1 leave steps out)
+#   bash tools/gpu/fa3_ws.sh        (logs under $OUT; SKIP_TESTS=1 / SKIP_SANITIZE=1 / SKIP_SPEED=1 leave steps out;
+#                                    TESTS=<Catch2 spec>, SPEED_ARGS=--quick)
 set -uo pipefail
 source tools/gpu/device_env.sh
 status=0
@@ -27,7 +28,7 @@ fi
 
 if [ -z "${SKIP_SPEED:-}" ]; then
   echo "== speed: attnjit fa3_ws vs fa3 vs cuDNN SDPA"
-  timeout ${SPEED_TIMEOUT:-120} python3 tools/bench/fa3_ws_speed.py --cli .gpu/attnjit --json "$OUT/fa3_ws_speed.json" \
+  timeout ${SPEED_TIMEOUT:-120} python3 tools/bench/fa3_ws_speed.py --cli .gpu/attnjit --json "$OUT/fa3_ws_speed.json" ${SPEED_ARGS:-} \
     2>&1 | tee "$OUT/speed.log" || status=1
 fi
 exit $status
