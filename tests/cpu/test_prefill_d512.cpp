@@ -105,6 +105,11 @@ TEST_CASE("head_dim 512 with backend fa3 is UNSUPPORTED naming head_dim; fa2 and
   p.options.backend = "fa3";
   const std::string msg = error_of([&] { ops::plan_single_prefill(p, {132}); }, Status::Unsupported);
   CHECK_THAT(msg, Catch::Contains("backend='fa3'") && Catch::Contains("head_dim=512") && Catch::Contains("'fa2'"));
+  // The prewarm list refuses it too (the problem's validation), and so does the warp-specialized fa3.
+  CHECK_THAT(error_of([&] { ops::single_prefill_kernels(p); }, Status::Unsupported), Catch::Contains("head_dim=512"));
+  p.options.backend = "fa3_ws";
+  CHECK_THAT(error_of([&] { ops::plan_single_prefill(p, {132}); }, Status::Unsupported),
+             Catch::Contains("backend='fa3_ws'") && Catch::Contains("head_dim=512"));
   auto b = batch({5, 9}, {40, 70}, KVSource::Paged);
   b.options.backend = "fa3";
   CHECK_THAT(error_of([&] { ops::plan_batch_prefill(b, {132}); }, Status::Unsupported),

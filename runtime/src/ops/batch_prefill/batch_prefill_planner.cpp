@@ -31,6 +31,7 @@ void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t b
 void validate_batch_prefill(const BatchPrefillShape& s) {
   validate_prefill_heads(s.num_qo_heads, s.num_kv_heads, s.head_dim, s.q_dtype, s.kv_dtype);
   validate_prefill_options(s.options);
+  validate_prefill_backend(s.options, s.head_dim);
   if (s.qo_indptr.size() < 2)
     invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", s.qo_indptr.size()));
   const size_t batch = s.qo_indptr.size() - 1;

@@ -152,6 +152,7 @@ nlohmann::json to_json(const BatchPrefillProblem& p) {
 void validate(const BatchPrefillProblem& p) {
   validate_prefill_heads(p.num_qo_heads, p.num_kv_heads, p.head_dim, p.q_dtype, p.kv_dtype);
   validate_prefill_options(p.options);
+  validate_prefill_backend(p.options, p.head_dim);
   if (p.source == KVSource::Contiguous)
     invalid(
         "kv_source='contiguous' is not allowed here; allowed: 'ragged', 'paged' (one request's contiguous K/V "

@@ -158,12 +158,16 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
   return s;
 }
 
+void validate_prefill_backend(const PrefillOptions& o, int head_dim) {
+  if ((o.backend == "fa3" || o.backend == "fa3_ws") && !fa3_takes_head_dim(head_dim))
+    throw Error(Status::Unsupported, fmt::format("backend='{}' takes head_dim 64, 128 or 256; head_dim={} is not "
+                                                 "supported there; allowed: 'auto', 'fa2'",
+                                                 o.backend, head_dim));
+}
+
 PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch, int head_dim) {
   const bool wgmma = PrefillKernel::fa3_runs_on(arch), kv16 = dtype_size(kv_dtype) == 2;
-  if (o.backend == "fa3" && !fa3_takes_head_dim(head_dim))
-    throw Error(Status::Unsupported, fmt::format("backend='fa3' takes head_dim 64, 128 or 256; head_dim={} is not "
-                                                 "supported there; allowed: 'auto', 'fa2'",
-                                                 head_dim));
+  validate_prefill_backend(o, head_dim);
   if (o.backend == "fa3" || o.backend == "fa3_ws") {
     if (!wgmma)
       throw Error(Status::Unsupported,

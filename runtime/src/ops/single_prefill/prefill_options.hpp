@@ -29,8 +29,10 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
 // ("auto" or "fa3"), the K/V is 16-bit and the head at most 256 wide, else
 // fa2. Unsupported: "fa3" asked of another arch, of fp8 K/V or of head_dim 512.
 PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch, int head_dim);
-// Whether the Hopper skeleton takes this head_dim (512 is fa2's only).
+// Whether the Hopper skeletons take this head_dim (512 is fa2's only).
 inline bool fa3_takes_head_dim(int head_dim) { return head_dim <= 256; }
+// Unsupported: a Hopper backend ('fa3', 'fa3_ws') asked for by name with a head_dim it does not take.
+void validate_prefill_backend(const PrefillOptions& o, int head_dim);
 // sm_scale, soft cap and RoPE scalars resolved from the defaults; pointers left null.
 kernels::VariantParams prefill_variant_params(const PrefillOptions& o, int head_dim);
 
