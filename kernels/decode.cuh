@@ -83,8 +83,8 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
   const int kv_head = decode_kv_head();
   const typename Tr::Rows queries(p, item.request, kv_head);
-  if constexpr (!Tr::kOneToken)
-    if (queries.empty()) return;  // a token tile past the request's tokens: uniform across the CTA
+  // A token tile past the request's tokens, or a request cum_seq_lens_q voids: uniform across the CTA.
+  if (queries.empty()) return;
   const int head0 = queries.head0;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;

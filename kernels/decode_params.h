@@ -53,6 +53,10 @@ struct DecodeParams {
   // hold q_len tokens per slot either way. 0 (a zero-filled struct) means 1.
   int32_t q_len;
   const int32_t* q_indptr;
+  // With q_indptr: q's token rows. The kernels check each request's pair of
+  // entries against it and q_len (decode_queries.cuh) and void a request
+  // whose rows fall outside (kernels/table_check.h).
+  int64_t q_rows;
   // cuDNN's ragged batch_offsets_q / batch_offsets_o: null, or where token
   // row t of q (o) starts, in elements, replacing t * q_stride_b (o_stride_b);
   // heads keep their stride from there. Device data: the host cannot check

@@ -16,6 +16,7 @@
 #pragma once
 #include "decode_params.h"
 #include "platform.cuh"
+#include "table_check.h"
 
 namespace attnjit {
 
@@ -38,8 +39,22 @@ struct DecodeQueryRows {
     token0 = tile * Tokens;
     max_q_len = max(p.q_len, 1);  // a zero-filled params struct (single decode): one token
     if (p.q_indptr) {
-      q_first = p.q_indptr[request];
-      q_len = p.q_indptr[request + 1] - p.q_indptr[request];
+      // Device data: a request whose rows fall outside q, or number more than
+      // max_q_len, is voided (no rows) and recorded.
+      const int32_t first = p.q_indptr[request], next = p.q_indptr[request + 1];
+      q_first = first;
+      q_len = next - first;
+      if (first < 0 || first > p.q_rows) {
+        report_table_fault(p.kv.check, kernels::kFaultQueryIndptr, p.kv.check_names, -1, request, request, first, 0,
+                           p.q_rows);
+        q_first = 0;
+        q_len = 0;
+      } else if (next < first || next - first > max_q_len || next > p.q_rows) {
+        report_table_fault(p.kv.check, kernels::kFaultQueryIndptr, p.kv.check_names, -1, request + 1, request, next,
+                           first, int64_t(first) + max_q_len < p.q_rows ? int64_t(first) + max_q_len : p.q_rows);
+        q_first = 0;
+        q_len = 0;
+      }
     } else {
       q_first = int64_t(request) * max_q_len;
       q_len = max_q_len;

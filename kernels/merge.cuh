@@ -53,8 +53,12 @@ ATTNJIT_DEVICE bool merge_row_output(const kernels::MergeParams& p, int row, int
   const int t = r / p.heads_per_token, h = r - t * p.heads_per_token;
   int64_t token;
   if (p.q_indptr) {
-    token = p.q_indptr[request] + t;
-    if (token >= p.q_indptr[request + 1]) return false;
+    // The decode kernel voids (and records) a request whose rows fall outside o: nothing to write.
+    const int32_t first = p.q_indptr[request], next = p.q_indptr[request + 1];
+    if (first < 0 || next < first || next - first > rows_per_request / p.heads_per_token || next > p.q_rows)
+      return false;
+    token = first + t;
+    if (token >= next) return false;
   } else {
     token = int64_t(request) * (rows_per_request / p.heads_per_token) + t;
   }

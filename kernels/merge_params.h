@@ -47,6 +47,7 @@ struct MergeParams {
   int32_t heads_per_token;   // 0: a request's rows are not tokens x heads; else see above
   int64_t o_stride_token;    // heads_per_token > 0: o's token stride (o_stride_row is then the head stride)
   const int32_t* q_indptr;   // heads_per_token > 0: [requests + 1] or null
+  int64_t q_rows;            // with q_indptr: o's token rows; a request whose rows fall outside is not written
   const int32_t* o_token_offsets;  // heads_per_token > 0: token row t of o at this element offset, or null
                                    // (t * o_stride_token): cuDNN's ragged batch_offsets_o
 };

@@ -27,6 +27,10 @@ enum TableFault : int32_t {
   kFaultLastPageLen = 4,  // a last page's length outside [1, page_size]
   kFaultBatchIndex = 5,   // append: a row's request outside [0, batch_size - 1]
   kFaultPosition = 6,     // append: a row's position outside its request's rows (index1: the request)
+  // Speculative decode's per-request query rows (cum_seq_lens_q): entry index0
+  // outside [low, high], the rows after the request's first entry (at most
+  // max_q_len of them, within q's rows; index1: the request).
+  kFaultQueryIndptr = 7,
 };
 
 // Whose names the message uses: the kernels cannot tell the entry points

@@ -87,6 +87,10 @@ std::string describe_table_fault(const TableCheckRecord& r) {
       return fmt::format("positions[{}]={} is not allowed: its request {} (batch_indices[{}]) has {} rows "
                          "(positions 0 to {})",
                          r.index0, r.value, r.index1, r.index0, r.high + 1, r.high);
+    case kernels::kFaultQueryIndptr:
+      return fmt::format("cum_seq_lens_q[{}]={} is not allowed: allowed {} to {} (request {}'s query rows start at "
+                         "cum_seq_lens_q[{}], number at most max_q_len and end within the query's rows)",
+                         r.index0, r.value, r.low, r.high, r.index1, r.index1);
     default:
       return fmt::format("a device table held a value outside what is allowed (fault code {}, entry {}, value {})",
                          r.fault, r.index0, r.value);

@@ -100,6 +100,20 @@ TEST_CASE("indptr, last page lengths and an append's rows say what is allowed", 
              Contains("its request 2 (batch_indices[5]) has no rows"));
 }
 
+TEST_CASE("speculative decode's cum_seq_lens_q names the entry, the request and the rows allowed", "[table_check]") {
+  using namespace kernels;
+  // A request's first entry outside q's 24 rows, and one whose rows run past max_q_len (4) from its first.
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultQueryIndptr, kNamesTrtllm, -1, 2, 2, -3, 0, 24)),
+             Equals("cum_seq_lens_q[2]=-3 is not allowed: allowed 0 to 24 (request 2's query rows start at "
+                    "cum_seq_lens_q[2], number at most max_q_len and end within the query's rows)"));
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultQueryIndptr, kNamesTrtllm, -1, 4, 3, 19, 10, 14)),
+             Equals("cum_seq_lens_q[4]=19 is not allowed: allowed 10 to 14 (request 3's query rows start at "
+                    "cum_seq_lens_q[3], number at most max_q_len and end within the query's rows)"));
+  // The C++ BatchDecodePlan's extras carry the same name.
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultQueryIndptr, kNamesBlockTable, -1, 1, 0, 99, 0, 4)),
+             Contains("cum_seq_lens_q[1]=99 is not allowed: allowed 0 to 4"));
+}
+
 TEST_CASE("a written record is raised once as INVALID_ARGUMENT with where it was found, then cleared",
           "[table_check]") {
   TableCheckRecord r = fault(kernels::kFaultPageId, kernels::kNamesTrtllm, -1, 3, 7, 1234, 0, 999);

@@ -190,6 +190,65 @@ TEST_CASE("TensorRT-LLM: seq_lens past max_seq_len is read as max_seq_len and na
   CHECK_NOTHROW(rt.check(0));
 }
 
+TEST_CASE("TensorRT-LLM: a cum_seq_lens_q entry past the query's rows voids that request and is named by the next call",
+          "[gpu][table_check]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  cuda::ScopedDevice scope(0);
+  // Four requests of 2, 4, 1 and 3 query tokens (max_q_len 4) over the KV lengths of kLens: 10 query rows.
+  const std::vector<int32_t> good_cum = {0, 2, 6, 7, 10};
+  const int64_t rows = 10, spare = 6;  // out has rows nothing may write past
+  for (const int32_t last : {40, 5}) {  // past q's rows (and max_q_len); before the request's first row
+    INFO("cum_seq_lens_q[4]=" << last);
+    Decode d(kLens, KVLayout::HND, 33);
+    PagedBatchShape s;
+    s.lens = kLens;
+    s.hq = kHq;
+    s.hkv = kHk;
+    s.d = kD;
+    s.q_rows = rows;
+    const PagedBatch qb = make_paged_batch(s, 34);
+    DeviceBuffer q(qb.qb.size()), out(size_t(rows + spare) * kHq * kD * 2);
+    q.upload(qb.qb);
+    std::vector<int32_t> bad_cum = good_cum;
+    bad_cum[4] = last;
+    const DeviceBuffer table = upload_ints(d.b.table), lens = upload_ints(kLens), good = upload_ints(good_cum),
+                       bad = upload_ints(bad_cum);
+    auto call = [&](const DeviceBuffer& cum) {
+      TrtllmDecodeArgs a;
+      a.block_tables = static_cast<const int32_t*>(table.get());
+      a.max_pages_per_seq = d.b.max_pages;
+      a.seq_lens = static_cast<const int32_t*>(lens.get());
+      a.max_seq_len = 1000;
+      a.bmm1_scale = 1.f / std::sqrt(float(kD));
+      a.kv_layout = KVLayout::HND;
+      a.cum_seq_lens_q = static_cast<const int32_t*>(cum.get());
+      a.max_q_len = 4;
+      a.batch_size = static_cast<int>(kLens.size());
+      trtllm_batch_decode_with_kv_cache(rt, make_tensor(q.get(), DType::BF16, {rows, kHq, kD}), d.cache(d.dk),
+                                        d.cache(d.dv), d.ws.get(), d.ws.bytes(), a,
+                                        make_tensor(out.get(), DType::BF16, {rows, kHq, kD}));
+    };
+    out.poison();
+    call(good);
+    sync();
+    const std::vector<uint8_t> expected = out.download();
+    out.poison();
+    call(bad);
+    sync();
+    const std::vector<uint8_t> got = out.download();
+    const size_t row_bytes = size_t(kHq) * kD * 2;
+    // Requests 0-2 (rows 0-6) as in the clean run; request 3's rows (7-9) and the spare rows untouched.
+    CHECK(std::equal(got.begin(), got.begin() + 7 * row_bytes, expected.begin()));
+    CHECK(std::all_of(got.begin() + 7 * row_bytes, got.end(), [](uint8_t b) { return b == 0xFF; }));
+    const std::string msg = error_of([&] { call(good); }, Status::InvalidArgument);
+    CHECK_THAT(msg, Contains(fmt::format("cum_seq_lens_q[4]={} is not allowed: allowed 7 to 10 (request 3's", last)));
+    CHECK_NOTHROW(call(good));
+    sync();
+    CHECK_NOTHROW(rt.check(0));
+  }
+}
+
 TEST_CASE("cuDNN: actual_seq_lens_kv past max_sequence_kv is clamped and named by the next call",
           "[gpu][table_check]") {
   ATTNJIT_REQUIRE_GPU();

@@ -178,8 +178,10 @@ ATTNJIT_API attnjit_status_t attnjit_trtllm_batch_decode_with_kv_cache_v2(
  *    cum_seq_lens_q[b] .. cum_seq_lens_q[b+1], at most max_q_len (1 to 64) of
  *    them; the batch is then seq_lens' length, and num_tokens at most
  *    batch * max_q_len. q_len_per_req is 1 or max_q_len. The values are not
- *    read by the host: a request longer than max_q_len is undefined
- *    behaviour, as a bad seq_lens.
+ *    read by the host: the kernels check each request's pair of entries (a
+ *    first row in q, at most max_q_len rows, ending within q), compute and
+ *    write nothing for a request that fails, and report the first bad entry
+ *    as a bad seq_lens is (attnjit_runtime_check in attnjit.h).
  *  - bmm1_scale, bmm2_scale: NULL (options->bmm1_scale / bmm2_scale), or one
  *    float32 (shape [] or [1]) on the query's device that replaces the float:
  *    the whole softmax scale, and the output's factor. The kernels read it

@@ -138,8 +138,9 @@ struct BatchDecodeLaunchExtras {
   // [batch + 1] int32 on the device, required iff the problem has max_q_len >
   // 0 (TensorRT-LLM's cum_seq_lens_q): request b's query tokens are rows
   // cum_seq_lens_q[b] .. cum_seq_lens_q[b+1] of q, o and lse, at most
-  // max_q_len of them. Not read by the host: a longer request is undefined
-  // behaviour, as a bad seq_lens.
+  // max_q_len of them. Not read by the host: the kernels void a request
+  // whose pair of entries falls outside that (nothing computed or written)
+  // and record the first bad entry as they do a bad seq_lens (check()).
   const int32_t* cum_seq_lens_q = nullptr;
   // [tokens] int32 on the device, or null (row t at t * stride(0)): where token
   // row t of q (of out) starts, in elements; heads keep stride(1) from there

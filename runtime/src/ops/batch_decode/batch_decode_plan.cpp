@@ -261,6 +261,7 @@ void BatchDecodePlanInternals::run(const BatchDecodePlan& plan, const TensorView
   dp.group_size = static_cast<int32_t>(H / Hk);
   dp.q_len = static_cast<int32_t>(q_len);
   dp.q_indptr = extras.cum_seq_lens_q;
+  dp.q_rows = tokens;
   dp.q_row_offsets = extras.q_row_offsets;
   dp.o_row_offsets = extras.o_row_offsets;
   dp.sm_scale_factor = extras.bmm1_scale;
@@ -294,6 +295,7 @@ void BatchDecodePlanInternals::run(const BatchDecodePlan& plan, const TensorView
     mp.o_stride_token = o.strides[0];
     mp.o_stride_row = o.strides[1];
     mp.q_indptr = extras.cum_seq_lens_q;
+    mp.q_rows = tokens;
     mp.o_token_offsets = extras.o_row_offsets;
     mp.num_splits = L.uniform_splits;
     mp.rows_per_request = static_cast<int32_t>(q_len * H);
