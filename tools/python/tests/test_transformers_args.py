@@ -263,3 +263,66 @@ def test_slot_tables_page_whole_blocks_else_single_slots():
         assert torch.equal(read_back(view, table, i), cache[scattered[indptr[i]:indptr[i + 1]]].transpose(0, 1))
     refused(Status.INVALID_ARGUMENT, "read_index: 8 slots is not allowed; allowed: cu_seq_lens_k[-1] = 9",
             _pages.slot_table, torch, slots[:8], indptr, block)
+
+
+# --- what a call's arguments make of it, kept across the layers of a step ---
+
+def test_tables_built_by_torch_ops_equal_the_list_built_ones(monkeypatch):
+    for name, t, starts, end in dense_cases():
+        _, _, rows_per_request, _ = _pages.dense_layout(torch, t, t)
+        small = _pages.dense_table(torch, t.shape[2], rows_per_request, starts, end)
+        monkeypatch.setattr(_pages, "_LIST_PAGES", 0)
+        large = _pages.dense_table(torch, t.shape[2], rows_per_request, starts, end)
+        monkeypatch.undo()
+        for field in ("indptr", "indices", "last_page_len"):
+            a, b = getattr(small, field), getattr(large, field)
+            assert a.dtype == b.dtype == torch.int32 and torch.equal(a, b), (name, field)
+        assert (small.page_size, small.num_pages) == (large.page_size, large.num_pages), name
+
+
+def test_calls_of_one_layout_share_a_signature():
+    from attnjit.integrations.transformers import _attention
+
+    class Module:
+        is_causal = True
+
+    def tensors():
+        return (torch.zeros(2, 1, 4, 8, dtype=torch.bfloat16).transpose(1, 2),
+                torch.zeros(2, 2, 5, 8, dtype=torch.bfloat16), torch.zeros(2, 2, 5, 8, dtype=torch.bfloat16))
+
+    def signature(q, k, v, mask=None, scaling=0.5, module=Module()):
+        return _attention._signature(q, k, v, mask, 0.0, scaling, None, None, None, module)
+
+    first, second = tensors(), tensors()
+    assert signature(*first) == signature(*second)  # other tensors, same shapes, strides, dtypes, devices
+    assert signature(*first) != signature(first[0], first[1], first[2].transpose(2, 3).contiguous().transpose(2, 3))
+    assert signature(*first, scaling=1) != signature(*first, scaling=True)  # equal values, the check tells them apart
+    assert signature(*first, scaling=1) != signature(*first, scaling=1.0)
+    mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    before = signature(*first, mask=mask)
+    mask[0, 0, 0, 0] = False  # written in place: read again
+    assert signature(*first, mask=mask) != before
+    assert signature("query", first[1], first[2]) is None  # the checks name it
+    assert signature(*first, scaling=[0.5]) is None  # unhashable: the checks name it
+
+
+def test_a_refused_call_is_refused_again_not_kept():
+    q = torch.zeros(2, 4, 1, 8, dtype=torch.bfloat16)
+    k = torch.zeros(2, 2, 5, 8, dtype=torch.bfloat16)
+    for _ in range(2):
+        refused(Status.INVALID_ARGUMENT, "query: device cpu is not allowed", tj.attnjit_attention_forward, None, q,
+                k, k, None)
+    refused(Status.UNSUPPORTED, "output_attentions=True is not supported", tj.attnjit_attention_forward, None, q, k,
+            k, None, output_attentions=True)
+
+
+def test_launch_descriptors_point_at_each_calls_tensor():
+    from attnjit.integrations.transformers import _launch
+
+    t = torch.zeros(3, 5, 8, dtype=torch.bfloat16)
+    view = torch.zeros(4, 3, 5, 8, dtype=torch.bfloat16)[1].transpose(0, 1)  # an offset, non-contiguous view
+    d = _launch.Descriptor(torch, view.shape, view.stride(), view.dtype, torch.device("cuda", 1))
+    assert list(d.dl.shape[:3]) == list(view.shape) and list(d.dl.strides[:3]) == list(view.stride())
+    assert (d.dl.ndim, d.dl.dtype.code, d.dl.dtype.bits, d.dl.device.device_id) == (3, 4, 16, 1)
+    for x in (view, t.transpose(0, 1)):
+        assert d.point(x) == d.address and d.dl.data == x.data_ptr() and d.dl.byte_offset == 0

@@ -209,3 +209,51 @@ def test_a_custom_four_d_mask_is_honoured():
     ours = logits(model, "attnjit", ids, mask)
     assert tj.launches["prefill_custom_mask"] - before == model.config.num_hidden_layers
     assert rel(ours, sdpa, keep) <= 1.5 * rel(eager, sdpa, keep)
+
+
+def reference_decode(q, k, v, starts, scaling):
+    """float64 attention of q [batch, heads, 1, dim] over keys [starts[b], kv_len) of k / v [batch, kv_heads,
+    kv_len, dim] (GQA: query head h reads KV head h // group); [batch, 1, heads, dim]."""
+    group = q.shape[1] // k.shape[1]
+    out = torch.zeros(q.shape[0], 1, q.shape[1], q.shape[3], dtype=torch.float64, device=q.device)
+    for b, s in enumerate(starts):
+        keys = k[b, :, s:].double().repeat_interleave(group, 0)
+        values = v[b, :, s:].double().repeat_interleave(group, 0)
+        weights = torch.softmax(q[b].double() @ keys.transpose(1, 2) * scaling, dim=-1)  # [heads, 1, keys]
+        out[b] = (weights @ values).transpose(0, 1)
+    return out
+
+
+@pytest.mark.parametrize("layout", ["hnd", "nhd-storage", "left-padded"])
+def test_decode_calls_of_one_layout_each_read_their_own_tensors(layout):
+    """Layers of a step share a kept preparation and launch: each call must still read its own q, K, V and
+    write its own output (one plan for all of them)."""
+    class Module:
+        is_causal = True
+
+    batch, heads, kv_heads, dim, kv_len, scaling = 5, 8, 2, 64, 37, 0.3
+    starts = [0, 3, 10, 36, 5] if layout == "left-padded" else [0] * batch
+    mask = None
+    if layout == "left-padded":  # one mask object for all layers of a step, as transformers passes it
+        mask = (torch.arange(kv_len, device=DEVICE)[None, :] >= torch.tensor(starts, device=DEVICE)[:, None])
+        mask = mask[:, None, None, :]
+    torch.manual_seed(3)
+    before_plans, before_runs = tj.plans_made["decode"], tj.launches["decode"]
+    outputs = []
+    for _ in range(3):
+        q = torch.randn(batch, 1, heads, dim, device=DEVICE, dtype=torch.bfloat16).transpose(1, 2)
+        if layout == "nhd-storage":
+            k, v = (torch.randn(batch, kv_len, kv_heads, dim, device=DEVICE, dtype=torch.bfloat16).transpose(1, 2)
+                    for _ in range(2))
+        else:
+            k, v = (torch.randn(batch, kv_heads, kv_len, dim, device=DEVICE, dtype=torch.bfloat16) for _ in range(2))
+        with torch.no_grad():
+            out, _ = tj.attnjit_attention_forward(Module(), q, k, v, mask, dropout=0.0, scaling=scaling)
+        expected = reference_decode(q, k, v, starts, scaling)
+        assert out.shape == (batch, 1, heads, dim) and out.dtype == torch.bfloat16
+        error = ((out.double() - expected).norm() / expected.norm()).item()
+        assert error < 1e-2, f"{layout}: relative error {error:.3e}"
+        outputs.append(out)
+    assert tj.launches["decode"] - before_runs == 3
+    assert tj.plans_made["decode"] - before_plans <= 1  # one plan for the layout (none if one was kept)
+    assert not torch.equal(outputs[0], outputs[1])  # each call wrote its own output

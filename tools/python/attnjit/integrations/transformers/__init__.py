@@ -11,9 +11,9 @@ inputs (left padding, causal, sliding window, soft cap, GQA, `scaling`) in float
 what they cannot with an AttnjitError naming the argument (never another backend in their place).
 """
 
+from . import _attention, _plans
 from ._attention import attnjit_attention_forward
 from ._paged import attnjit_paged_attention_forward
-from ._plans import clear as clear_plans
 from ._plans import launches, plans_made
 
 NAME = "attnjit"
@@ -21,6 +21,12 @@ PAGED_NAME = "paged|attnjit"
 
 __all__ = ["NAME", "PAGED_NAME", "attnjit_attention_forward", "attnjit_paged_attention_forward", "clear_plans",
            "launches", "plans_made", "register"]
+
+
+def clear_plans():
+    """Drops every kept plan, preparation and workspace (their device memory goes back to torch's allocator)."""
+    _attention.clear()
+    _plans.clear()
 
 
 def register():

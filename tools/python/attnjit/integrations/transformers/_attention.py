@@ -6,10 +6,26 @@ tensors, or the projections' views) are read in place through a page table (_pag
 request at its first unpadded key. A step with one query row per request runs batch decode, any other
 batch prefill; either writes [batch * q_len, heads, head_dim], which is the [batch, q_len, heads,
 head_dim] that sdpa's integration returns. Query rows that see no key (left padding) come out 0.
+
+Host time is most of a generate() step, so what a call's arguments make of it (the checks' verdict, the
+mask's key ranges, the layout, the plan's key) is kept by everything it is read from: the layers of a step
+after the first cost a dictionary lookup and the launch.
 """
 
+import collections
+import weakref
+
 from ..._dlpack import require_torch
-from . import _checks, _mask, _pages, _plans
+from . import _checks, _launch, _mask, _pages, _plans
+
+_PREPARED_MAX = 8  # a step has a few distinct layouts (full and sliding layers); as many as _plans keeps
+_prepared = collections.OrderedDict()
+
+
+def clear():
+    """Drops every kept preparation (and the wrappers and masks its launches hold)."""
+    with _plans.LOCK:
+        _prepared.clear()
 
 
 def _plan_key(query, key, table_ranges, rows_per_request, scaling, softcap, decode):
@@ -17,11 +33,33 @@ def _plan_key(query, key, table_ranges, rows_per_request, scaling, softcap, deco
             rows_per_request, table_ranges.key(), scaling, softcap)
 
 
-def attnjit_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                              sliding_window=None, softcap=None, is_causal=None, **kwargs):
-    """transformers' attention-function contract: returns (attn_output [batch, q_len, heads, head_dim], None)."""
-    torch = require_torch()
-    _checks.not_compiling(torch)
+class _Prepared:
+    """What one signature of arguments makes of a call (see _signature)."""
+
+    __slots__ = ("mask_ref", "ranges", "decode", "copy", "rows_per_request", "row_stride", "plan_key", "plan",
+                 "keep", "launch")
+
+
+def _signature(query, key, value, attention_mask, dropout, scaling, sliding_window, softcap, is_causal, module):
+    """Everything the checks, the key ranges, the layout and the plan read from a call's arguments (types
+    beside values where an int and a bool or float would compare equal), or None for arguments that are not
+    all tensors (the checks then name the one that is not)."""
+    try:
+        tensors = (query.shape, query.stride(), query.dtype, query.device, key.shape, key.stride(), key.dtype,
+                   key.device, value.shape, value.stride(), value.dtype, value.device)
+        mask = None if attention_mask is None else (id(attention_mask), attention_mask._version)
+        options = (dropout, type(dropout), scaling, type(scaling), sliding_window, type(sliding_window), softcap,
+                   type(softcap), is_causal, getattr(module, "is_causal", True))
+        signature = (tensors, mask, options)
+        hash(signature)  # an unhashable option: no signature (the checks refuse it by name)
+        return signature
+    except (AttributeError, TypeError):
+        return None
+
+
+def _prepare(torch, module, query, key, value, attention_mask, dropout, scaling, sliding_window, softcap, is_causal,
+             kwargs):
+    """The checks and everything the plan needs, for a signature seen for the first time."""
     _checks.tensors(torch, query, key, value, "[batch, heads, seq_len, head_dim]")
     batch, heads, q_len, head_dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]
@@ -30,32 +68,78 @@ def attnjit_attention_forward(module, query, key, value, attention_mask, dropout
     scaling, window, softcap = _checks.options(dropout, scaling, sliding_window, softcap, head_dim, kwargs)
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     ranges = _mask.key_ranges(torch, attention_mask, batch, q_len, kv_len, causal, window)
-    key, value, rows_per_request, row_stride = _pages.dense_layout(torch, key, value)
-    decode = q_len == 1 and ranges.custom is None
-    with _plans.LOCK:
-        plan_key = _plan_key(query, key, ranges, rows_per_request, scaling, softcap, decode)
-        window_left = -1 if ranges.window is None or ranges.custom is not None else ranges.window - 1
-        common = dict(window_left=window_left, logits_soft_cap=softcap, sm_scale=scaling,
-                      q_data_type=query.dtype, kv_data_type=key.dtype)
+    laid_key, laid_value, rows_per_request, row_stride = _pages.dense_layout(torch, key, value)
+    p = _Prepared()
+    p.mask_ref = None if attention_mask is None else weakref.ref(attention_mask)
+    p.ranges = ranges
+    p.decode = decode = q_len == 1 and ranges.custom is None
+    p.copy = laid_key is not key
+    p.rows_per_request, p.row_stride = rows_per_request, row_stride
+    p.plan_key = _plan_key(query, laid_key, ranges, rows_per_request, scaling, softcap, decode)
+    p.keep = () if ranges.custom is None else (ranges.custom,)
+    p.launch = None
+    window_left = -1 if ranges.window is None or ranges.custom is not None else ranges.window - 1
+    common = dict(window_left=window_left, logits_soft_cap=softcap, sm_scale=scaling, q_data_type=query.dtype,
+                  kv_data_type=key.dtype)
 
-        def plan(wrapper):  # host work, on a miss only: the table, then attnjit's plan of it
-            table = _pages.dense_table(torch, kv_len, rows_per_request, ranges.starts, ranges.end)
-            if decode:
-                wrapper.plan(table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
-                             table.page_size, **common)
-            else:
-                qo_indptr = torch.arange(batch + 1, dtype=torch.int32) * q_len
-                wrapper.plan(qo_indptr, table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
-                             table.page_size, causal=ranges.causal, custom_mask=ranges.custom, **common)
-            return table.page_size, table.num_pages
-
-        keep = () if ranges.custom is None else (ranges.custom,)
-        wrapper, pages = _plans.planned(torch, "decode" if decode else "prefill", plan_key, query.device, plan, keep)
-        kv = (_pages.dense_view(torch, key, pages, row_stride), _pages.dense_view(torch, value, pages, row_stride))
+    def plan(wrapper):  # host work, on a miss only: the table, then attnjit's plan of it
+        table = _pages.dense_table(torch, kv_len, rows_per_request, ranges.starts, ranges.end)
         if decode:
-            out = wrapper.run(query[:, :, 0], kv)
-            _plans.launches["decode"] += 1
+            wrapper.plan(table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
+                         table.page_size, **common)
         else:
-            out = wrapper.run(query.transpose(1, 2).reshape(batch * q_len, heads, head_dim), kv)
-            _plans.launches["prefill" if ranges.custom is None else "prefill_custom_mask"] += 1
+            qo_indptr = torch.arange(batch + 1, dtype=torch.int32) * q_len
+            wrapper.plan(qo_indptr, table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
+                         table.page_size, causal=ranges.causal, custom_mask=ranges.custom, **common)
+        return table.page_size, table.num_pages
+
+    p.plan = plan
+    return p
+
+
+def _prepared_for(torch, module, query, key, value, attention_mask, dropout, scaling, sliding_window, softcap,
+                  is_causal, kwargs):
+    signature = _signature(query, key, value, attention_mask, dropout, scaling, sliding_window, softcap, is_causal,
+                           module)
+    if signature is not None:
+        p = _prepared.get(signature)
+        # A mask is known by its identity: the weak reference tells the same live mask from a new one at its address.
+        if p is not None and (p.mask_ref is None or p.mask_ref() is attention_mask):
+            _prepared.move_to_end(signature)
+            return p
+    p = _prepare(torch, module, query, key, value, attention_mask, dropout, scaling, sliding_window, softcap,
+                 is_causal, kwargs)
+    if signature is not None:
+        _prepared[signature] = p
+        if len(_prepared) > _PREPARED_MAX:
+            _prepared.popitem(last=False)
+    return p
+
+
+def attnjit_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                              sliding_window=None, softcap=None, is_causal=None, **kwargs):
+    """transformers' attention-function contract: returns (attn_output [batch, q_len, heads, head_dim], None)."""
+    torch = require_torch()
+    _checks.not_compiling(torch)
+    if kwargs:
+        _checks.model_kwargs(kwargs)
+    with _plans.LOCK:
+        p = _prepared_for(torch, module, query, key, value, attention_mask, dropout, scaling, sliding_window, softcap,
+                          is_causal, kwargs)
+        _checks.grad(torch, query)
+        batch, heads, q_len, head_dim = query.shape
+        if p.copy:
+            key, value = key.contiguous(), value.contiguous()
+        wrapper, pages = _plans.planned(torch, "decode" if p.decode else "prefill", p.plan_key, query.device, p.plan,
+                                        p.keep)
+        if p.decode:
+            if p.launch is None or not p.launch.matches(wrapper):
+                p.launch = _launch.DecodeLaunch(torch, wrapper, query[:, :, 0],
+                                                _pages.dense_view(torch, key, pages, p.row_stride),
+                                                _pages.dense_view(torch, value, pages, p.row_stride))
+            _plans.launches["decode"] += 1
+            return p.launch(torch, query, key, value), None
+        kv = (_pages.dense_view(torch, key, pages, p.row_stride), _pages.dense_view(torch, value, pages, p.row_stride))
+        out = wrapper.run(query.transpose(1, 2).reshape(batch * q_len, heads, head_dim), kv)
+        _plans.launches["prefill" if p.ranges.custom is None else "prefill_custom_mask"] += 1
     return out.view(batch, q_len, heads, head_dim), None

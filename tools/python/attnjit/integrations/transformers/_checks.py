@@ -33,9 +33,7 @@ def tensors(torch, query, key, value, layout):
     for name, t in (("key", key), ("value", value)):
         if t.dtype != query.dtype:
             raise invalid_argument(f"{name}: dtype {t.dtype} is not allowed; allowed: {query.dtype} (the query's)")
-    if query.requires_grad and torch.is_grad_enabled():
-        raise unsupported("query.requires_grad=True is not supported: attnjit computes attention without a "
-                          "backward pass; allowed: inference (torch.no_grad() / torch.inference_mode())")
+    grad(torch, query)
     d = query.shape[-1]
     if key.shape[-1] != d or value.shape[-1] != d:
         raise unsupported(f"value: head_dim {value.shape[-1]} (key {key.shape[-1]}) is not supported with query "
@@ -64,18 +62,29 @@ def not_compiling(torch):
                           "default_compile_level=0))")
 
 
-def options(dropout, scaling, sliding_window, softcap, head_dim, kwargs):
-    """(sm_scale, window or None, soft cap or None) from the attention call's options; refuses dropout and
-    the model kwargs attnjit does not compute (_REFUSED_KWARGS, output_attentions=True)."""
-    if dropout is None or not isinstance(dropout, (int, float)) or dropout != 0:
-        raise unsupported(f"dropout={short(dropout)} is not supported: attnjit computes inference attention; "
-                          "allowed: 0.0 (model.eval())")
+def model_kwargs(kwargs):
+    """Refuses the model kwargs attnjit does not compute (_REFUSED_KWARGS, output_attentions=True)."""
     for name, what in _REFUSED_KWARGS.items():
         if kwargs.get(name) is not None:
             raise unsupported(f"{name}={short(kwargs[name])} is not supported: {what}; allowed: None")
     if kwargs.get("output_attentions"):
         raise unsupported("output_attentions=True is not supported: attnjit never forms the attention weights; "
                           "allowed: False (use attn_implementation='eager' to read them)")
+
+
+def grad(torch, query):
+    if query.requires_grad and torch.is_grad_enabled():
+        raise unsupported("query.requires_grad=True is not supported: attnjit computes attention without a "
+                          "backward pass; allowed: inference (torch.no_grad() / torch.inference_mode())")
+
+
+def options(dropout, scaling, sliding_window, softcap, head_dim, kwargs):
+    """(sm_scale, window or None, soft cap or None) from the attention call's options; refuses dropout and
+    the model kwargs attnjit does not compute (_REFUSED_KWARGS, output_attentions=True)."""
+    if dropout is None or not isinstance(dropout, (int, float)) or dropout != 0:
+        raise unsupported(f"dropout={short(dropout)} is not supported: attnjit computes inference attention; "
+                          "allowed: 0.0 (model.eval())")
+    model_kwargs(kwargs)
     if scaling is None:
         scaling = 1.0 / math.sqrt(head_dim)
     elif isinstance(scaling, bool) or not isinstance(scaling, (int, float)) or not math.isfinite(scaling) \

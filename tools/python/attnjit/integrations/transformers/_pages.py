@@ -25,18 +25,34 @@ class PageTable:
         self.page_size, self.num_pages = page_size, num_pages
 
 
+# Up to this many pages a table is built in Python lists (a handful of small torch ops cost more host time
+# than the loop); larger ones with torch's vector ops.
+_LIST_PAGES = 4096
+
+
 def _runs(torch, first_page, lengths, page_size):
     """The table of requests whose keys fill pages first_page[i], first_page[i] + 1, ... (lengths[i] keys)."""
-    lengths = torch.as_tensor(lengths, dtype=torch.int64)
-    pages = (lengths + page_size - 1) // page_size
-    indptr = torch.zeros(len(lengths) + 1, dtype=torch.int64)
-    indptr[1:] = torch.cumsum(pages, 0)
-    total = int(indptr[-1])
-    within = torch.arange(total, dtype=torch.int64) - torch.repeat_interleave(indptr[:-1], pages)
-    indices = torch.repeat_interleave(torch.as_tensor(first_page, dtype=torch.int64), pages) + within
-    last = lengths - (pages - 1) * page_size
-    num_pages = int(indices.max()) + 1 if total else 1
-    return PageTable(indptr.to(torch.int32), indices.to(torch.int32), last.to(torch.int32), page_size, num_pages)
+    lengths = [int(n) for n in lengths]
+    pages = [-(-n // page_size) for n in lengths]
+    total = sum(pages)
+    last = [n - (p - 1) * page_size for n, p in zip(lengths, pages)]
+    indptr = [0]
+    for p in pages:
+        indptr.append(indptr[-1] + p)
+    if total <= _LIST_PAGES:
+        indices = [f + j for f, p in zip(first_page, pages) for j in range(p)]
+        num_pages = max(indices) + 1 if total else 1
+        indices = torch.tensor(indices, dtype=torch.int32)
+    else:
+        counts = torch.tensor(pages, dtype=torch.int64)
+        within = torch.arange(total, dtype=torch.int64) - torch.repeat_interleave(
+            torch.tensor(indptr[:-1], dtype=torch.int64), counts, output_size=total)
+        indices = torch.repeat_interleave(torch.tensor(list(first_page), dtype=torch.int64), counts,
+                                          output_size=total) + within
+        num_pages = int(indices.max()) + 1
+        indices = indices.to(torch.int32)
+    return PageTable(torch.tensor(indptr, dtype=torch.int32), indices, torch.tensor(last, dtype=torch.int32),
+                     page_size, num_pages)
 
 
 def _row_strides(t):

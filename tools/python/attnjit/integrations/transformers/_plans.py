@@ -34,15 +34,15 @@ def planned(torch, kind, key, device, plan, keep_alive=()):
     """(wrapper, what plan returned) for `key`: the wrapper of `kind` ("prefill" / "decode") kept for it, or
     the least recently used one planned again by plan(wrapper). keep_alive: objects whose identity the key
     holds (kept with it, so no other object takes their id meanwhile)."""
-    from ...batch_decode import BatchDecodeWithPagedKVCacheWrapper
-    from ...batch_prefill import BatchPrefillWithPagedKVCacheWrapper
-
     cache = _plans[kind]
     key = (device, key)
     entry = cache.get(key)
     if entry is not None:
         cache.move_to_end(key)
         return entry[0], entry[1]
+    from ...batch_decode import BatchDecodeWithPagedKVCacheWrapper
+    from ...batch_prefill import BatchPrefillWithPagedKVCacheWrapper
+
     if len(cache) >= _MAX_PLANS:
         wrapper = cache.popitem(last=False)[1][0]
     else:
