@@ -28,7 +28,8 @@ if [[ " $PARTS " == *" bench "* ]]; then
   # shellcheck disable=SC2086
   timeout 200 python3 tools/bench/transformers_generate.py --out "$RESULTS/transformers_generate.json" \
     ${BENCH_ARGS:-} >"$OUT/transformers_bench.log" 2>&1 || status=1
-  grep -E "tok/s|wrote|Error|error" "$OUT/transformers_bench.log" | tail -n 10
+  grep -E "tok/s|warm-up|skipped|attention call|^generate:|^continuous_batching:|wrote|Error|error" \
+    "$OUT/transformers_bench.log" | tail -n 30
   [ -f "$RESULTS/transformers_generate.json" ] && keep_result "$RESULTS/transformers_generate.json"
 fi
 exit $status
