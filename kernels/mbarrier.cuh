@@ -37,6 +37,12 @@ struct MBarrier {
           : "memory");
     } while (!done);
   }
+  // The same for a whole warp, which leaves converged (the .aligned
+  // instructions after it, wgmma and named barriers, need every lane).
+  ATTNJIT_DEVICE void wait_warp(uint32_t parity) const {
+    wait(parity);
+    __syncwarp();
+  }
 };
 
 // Makes barrier initialization visible to the async proxy (TMA's complete_tx)

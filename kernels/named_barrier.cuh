@@ -8,13 +8,15 @@
 
 namespace attnjit {
 
-// Waits until `threads` threads (whole warps) have reached barrier `id`, this one's included.
+// Waits until `threads` threads (whole warps) have reached barrier `id`,
+// this one's included. Not .aligned (bar.sync is): a warp may arrive
+// diverged, e.g. from an mbarrier spin (compute-sanitizer synccheck).
 ATTNJIT_DEVICE void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 // Counts this warp towards barrier `id` without waiting.
 ATTNJIT_DEVICE void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // The warpgroup's registers per thread from here on (a multiple of 8 in

@@ -48,7 +48,10 @@ struct PrefillWsTraits {
   static constexpr int kThreads = kernels::prefill_ws_threads();
   static constexpr int kRowsPerGroup = 64;
   static constexpr int kTileQ = kernels::prefill_ws_tile_q();
-  static constexpr int kTileKV = kernels::prefill_ws_tile_kv(HeadDim);
+  using KVSource = KVSourceT<KVT>;
+  static constexpr bool kTma = KVTma<KVSource>::kTma;
+  static constexpr int kTileKV =
+      kernels::prefill_ws_tile_kv(HeadDim, kernels::prefill_ws_plain(MaskMode, Window, SoftCap, PosMode, kTma));
   static constexpr int kStages = Stages;
   static constexpr int kLanesPerRow = HeadDim / 8;  // a thread copies one 16-byte slice of a row
   static constexpr int kRowsPerPass = 128 / kLanesPerRow;  // a warpgroup's rows per copy pass
@@ -58,9 +61,7 @@ struct PrefillWsTraits {
   static constexpr bool kWindow = Window;
   using q_t = QT;
   using o_t = OT;
-  using KVSource = KVSourceT<KVT>;
   using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, Window>;
-  static constexpr bool kTma = KVTma<KVSource>::kTma;
   // 128 x 24 + 256 x 240 registers (gather: 40 and 232) fit the SM's 64K.
   static constexpr int kProducerRegs = kTma ? 24 : 40;
   static constexpr int kConsumerRegs = kTma ? 240 : 232;
@@ -226,6 +227,7 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
     auto release = [&](const MBarrier& b) {
       __syncwarp();
       if (lane == 0) b.arrive();
+      __syncwarp();
     };
 
     frag_c s[kTKV / 8];
@@ -275,7 +277,7 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
     float shrink[2];
     {
       const Slot first(ring);
-      sm.full_k(first.stage).wait(first.parity);
+      sm.full_k(first.stage).wait_warp(first.parity);
       turn_begin();
       wgmma_fence();
       issue_qk(0);
@@ -288,8 +290,8 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
     }
     for (int it = 1; it < n_tiles; ++it) {
       const Slot cur(ring + it), prev(ring + it - 1);
-      sm.full_k(cur.stage).wait(cur.parity);
-      sm.full_v(prev.stage).wait(prev.parity);
+      sm.full_k(cur.stage).wait_warp(cur.parity);
+      sm.full_v(prev.stage).wait_warp(prev.parity);
       turn_begin();
       wgmma_fence();
       issue_qk(it);
@@ -307,7 +309,7 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
     }
     {
       const Slot last(ring + n_tiles - 1);
-      sm.full_v(last.stage).wait(last.parity);
+      sm.full_v(last.stage).wait_warp(last.parity);
       turn_begin();
       wgmma_fence();
       issue_pv(n_tiles - 1);

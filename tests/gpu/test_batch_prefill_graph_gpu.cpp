@@ -143,7 +143,7 @@ Errors compare(const Pool& pool, const GraphPlan& g, const PlanArrays& a, const 
 
 }  // namespace
 
-TEST_CASE("batch prefill in CUDA-graph mode replays correctly after new plans", "[gpu][prefill][batch][graph]") {
+TEST_CASE("batch prefill in CUDA-graph mode replays correctly after new plans", "[gpu][prefill][batch][graph][fa3_ws]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
   // The planner's choice, and the warp-specialized Hopper skeleton by name (its own item loop).

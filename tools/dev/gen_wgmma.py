@@ -8,7 +8,7 @@ in beside this script (rerun it after editing, never edit the header).
 """
 
 TYPES = {"f16": "f16", "bf16": "bf16"}
-NS = (64, 128, 256)
+NS = (64, 128, 176, 256)
 
 
 def regs(first, count):

@@ -20,7 +20,7 @@ fi
 if [ -z "${SKIP_SANITIZE:-}" ]; then
   echo "== compute-sanitizer [fa3_ws_small]"
   for tool in memcheck racecheck synccheck; do
-    timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests "[fa3_ws_small]" \
+    timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool "$tool" --error-exitcode 9 .gpu/attnjit_tests "[fa3_ws_small]" \
       >"$OUT/$tool.log" 2>&1 || status=1
     echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -n 1) $(grep -E 'test cases' "$OUT/$tool.log" | tail -n 1)"
   done
