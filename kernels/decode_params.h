@@ -63,6 +63,11 @@ struct DecodeParams {
   // that a row stays inside its tensor.
   const int32_t* q_row_offsets;
   const int32_t* o_row_offsets;
+  // With them: the largest offset a row may have (its heads and dims inside
+  // the tensor) and the step offsets keep (16-byte rows). The kernels void
+  // and record a request whose offset is outside (decode_queries.cuh).
+  int64_t q_row_offset_max, o_row_offset_max;
+  int32_t q_row_offset_step, o_row_offset_step;
   // TensorRT-LLM's bmm1_scale / bmm2_scale given as device float32 tensors:
   // null, or one float each that multiplies var.sm_scale / var.v_scale (the
   // host then leaves only the factors it folds in itself there, 1 for

@@ -59,6 +59,30 @@ struct DecodeQueryRows {
       q_first = int64_t(request) * max_q_len;
       q_len = max_q_len;
     }
+    if ((p.q_row_offsets || p.o_row_offsets) && !row_offsets_ok(p)) {
+      q_first = 0;
+      q_len = 0;
+    }
+  }
+
+  // cuDNN's batch offsets of the request's rows: each inside its tensor and
+  // on its step; the first bad one is recorded. Once per CTA, where given.
+  ATTNJIT_DEVICE bool row_offsets_ok(const kernels::DecodeParams& p) const {
+    for (int t = 0; t < q_len; ++t) {
+      const int64_t row = q_first + t;
+      for (int side = 0; side < 2; ++side) {
+        const int32_t* offsets = side ? p.o_row_offsets : p.q_row_offsets;
+        if (!offsets) continue;
+        const int64_t most = side ? p.o_row_offset_max : p.q_row_offset_max;
+        const int32_t step = side ? p.o_row_offset_step : p.q_row_offset_step;
+        const int32_t at = offsets[row];
+        if (at < 0 || at > most || at % step != 0) {
+          report_table_fault(p.kv.check, kernels::kFaultRowOffset, p.kv.check_names, side, row, step, at, 0, most);
+          return false;
+        }
+      }
+    }
+    return true;
   }
 
   // A token tile past the request's last token: the CTA has nothing to do.

@@ -62,7 +62,12 @@ ATTNJIT_DEVICE bool merge_row_output(const kernels::MergeParams& p, int row, int
   } else {
     token = int64_t(request) * (rows_per_request / p.heads_per_token) + t;
   }
-  at.out = (p.o_token_offsets ? int64_t(p.o_token_offsets[token]) : token * p.o_stride_token) + h * p.o_stride_row;
+  int64_t row_at = token * p.o_stride_token;
+  if (p.o_token_offsets) {
+    row_at = p.o_token_offsets[token];
+    if (row_at < 0 || row_at > p.o_token_offset_max || row_at % p.o_token_offset_step != 0) return false;
+  }
+  at.out = row_at + h * p.o_stride_row;
   at.lse_out = token * p.heads_per_token + h;
   at.head = h;
   return true;

@@ -50,6 +50,11 @@ struct MergeParams {
   int64_t q_rows;            // with q_indptr: o's token rows; a request whose rows fall outside is not written
   const int32_t* o_token_offsets;  // heads_per_token > 0: token row t of o at this element offset, or null
                                    // (t * o_stride_token): cuDNN's ragged batch_offsets_o
+  // With o_token_offsets: the largest offset and the step a row's keeps; the
+  // decode kernel voids (and records) a request whose offset is outside, and
+  // the merge writes nothing for it.
+  int64_t o_token_offset_max;
+  int32_t o_token_offset_step;
 };
 
 }  // namespace kernels

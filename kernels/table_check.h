@@ -31,6 +31,10 @@ enum TableFault : int32_t {
   // outside [low, high], the rows after the request's first entry (at most
   // max_q_len of them, within q's rows; index1: the request).
   kFaultQueryIndptr = 7,
+  // cuDNN's ragged batch offsets: row index0's offset outside [low, high]
+  // (its heads and dims inside the tensor) or off the step index1 (16-byte
+  // rows); side 0 q's (batch_offsets_q), 1 the output's (batch_offsets_o).
+  kFaultRowOffset = 8,
 };
 
 // Whose names the message uses: the kernels cannot tell the entry points

@@ -91,6 +91,14 @@ std::string describe_table_fault(const TableCheckRecord& r) {
       return fmt::format("cum_seq_lens_q[{}]={} is not allowed: allowed {} to {} (request {}'s query rows start at "
                          "cum_seq_lens_q[{}], number at most max_q_len and end within the query's rows)",
                          r.index0, r.value, r.low, r.high, r.index1, r.index1);
+    case kernels::kFaultRowOffset: {
+      const bool cudnn = r.names == kernels::kNamesCudnn;
+      const char* array = r.side == 1 ? (cudnn ? "batch_offsets_o" : "o_row_offsets")
+                                      : (cudnn ? "batch_offsets_q" : "q_row_offsets");
+      return fmt::format("{}[{}]={} is not allowed: allowed 0 to {} in steps of {} (row {} with its heads inside {}, "
+                         "16-byte aligned)",
+                         array, r.index0, r.value, r.high, r.index1, r.index0, r.side == 1 ? "out" : "q");
+    }
     default:
       return fmt::format("a device table held a value outside what is allowed (fault code {}, entry {}, value {})",
                          r.fault, r.index0, r.value);

@@ -114,6 +114,19 @@ TEST_CASE("speculative decode's cum_seq_lens_q names the entry, the request and 
              Contains("cum_seq_lens_q[1]=99 is not allowed: allowed 0 to 4"));
 }
 
+TEST_CASE("cuDNN's batch offsets name the array, the row, the value and the offsets allowed", "[table_check]") {
+  using namespace kernels;
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultRowOffset, kNamesCudnn, 0, 2, 8, 4096, 0, 3072)),
+             Equals("batch_offsets_q[2]=4096 is not allowed: allowed 0 to 3072 in steps of 8 (row 2 with its heads "
+                    "inside q, 16-byte aligned)"));
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultRowOffset, kNamesCudnn, 1, 0, 8, 1028, 0, 3072)),
+             Equals("batch_offsets_o[0]=1028 is not allowed: allowed 0 to 3072 in steps of 8 (row 0 with its heads "
+                    "inside out, 16-byte aligned)"));
+  // The C++ BatchDecodeLaunchExtras names them as its fields.
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultRowOffset, kNamesBlockTable, 1, 3, 4, -4, 0, 64)),
+             Contains("o_row_offsets[3]=-4 is not allowed"));
+}
+
 TEST_CASE("a written record is raised once as INVALID_ARGUMENT with where it was found, then cleared",
           "[table_check]") {
   TableCheckRecord r = fault(kernels::kFaultPageId, kernels::kNamesTrtllm, -1, 3, 7, 1234, 0, 999);

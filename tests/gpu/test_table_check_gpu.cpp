@@ -1,6 +1,8 @@
 // Device-resident tables checked without a sync (issue 29, item 4): a
 // block-table entry past the cache, a seq_len past max_seq_len, cuDNN's
-// actual_seq_lens_kv past max_sequence_kv, a FlashInfer wrapper's fixed
+// actual_seq_lens_kv past max_sequence_kv, TensorRT-LLM's cum_seq_lens_q and
+// cuDNN's batch offsets outside their tensors (the request is voided: its
+// rows are not written), a FlashInfer wrapper's fixed
 // indices buffer overwritten before a CUDA-graph replay, a paged prefill's
 // likewise, and an append with a page id past the cache. Each: the call
 // returns (no fault: compute-sanitizer memcheck finds no read outside the
@@ -278,6 +280,61 @@ TEST_CASE("cuDNN: actual_seq_lens_kv past max_sequence_kv is clamped and named b
   CHECK_NOTHROW(call(good));
   sync();
   CHECK_NOTHROW(rt.check(0));
+}
+
+TEST_CASE("cuDNN: a batch offset outside q or out, or off its 16-byte step, voids that request and is named next",
+          "[gpu][table_check]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  cuda::ScopedDevice scope(0);
+  const int64_t row = int64_t(kHq) * kD;
+  // Two batch sizes (the planner may split one and not the other: then both writers of out, the decode
+  // kernel and the merge kernel, meet the bad offset).
+  for (const std::vector<int32_t>& lens : {kLens, std::vector<int32_t>(64, 700)}) {
+    const int64_t batch = static_cast<int64_t>(lens.size()), most = (batch - 1) * row;
+    std::vector<int32_t> good(batch + 1);  // cuDNN's cumulative form: request b's row at b * H * D
+    for (int64_t b = 0; b <= batch; ++b) good[b] = static_cast<int32_t>(b * row);
+    const struct {
+      bool on_out;
+      int64_t value;
+    } cases[] = {{false, batch * row}, {true, -8}, {true, row + 4}};
+    for (const auto& c : cases) {
+      const std::string expect = fmt::format("{}[{}]={} is not allowed: allowed 0 to {} in steps of 8",
+                                             c.on_out ? "batch_offsets_o" : "batch_offsets_q", kBad, c.value, most);
+      INFO(expect);
+      Decode d(lens, KVLayout::HND, 35);
+      std::vector<int32_t> bad = good;
+      bad[kBad] = static_cast<int32_t>(c.value);
+      const DeviceBuffer table = upload_ints(d.b.table), dlens = upload_ints(lens), dgood = upload_ints(good),
+                         dbad = upload_ints(bad);
+      auto call = [&](const DeviceBuffer& q_offsets, const DeviceBuffer& o_offsets) {
+        CudnnDecodeArgs a;
+        a.scale = 1.f / std::sqrt(float(kD));
+        a.max_sequence_kv = 1000;
+        a.actual_seq_lens_kv = static_cast<const int32_t*>(dlens.get());
+        a.block_tables = static_cast<const int32_t*>(table.get());
+        a.max_pages_per_seq = d.b.max_pages;
+        a.batch_offsets_q = static_cast<const int32_t*>(q_offsets.get());
+        a.batch_offsets_o = static_cast<const int32_t*>(o_offsets.get());
+        cudnn_batch_decode_with_kv_cache(rt, d.q(), d.cache(d.dk), d.cache(d.dv), d.ws.get(), d.ws.bytes(), a,
+                                         d.out());
+      };
+      d.dout.poison();
+      call(c.on_out ? dgood : dbad, c.on_out ? dbad : dgood);
+      sync();
+      d.check_outputs(kBad);
+      const auto out = d.dout.download();
+      const size_t bytes = size_t(row) * 2;
+      CHECK(std::all_of(out.begin() + kBad * bytes, out.begin() + (kBad + 1) * bytes,
+                        [](uint8_t b) { return b == 0xFF; }));  // the voided request's row: not written
+      const std::string msg = error_of([&] { call(dgood, dgood); }, Status::InvalidArgument);
+      CHECK_THAT(msg, Contains(expect));
+      CHECK_NOTHROW(call(dgood, dgood));
+      sync();
+      d.check_outputs(-1);
+      CHECK_NOTHROW(rt.check(0));
+    }
+  }
 }
 
 TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a replay are named by check() and plan()",

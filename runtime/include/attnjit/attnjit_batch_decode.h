@@ -241,10 +241,12 @@ ATTNJIT_API attnjit_status_t attnjit_cudnn_batch_decode_with_kv_cache(
  *    bytes, from q's (out's) data pointer (byte_offset applied) to request
  *    b's row; head h of that row is at that offset + h * stride(1). The two
  *    are independent: either may be NULL.
- *  - The offsets are device data the host does not read: an offset that puts
- *    a row outside q's (out's) memory, or misaligns it, is undefined
- *    behaviour, like a bad block table. Output rows that overlap give
- *    unspecified results.
+ *  - The offsets are device data the host does not read: the kernels check
+ *    each (0 to (batch_size - 1) * stride(0), a multiple of 16 bytes), and a
+ *    request whose row would leave q (out), or is misaligned, is neither
+ *    computed nor written; the first such offset is reported as a bad block
+ *    table is (attnjit_runtime_check in attnjit.h). Output rows that overlap
+ *    give unspecified results.
  * cuDNN's batch_offsets_k / batch_offsets_v have no parameter: they address
  * a non-paged cache, and this function takes K and V as pages through
  * block_tables. */

@@ -144,7 +144,9 @@ struct BatchDecodeLaunchExtras {
   const int32_t* cum_seq_lens_q = nullptr;
   // [tokens] int32 on the device, or null (row t at t * stride(0)): where token
   // row t of q (of out) starts, in elements; heads keep stride(1) from there
-  // (cuDNN's ragged batch_offsets_q / batch_offsets_o). Not read by the host.
+  // (cuDNN's ragged batch_offsets_q / batch_offsets_o). Not read by the host:
+  // the kernels void a request whose row would leave its tensor, or is not
+  // 16-byte aligned, and record the first such offset (check()).
   const int32_t* q_row_offsets = nullptr;
   const int32_t* o_row_offsets = nullptr;
   // One float32 each on the device, or null: factors of the planned sm_scale
@@ -352,7 +354,8 @@ struct CudnnDecodeArgs {
   // Ragged offsets, int32 on the device, [batch] or cuDNN's cumulative [batch + 1]
   // (only the first batch entries are read): request b's q (out) row starts at
   // element batch_offsets_q[b] (batch_offsets_o[b]) instead of b * stride(0).
-  // Not read by the host: an offset outside the tensor is undefined behaviour.
+  // Not read by the host: a row outside its tensor or off 16-byte alignment
+  // is not computed or written, and the next call names the offset.
   const int32_t* batch_offsets_q = nullptr;
   const int32_t* batch_offsets_o = nullptr;
   // K / V come paged through block_tables, where a per-request element offset

@@ -264,6 +264,11 @@ void BatchDecodePlanInternals::run(const BatchDecodePlan& plan, const TensorView
   dp.q_rows = tokens;
   dp.q_row_offsets = extras.q_row_offsets;
   dp.o_row_offsets = extras.o_row_offsets;
+  // A row at offset x spans x .. x + (H - 1) * stride(1) + D: inside the tensor while x <= (tokens - 1) * stride(0).
+  dp.q_row_offset_max = (tokens - 1) * q.strides[0];
+  dp.o_row_offset_max = (tokens - 1) * o.strides[0];
+  dp.q_row_offset_step = static_cast<int32_t>(16 / dtype_size(P.q_dtype));
+  dp.o_row_offset_step = static_cast<int32_t>(16 / dtype_size(P.o_dtype));
   dp.sm_scale_factor = extras.bmm1_scale;
   dp.v_scale_factor = extras.bmm2_scale;
   ops::check_draft_mask(P, extras.draft_mask, extras.draft_mask_row_words);
@@ -297,6 +302,8 @@ void BatchDecodePlanInternals::run(const BatchDecodePlan& plan, const TensorView
     mp.q_indptr = extras.cum_seq_lens_q;
     mp.q_rows = tokens;
     mp.o_token_offsets = extras.o_row_offsets;
+    mp.o_token_offset_max = dp.o_row_offset_max;
+    mp.o_token_offset_step = dp.o_row_offset_step;
     mp.num_splits = L.uniform_splits;
     mp.rows_per_request = static_cast<int32_t>(q_len * H);
     mp.num_rows = static_cast<int32_t>(L.merge->shape.grid[0]);  // every row of batch_size requests
