@@ -322,6 +322,7 @@ TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 re
   BatchCase custom;
   custom.qo_lens = {130, 20};
   custom.kv_lens = {400, 260};
+  custom.causal = true;  // the reference's mask: the custom one equals it
   custom.custom_causal = true;
   custom.page_size = 16;
   cases.push_back(custom);
