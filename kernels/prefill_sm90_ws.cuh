@@ -50,8 +50,7 @@ struct PrefillWsTraits {
   static constexpr int kTileQ = kernels::prefill_ws_tile_q();
   using KVSource = KVSourceT<KVT>;
   static constexpr bool kTma = KVTma<KVSource>::kTma;
-  static constexpr int kTileKV =
-      kernels::prefill_ws_tile_kv(HeadDim, kernels::prefill_ws_plain(MaskMode, Window, SoftCap, PosMode, kTma));
+  static constexpr int kTileKV = kernels::prefill_ws_tile_kv(HeadDim, MaskMode, Window, SoftCap, PosMode, kTma);
   static constexpr int kStages = Stages;
   static constexpr int kLanesPerRow = HeadDim / 8;  // a thread copies one 16-byte slice of a row
   static constexpr int kRowsPerPass = 128 / kLanesPerRow;  // a warpgroup's rows per copy pass
@@ -137,15 +136,27 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
     const int dim0 = (tid % Tr::kLanesPerRow) * 8, row_in_pass = tid / Tr::kLanesPerRow;
     const auto kv_slice = kv.slice(w.kv_head, dim0);
     const bool one_page = kv_slice.runs_in_page(Tr::kKVPasses);
+    // A thread's rows within one page (the usual page sizes): one lookup and
+    // strides, unrolled; else a row at a time, each looked up (kept rolled:
+    // unrolled, its lookups took more registers than the producer keeps).
     auto gather = [&](const KVTile& tile, int base, bool keys) {
-      KVRowAddress at;
+      const int r0 = row_in_pass * Tr::kKVPasses;
+      if (one_page) {
+        KVRowAddress at = kv_slice.row(base + r0 < e.kv_len ? base + r0 : 0);
 #pragma unroll
-      for (int s = 0; s < Tr::kKVPasses; ++s) {
-        const int r = row_in_pass * Tr::kKVPasses + s, j = base + r;
-        const bool valid = j < e.kv_len;  // rows past the sequence read as zeros
-        if (s == 0) at = kv_slice.row(valid ? j : 0);
-        else at = one_page ? kv_slice.step(at) : kv_slice.next(at, j - 1, valid);
-        cp_async_16(tile.at(r, dim0), keys ? at.k : at.v, valid);
+        for (int s = 0; s < Tr::kKVPasses; ++s) {
+          const bool valid = base + r0 + s < e.kv_len;  // rows past the sequence read as zeros
+          cp_async_16(tile.at(r0 + s, dim0), keys ? at.k : at.v, valid);
+          at = kv_slice.step(at);
+        }
+      } else {
+#pragma unroll 1
+        for (int s = 0; s < Tr::kKVPasses; ++s) {
+          const int j = base + r0 + s;
+          const bool valid = j < e.kv_len;
+          const KVRowAddress at = kv_slice.row(valid ? j : 0);
+          cp_async_16(tile.at(r0 + s, dim0), keys ? at.k : at.v, valid);
+        }
       }
       cp_async_commit();
     };
@@ -255,10 +266,10 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
         need_mask = need_mask || (p.var.window_left >= 0 && base < e.max_q_pos - p.var.window_left);
       if (need_mask) {
         const int q_pos[2] = {e.pos_offset + token_of(packed_row(0)), e.pos_offset + token_of(packed_row(1))};
+        // The mask is the request's, one for every head: var[0]'s serves both rows.
         map_tile(s, [&](int half, int col, float x) {
-          const Variant& v = var[half];
           const int j = base + col;
-          return j < e.kv_end && v.keep(q_pos[half], j) ? v.score(x, j) : neg_inf();
+          return j < e.kv_end && var[0].keep(q_pos[half], j) ? var[half].score(x, j) : neg_inf();
         });
       } else if constexpr (!Variant::kLinearScore) {
         map_tile(s, [&](int half, int col, float x) { return var[half].score(x, base + col); });

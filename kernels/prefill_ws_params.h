@@ -28,20 +28,22 @@ ATTNJIT_HOST_DEVICE constexpr int prefill_ws_tile_q() { return 128; }
 // soft cap or ALiBi) on a TMA source (contiguous, ragged): S is then 88
 // accumulators a thread beside O's 64, and more keys a tile share each
 // barrier, turn and row-max reduction; with any of those the consumers
-// spill at 176 (ptxas), so 128 up to 128-wide heads. 256-wide heads take 64
-// (their O is already 128 accumulators per thread; two stages of 64 x 256 fit).
-ATTNJIT_HOST_DEVICE constexpr bool prefill_ws_plain(int mask_mode, bool window, bool soft_cap, int pos_mode,
-                                                    bool tma_source) {
-  return mask_mode == kMaskNone && !window && !soft_cap && pos_mode == kPosNone && tma_source;
+// spill at 176 (ptxas), so 128 up to 128-wide heads, but 64 for a causal
+// mask with a window there (it spilled 8-132 bytes at 128). 256-wide heads
+// take 64 (their O is already 128 accumulators per thread; two stages of
+// 64 x 256 fit).
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_tile_kv(int head_dim, int mask_mode, bool window, bool soft_cap,
+                                                     int pos_mode, bool tma_source) {
+  if (head_dim > 128) return 64;
+  if (head_dim < 128) return 128;
+  if (mask_mode == kMaskNone && !window && !soft_cap && pos_mode == kPosNone && tma_source) return 176;
+  return mask_mode == kMaskCausal && window ? 64 : 128;
 }
-ATTNJIT_HOST_DEVICE constexpr int prefill_ws_tile_kv(int head_dim, bool plain) {
-  return head_dim == 128 && plain ? 176 : head_dim <= 128 ? 128 : 64;
-}
-// The Q tile, `stages` K and V tiles and four mbarriers a stage (K and V,
-// full and empty), from a 1024-byte aligned base (1 KB for the alignment).
-ATTNJIT_HOST_DEVICE constexpr int prefill_ws_smem_bytes(int head_dim, bool plain, int stages) {
-  return 1024 + (prefill_ws_tile_q() + 2 * stages * prefill_ws_tile_kv(head_dim, plain)) * head_dim * 2 +
-         4 * stages * 8;
+// The Q tile, `stages` K and V tiles of tile_kv rows and four mbarriers a
+// stage (K and V, full and empty), from a 1024-byte aligned base (1 KB for
+// the alignment).
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_smem_bytes(int head_dim, int tile_kv, int stages) {
+  return 1024 + (prefill_ws_tile_q() + 2 * stages * tile_kv) * head_dim * 2 + 4 * stages * 8;
 }
 
 }  // namespace kernels

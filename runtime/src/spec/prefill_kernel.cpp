@@ -60,12 +60,13 @@ std::string PrefillKernel::name() const {
                      window ? "_window" : "", to_string(kv_source));
 }
 
-bool PrefillKernel::ws_plain() const {
-  // Only whether there is a mask / position encoding matters here.
-  return kernels::prefill_ws_plain(variant.mask == MaskMode::None ? kernels::kMaskNone : kernels::kMaskCausal, window,
-                                   variant.soft_cap,
-                                   variant.pos_encoding == PosEncoding::None ? kernels::kPosNone : kernels::kPosAlibi,
-                                   kv_source != KVSource::Paged);
+int PrefillKernel::ws_tile_kv() const {
+  // The device's mode numbers; only none / causal / other and none / other matter here.
+  const int mask = variant.mask == MaskMode::None     ? kernels::kMaskNone
+                   : variant.mask == MaskMode::Causal ? kernels::kMaskCausal
+                                                      : kernels::kMaskCustom;
+  const int pos = variant.pos_encoding == PosEncoding::None ? kernels::kPosNone : kernels::kPosAlibi;
+  return kernels::prefill_ws_tile_kv(head_dim, mask, window, variant.soft_cap, pos, kv_source != KVSource::Paged);
 }
 
 int PrefillKernel::threads() const {
@@ -78,12 +79,12 @@ int PrefillKernel::tile_q() const {
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_q(frags_m) : kernels::prefill_tile_q(frags_m);
 }
 int PrefillKernel::tile_kv() const {
-  if (warp_specialized) return kernels::prefill_ws_tile_kv(head_dim, ws_plain());
+  if (warp_specialized) return ws_tile_kv();
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_tile_kv(head_dim, min_ctas_per_sm)
                                         : kernels::prefill_tile_kv(head_dim, stages);
 }
 int PrefillKernel::dynamic_smem_bytes() const {
-  if (warp_specialized) return kernels::prefill_ws_smem_bytes(head_dim, ws_plain(), stages);
+  if (warp_specialized) return kernels::prefill_ws_smem_bytes(head_dim, ws_tile_kv(), stages);
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_smem_bytes(head_dim, frags_m, stages, min_ctas_per_sm)
                                         : kernels::prefill_smem_bytes(head_dim, frags_m, stages);
 }

@@ -44,8 +44,8 @@ struct PrefillKernel {
   const char* entry_name() const { return "attnjit_prefill"; }
   std::string name() const;  // "prefill_d128_m1_s2_bf16_bf16_bf16_none_causal_contiguous", "prefill_fa3_d128_s2_..."
   int threads() const;
-  // warp_specialized: the plain variant on a TMA source, whose 128-wide heads take 176-key tiles (prefill_ws_params.h).
-  bool ws_plain() const;
+  // warp_specialized: keys per tile, from the head dim, variant and source (prefill_ws_params.h).
+  int ws_tile_kv() const;
   // Whether the generated code compiles and runs for `arch` ("sm_90a"): fa2
   // everywhere, fa3 where wgmma exists (the planner asks the same).
   static bool fa3_runs_on(const std::string& arch) { return arch == "sm_90a"; }
