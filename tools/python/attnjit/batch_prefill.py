@@ -173,7 +173,7 @@ class _BatchPrefill(PlanOwner):
         self._rope_scale, self._rope_theta = a.rope_scale, a.rope_theta
         self._plan_index_arrays()
 
-    def _workspace_size(self, torch, a):
+    def _sizes_for(self, torch, a):
         """(float, int) bytes a plan() of the checked arguments `a` needs (attnjit_batch_prefill_wrapper_workspace_bytes)."""
         if not (self._generic and has("attnjit_batch_prefill_wrapper_workspace_bytes")):
             raise checks.unsupported("workspace_size() needs a libattnjit with "
@@ -460,7 +460,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
             kv_data_type, o_data_type, True, prefix_len_ptr, token_pos_in_items_ptr, token_pos_in_items_len,
             max_item_len_ptr, seq_lens, seq_lens_q, block_tables, max_token_per_sequence, max_sequence_kv,
             fixed_split_size, disable_split_kv, uniform_q_len)
-        return self._workspace_size(require_torch(), a)
+        return self._sizes_for(require_torch(), a)
 
     def _checked_paged(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
                        num_kv_heads, head_dim_qk, page_size, head_dim_vo, custom_mask, packed_custom_mask, causal,

@@ -79,7 +79,7 @@ def test_paged_prefill_d512(layout):
     workspace = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     wrapper = attnjit.BatchPrefillWithPagedKVCacheWrapper(workspace, layout)
     wrapper.plan(qo_indptr, batch.indptr.cuda(), batch.indices.cuda(), batch.last_page_len.cuda(), hq, hk, D, page,
-                 causal=True)
+                 causal=True, q_data_type=torch.bfloat16)
     o, lse = wrapper.run(q, batch.kv, return_lse=True)
     for r in range(len(qo_lens)):
         rows = slice(int(qo_indptr[r]), int(qo_indptr[r + 1]))
