@@ -173,8 +173,8 @@ def main():
     ap.add_argument("--reps", type=int, default=15, help="timed replays per peer (median)")
     ap.add_argument("--cli-timeout", type=int, default=90, help="seconds per attnjit bench run")
     ap.add_argument("--setup-timeout", type=int, default=150,
-                    help="seconds for FlashInfer's builds and attnjit prewarm (killed past it: that FlashInfer column stays "
-                         "empty; attnjit bench compiles what prewarm left out)")
+                    help="seconds for FlashInfer's builds and attnjit prewarm (killed past it: that FlashInfer "
+                         "column stays empty; attnjit bench compiles what prewarm left out)")
     ap.add_argument("--prewarm-jobs", type=int, default=4, help="attnjit prewarm's parallel compiles")
     ap.add_argument("--dry-run", action="store_true", help="print the plan (no GPU, no torch) and exit")
     ap.add_argument("--table-from", metavar="JSON", help="re-print the tables of an earlier --json and exit")
