@@ -59,16 +59,18 @@ ATTNJIT_DEVICE void rope_llama(frag8& x, int dim0, float pos, int partner_lane_x
 // Both sines carry the rotation's sign for this half of the head
 // (x' = x cos -+ partner sin; the identities keep the sign), so a rotation
 // is one multiply and one FMA. Each step adds a few 1e-7 to the sine and
-// cosine; a walk covers one tile (8 steps) and restarts from a fresh sincos.
-template <int HeadDim>
+// cosine; a walk covers one tile (8-16 steps) and restarts from a fresh sincos.
+// Width < 8 walks part of the slice (elements Lo .. Lo + Width of x, dims
+// dim0 ..): fewer registers, for a skeleton's register-starved producer.
+template <int HeadDim, int Width = 8>
 struct RotaryWalk {
-  float c[8], s[8];            // cos and signed sin at the current position
-  float step_c[8], step_s[8];  // of the step (step_s signed alike)
+  float c[Width], s[Width];            // cos and signed sin at the current position
+  float step_c[Width], step_s[Width];  // of the step (step_s signed alike)
 
   ATTNJIT_DEVICE RotaryWalk(int dim0, float pos0, float step, float rcp_scale, float log2_theta) {
     const float sign = dim0 < HeadDim / 2 ? -1.f : 1.f;  // the first half subtracts its partner
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < Width; ++i) {
       const float inv_freq = rotary_inv_freq<HeadDim>(dim0 + i, rcp_scale, log2_theta);
       rotary_sincos(pos0 * inv_freq, &s[i], &c[i]);
       rotary_sincos(step * inv_freq, &step_s[i], &step_c[i]);
@@ -81,11 +83,15 @@ struct RotaryWalk {
   // lane partner_lane_xor away, at the same position), then steps on:
   // cos(a + d) = cos a cos d - sin a sin d, sin(a + d) = sin a cos d + cos a sin d,
   // the sign squared away in the first.
+  template <int Lo = 0>
   ATTNJIT_DEVICE void rotate_and_step(frag8& x, int partner_lane_xor) {
-    const frag8 partner = partner_slice(x, partner_lane_xor);
+    static_assert(Lo >= 0 && Lo + Width <= 8, "within the 8-wide slice");
+    float partner[Width];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      x.x[i] = fmaf(partner.x[i], s[i], x.x[i] * c[i]);
+    for (int i = 0; i < Width; ++i) partner[i] = __shfl_xor_sync(0xffffffffu, x.x[Lo + i], partner_lane_xor);
+#pragma unroll
+    for (int i = 0; i < Width; ++i) {
+      x.x[Lo + i] = fmaf(partner[i], s[i], x.x[Lo + i] * c[i]);
       const float next_c = fmaf(-s[i], step_s[i], c[i] * step_c[i]);
       s[i] = fmaf(c[i], step_s[i], s[i] * step_c[i]);
       c[i] = next_c;
@@ -95,6 +101,7 @@ struct RotaryWalk {
 
 // A variant without a positional rotation walks nowhere.
 struct NoRotation {
+  template <int Lo = 0>
   ATTNJIT_DEVICE void rotate_and_step(frag8& /*x*/, int /*partner_lane_xor*/) {}
 };
 

@@ -18,8 +18,10 @@
 // that read them retires. The two consumer warpgroups take turns issuing
 // their products (named barriers, one turn per GEMM batch), so one's softmax
 // overlaps the other's GEMMs. Output goes through the warpgroup's own Q rows
-// in shared memory and out in 16-byte stores (PrefillOutput). RoPE is not
-// served here (the planner keeps it on prefill_sm90.cuh).
+// in shared memory and out in 16-byte stores (PrefillOutput). RoPE: the
+// consumers rotate their staged Q rows once; the producer gathers K (any
+// source) and rotates each K tile in shared memory before announcing it,
+// so the consumers' loop is the same for every variant.
 #pragma once
 #include "cp_async.cuh"
 #include "fragment_softmax.cuh"
@@ -43,27 +45,29 @@ struct PrefillWsTraits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
   static_assert(storage_bytes<QT>::value == 2 && storage_bytes<KVT>::value == 2, "16-bit q and K/V");
-  static_assert(PosMode != kernels::kPosRopeLlama, "RoPE prefill runs on prefill_sm90.cuh");
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kThreads = kernels::prefill_ws_threads();
   static constexpr int kRowsPerGroup = 64;
   static constexpr int kTileQ = kernels::prefill_ws_tile_q();
   using KVSource = KVSourceT<KVT>;
-  static constexpr bool kTma = KVTma<KVSource>::kTma;
+  static constexpr bool kTma = kernels::prefill_ws_tma(KVTma<KVSource>::kTma, PosMode);
   static constexpr int kTileKV = kernels::prefill_ws_tile_kv(HeadDim, MaskMode, Window, SoftCap, PosMode, kTma);
   static constexpr int kStages = Stages;
   static constexpr int kLanesPerRow = HeadDim / 8;  // a thread copies one 16-byte slice of a row
   static constexpr int kRowsPerPass = 128 / kLanesPerRow;  // a warpgroup's rows per copy pass
   static constexpr int kQPasses = kRowsPerGroup / kRowsPerPass;
   static constexpr int kKVPasses = kTileKV / kRowsPerPass;
+  static constexpr int kRopePartner = kLanesPerRow / 2;  // the lane holding dims d +- D/2 of the same row
   static constexpr int kMaskMode = MaskMode;
   static constexpr bool kWindow = Window;
   using q_t = QT;
+  using kv_t = KVT;
   using o_t = OT;
   using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, Window>;
-  // 128 x 24 + 256 x 240 registers (gather: 40 and 232) fit the SM's 64K.
-  static constexpr int kProducerRegs = kTma ? 24 : 40;
-  static constexpr int kConsumerRegs = kTma ? 240 : 232;
+  // 128 x 24 + 256 x 240 registers (gather: 40 and 232; with RoPE 72 and
+  // 216, at 256-wide heads 48 and 232) fit the SM's 64K.
+  static constexpr int kProducerRegs = kernels::prefill_ws_producer_regs(kTma, PosMode, HeadDim);
+  static constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / 2 / 8 * 8;
 };
 
 // Named barriers (0 is __syncthreads): a consumer warpgroup's Q landed;
@@ -98,6 +102,24 @@ struct RingSlot {
   uint32_t parity;
   ATTNJIT_DEVICE explicit RingSlot(uint32_t n) : stage(int(n % S)), parity((n / S) & 1u) {}
 };
+
+// RoPE on the producer's rows r0 .. r0 + kKVPasses - 1 of a K tile (at
+// positions pos0 on, one step apart: a rotation walk), elements Lo .. Lo + 3
+// of its 8-wide slice from dim0, once its copies have landed. The partner
+// dims are another lane's, exchanged by shuffles, so each thread rewrites
+// only what it copied. Two walks of 4 dims, one after the other: a walk of
+// all 8 holds 32 floats, more than the producer's registers.
+template <class Tr, int Lo, class Tile>
+ATTNJIT_DEVICE void prefill_ws_rotate_keys(const Tile& tile, int r0, int pos0, int dim0,
+                                           const typename Tr::Variant& var) {
+  auto walk = var.template key_rotation<Tr::kHeadDim, 4>(pos0, 1, dim0 + Lo);
+#pragma unroll 1  // unrolled, ptxas loads rows ahead into registers the producer lacks
+  for (int s = 0; s < Tr::kKVPasses; ++s) {
+    frag8 f = tile.template load8_at<typename Tr::kv_t>(r0 + s, dim0);
+    walk.template rotate_and_step<Lo>(f, Tr::kRopePartner);
+    tile.template store8_at<typename Tr::kv_t>(r0 + s, dim0, f);
+  }
+}
 
 // The producer's part of one item: its KV tiles into the ring from use `ring` on.
 template <class Tr>
@@ -165,6 +187,13 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
       fence_proxy_async_shared();
       full.arrive();
     };
+    using Variant = typename Tr::Variant;
+    auto rotate_k = [&](const KVTile& tile, int base, const Variant& var) {
+      const int r0 = row_in_pass * Tr::kKVPasses;
+      prefill_ws_rotate_keys<Tr, 0>(tile, r0, base + r0, dim0, var);
+      prefill_ws_rotate_keys<Tr, 4>(tile, r0, base + r0, dim0, var);
+    };
+    const Variant rope(P.p.var, w.request, 0, P.p.num_qo_heads, e.kv_len, e.qo_len);  // the key hooks only
     for (int it = 0; it < e.num_tiles; ++it) {
       const Slot slot(ring + it);
       const int base = e.tile0 + it * kTKV;
@@ -173,7 +202,14 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
       if (it > 0) announce(sm.full_v(Slot(ring + it - 1).stage));
       sm.empty_v(slot.stage).wait(slot.parity ^ 1u);
       gather(sm.v(slot.stage), base, false);
-      announce(sm.full_k(slot.stage));
+      if constexpr (Variant::kRope) {
+        cp_async_wait<1>();  // K_it landed (V_it may not have)
+        rotate_k(sm.k(slot.stage), base, rope);
+        fence_proxy_async_shared();
+        sm.full_k(slot.stage).arrive();
+      } else {
+        announce(sm.full_k(slot.stage));
+      }
     }
     if (e.num_tiles > 0) {
       cp_async_wait<0>();
@@ -216,7 +252,14 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
     var[h] = Variant(p.var, w.request, head, p.num_qo_heads, e.kv_len, e.qo_len, min(token, e.qo_len - 1));
   }
   cp_async_wait<0>();
-  fence_proxy_async_shared();  // this thread's Q copies, before the tensor cores read them
+  if constexpr (Variant::kRope) {
+    // Rotate this thread's own staged Q slices (partners by shuffle), once.
+    const int dim0 = (gtid % Tr::kLanesPerRow) * 8;
+    prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T>(q_tile, gtid / Tr::kLanesPerRow, dim0, [&](frag8& f, int r) {
+      var[0].template transform_query<D>(f, e.pos_offset + token_of(row0 + r), dim0, Tr::kRopePartner);
+    });
+  }
+  fence_proxy_async_shared();  // this thread's Q copies (rotated), before the tensor cores read them
   named_barrier_sync(kBarQReady + group, 128);
 
   RowState rows;

@@ -24,6 +24,19 @@ struct PrefillWsParams {
 // A CTA: one producer warpgroup and two consumer warpgroups of 64 query rows.
 ATTNJIT_HOST_DEVICE constexpr int prefill_ws_threads() { return 3 * 128; }
 ATTNJIT_HOST_DEVICE constexpr int prefill_ws_tile_q() { return 128; }
+// K and V by TMA: contiguous and ragged sources, except with RoPE, whose
+// keys the producer's 128 threads gather by cp.async (as for a paged cache)
+// and rotate in shared memory before announcing them; a TMA producer is one
+// thread with no registers to rotate.
+ATTNJIT_HOST_DEVICE constexpr bool prefill_ws_tma(bool tma_source, int pos_mode) {
+  return tma_source && pos_mode != kPosRopeLlama;
+}
+// Producer registers after setmaxnreg (consumers get the rest of the 64K at
+// 384 threads): TMA issues only; a gather keeps its row addresses; RoPE's
+// rotation walk (RotaryWalk: sin, cos and their steps, 4 dims at a time) on top.
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_producer_regs(bool tma, int pos_mode, int head_dim) {
+  return tma ? 24 : pos_mode != kPosRopeLlama ? 40 : head_dim > 128 ? 48 : 72;
+}
 // Keys a tile: 176 for 128-wide heads in the plain variant (no mask, window,
 // soft cap or ALiBi) on a TMA source (contiguous, ragged): S is then 88
 // accumulators a thread beside O's 64, and more keys a tile share each

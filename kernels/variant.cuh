@@ -71,10 +71,12 @@ struct AttentionVariant {
   // transform_key for a thread's slice at positions pos0, pos0 + step, ...
   // in turn (rotate_and_step): for skeletons that stage several rows a
   // thread apart by a fixed step (decode_mma.cuh), at a fraction of the cost.
-  template <int HeadDim>
+  // Width < 8: the walk of elements Lo .. Lo + Width of the slice only, dim0
+  // their first dim (RotaryWalk::rotate_and_step<Lo>).
+  template <int HeadDim, int Width = 8>
   ATTNJIT_DEVICE auto key_rotation(int pos0, int step, int dim0) const {
     if constexpr (kRope)
-      return RotaryWalk<HeadDim>(dim0, float(pos0), float(step), rope_rcp_scale, rope_log2_theta);
+      return RotaryWalk<HeadDim, Width>(dim0, float(pos0), float(step), rope_rcp_scale, rope_log2_theta);
     else
       return NoRotation{};
   }

@@ -326,6 +326,23 @@ TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 re
   custom.custom_causal = true;
   custom.page_size = 16;
   cases.push_back(custom);
+  // RoPE: K gathered and rotated by the producer from ragged rows and from
+  // pages (16, and 5 where a thread's rows cross pages), 64/256-wide heads.
+  BatchCase rope;
+  rope.qo_lens = {64, 9, 130};
+  rope.kv_lens = {64, 500, 1300};
+  rope.causal = true;
+  rope.pos = PosEncoding::RopeLlama;
+  for (int page : {0, 16, 5}) {
+    rope.page_size = page;
+    cases.push_back(rope);
+  }
+  for (int d : {64, 256}) {
+    rope.d = d;
+    rope.page_size = d == 64 ? 0 : 16;
+    rope.dt = DType::F16;
+    cases.push_back(rope);
+  }
   uint32_t seed = 300;
   double worst_o = 0, worst_lse = 0;
   for (auto& c : cases) {
@@ -361,6 +378,16 @@ TEST_CASE("batch prefill fa3_ws, small cases for the sanitizers", "[gpu][fa3_ws_
     cases.push_back(c);
   }
   cases.back().d = 64;
+  for (int page : {0, 16}) {  // RoPE: the producer rewrites each K tile before announcing it
+    BatchCase c;
+    c.qo_lens = {7, 130};
+    c.kv_lens = {7, 300};
+    c.page_size = page;
+    c.causal = true;
+    c.pos = PosEncoding::RopeLlama;
+    c.backend = "fa3_ws";
+    cases.push_back(c);
+  }
   uint32_t seed = 900;
   for (const auto& c : cases) {
     INFO(c.label());

@@ -60,7 +60,8 @@ void launch_prefill(const detail::Kernel& kernel, const LaunchShape& shape, cons
   }
   kernels::PrefillWsParams wp{};
   wp.p = p;
-  if (spec->kv_source != KVSource::Paged) {
+  const int pos = spec->variant.pos_encoding == PosEncoding::RopeLlama ? kernels::kPosRopeLlama : kernels::kPosNone;
+  if (kernels::prefill_ws_tma(spec->kv_source != KVSource::Paged, pos)) {  // else the producer gathers
     // Contiguous: the sequence; ragged: every request's rows (kv_len holds the tensor's rows there).
     const int64_t rows = p.kv.kv_len, heads = p.num_qo_heads / int64_t(p.group.d);
     const DType dt = spec->variant.kv_dtype;

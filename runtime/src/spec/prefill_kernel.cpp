@@ -167,9 +167,6 @@ void PrefillKernel::validate() const {
     if (frags_m != 2) bad("frags_m", frags_m, "2 with warp_specialized (two consumer warpgroups)");
     if (stages != 2) bad("stages", stages, "2 with warp_specialized");
     if (min_ctas_per_sm != 1) bad("min_ctas_per_sm", min_ctas_per_sm, "1 with warp_specialized");
-    if (variant.pos_encoding == PosEncoding::RopeLlama)
-      throw Error(Status::InvalidArgument,
-                  "prefill spec.pos_encoding=rope_llama is not supported with warp_specialized; allowed: none, alibi");
   }
 }
 

@@ -110,9 +110,6 @@ void validate_prefill_options(const PrefillOptions& o) {
   // 'fa3_ws': the warp-specialized Hopper skeleton, asked for by name until it replaces fa3's.
   if (o.backend != "auto" && o.backend != "fa2" && o.backend != "fa3" && o.backend != "fa3_ws")
     invalid(fmt::format("backend='{}' is not a backend; allowed: 'auto', 'fa2', 'fa3', 'fa3_ws'", o.backend));
-  if (o.backend == "fa3_ws" && o.pos_encoding_mode == PosEncoding::RopeLlama)
-    throw Error(Status::Unsupported, "backend='fa3_ws' does not take pos_encoding_mode=ROPE_LLAMA; allowed there: "
-                                     "'auto', 'fa2', 'fa3'");
   if (o.window_left < -1)
     invalid(fmt::format("window_left={} is not allowed; use -1 (no window) or >= 0", o.window_left));
   if (o.allow_fp16_qk_reduction)  // refused, not ignored: the caller asked for another arithmetic
