@@ -39,6 +39,21 @@
 
 namespace attnjit {
 
+// The tensor cores' type for Q K^T. RoPE computes the rotated q and k in
+// float; bf16 ones go to the tensor cores as f16 (11 mantissa bits, not 8):
+// rounding them to bf16 cost up to ~3e-2 of lse at 30k keys (bf16, |q|,
+// |k| <= 4; float64 simulation), f16 ~4e-3, the same product speed. The
+// price is f16's range: rotated values past 65504 (|q|, |k| > ~46000, far
+// beyond attention activations) would overflow. P V stays in the input type.
+template <class T, bool Rotated>
+struct WsQKType {
+  using type = T;
+};
+template <>
+struct WsQKType<bf16, true> {
+  using type = f16;
+};
+
 template <int HeadDim, class QT, class KVT, class OT, int PosMode, bool SoftCap, int MaskMode, bool Window,
           template <class> class KVSourceT, int Stages>
 struct PrefillWsTraits {
@@ -64,6 +79,7 @@ struct PrefillWsTraits {
   using kv_t = KVT;
   using o_t = OT;
   using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, Window>;
+  using qk_t = typename WsQKType<QT, Variant::kRope>::type;
   // 128 x 24 + 256 x 240 registers (gather: 40 and 232; with RoPE 72 and
   // 216, at 256-wide heads 48 and 232) fit the SM's 64K.
   static constexpr int kProducerRegs = kernels::prefill_ws_producer_regs(kTma, PosMode, HeadDim);
@@ -105,19 +121,23 @@ struct RingSlot {
 
 // RoPE on the producer's rows r0 .. r0 + kKVPasses - 1 of a K tile (at
 // positions pos0 on, one step apart: a rotation walk), elements Lo .. Lo + 3
-// of its 8-wide slice from dim0, once its copies have landed. The partner
-// dims are another lane's, exchanged by shuffles, so each thread rewrites
-// only what it copied. Two walks of 4 dims, one after the other: a walk of
-// all 8 holds 32 floats, more than the producer's registers.
+// of its 8-wide slice from dim0, once its copies have landed, written back
+// as qk_t. The partner dims are another lane's, exchanged by shuffles, so
+// each thread rewrites only what it copied. Two walks of 4 dims, one after
+// the other: a walk of all 8 holds 32 floats, more than the producer's
+// registers. Each writes only its 4 elements (the second walk reads the
+// other 4 still in kv_t).
 template <class Tr, int Lo, class Tile>
 ATTNJIT_DEVICE void prefill_ws_rotate_keys(const Tile& tile, int r0, int pos0, int dim0,
                                            const typename Tr::Variant& var) {
+  using qk_t = typename Tr::qk_t;
   auto walk = var.template key_rotation<Tr::kHeadDim, 4>(pos0, 1, dim0 + Lo);
 #pragma unroll 1  // unrolled, ptxas loads rows ahead into registers the producer lacks
   for (int s = 0; s < Tr::kKVPasses; ++s) {
     frag8 f = tile.template load8_at<typename Tr::kv_t>(r0 + s, dim0);
     walk.template rotate_and_step<Lo>(f, Tr::kRopePartner);
-    tile.template store8_at<typename Tr::kv_t>(r0 + s, dim0, f);
+    st_shared_u32(tile.at(r0 + s, dim0 + Lo), pack2<qk_t>(f.x[Lo], f.x[Lo + 1]));
+    st_shared_u32(tile.at(r0 + s, dim0 + Lo + 2), pack2<qk_t>(f.x[Lo + 2], f.x[Lo + 3]));
   }
 }
 
@@ -253,11 +273,15 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
   }
   cp_async_wait<0>();
   if constexpr (Variant::kRope) {
-    // Rotate this thread's own staged Q slices (partners by shuffle), once.
-    const int dim0 = (gtid % Tr::kLanesPerRow) * 8;
-    prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T>(q_tile, gtid / Tr::kLanesPerRow, dim0, [&](frag8& f, int r) {
+    // Rotate this thread's own staged Q slices (partners by shuffle), once, into qk_t.
+    const int dim0 = (gtid % Tr::kLanesPerRow) * 8, row_in_pass = gtid / Tr::kLanesPerRow;
+#pragma unroll
+    for (int s = 0; s < Tr::kQPasses; ++s) {
+      const int r = s * Tr::kRowsPerPass + row_in_pass;
+      frag8 f = q_tile.template load8_at<T>(r, dim0);
       var[0].template transform_query<D>(f, e.pos_offset + token_of(row0 + r), dim0, Tr::kRopePartner);
-    });
+      q_tile.template store8_at<typename Tr::qk_t>(r, dim0, f);
+    }
   }
   fence_proxy_async_shared();  // this thread's Q copies (rotated), before the tensor cores read them
   named_barrier_sync(kBarQReady + group, 128);
@@ -289,7 +313,8 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
     auto issue_qk = [&](int it) {
       const KVTile kt = sm.k(Slot(ring + it).stage);
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) Wgmma<T, kTKV>::ss(s, q_tile.k_major(0, ks * 16), kt.k_major(0, ks * 16), ks > 0);
+      for (int ks = 0; ks < D / 16; ++ks)
+        Wgmma<typename Tr::qk_t, kTKV>::ss(s, q_tile.k_major(0, ks * 16), kt.k_major(0, ks * 16), ks > 0);
       wgmma_commit();
     };
     auto issue_pv = [&](int it) {
