@@ -59,6 +59,7 @@ template <int HeadDim, class QT, class KVT, class OT, int PosMode, bool SoftCap,
 struct PrefillWsTraits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
+  static_assert(PosMode != kernels::kPosRopeLlama || HeadDim <= 128, "RoPE up to 128-wide heads (the planner refuses 256)");
   static_assert(storage_bytes<QT>::value == 2 && storage_bytes<KVT>::value == 2, "16-bit q and K/V");
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kThreads = kernels::prefill_ws_threads();
@@ -80,10 +81,13 @@ struct PrefillWsTraits {
   using o_t = OT;
   using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, Window>;
   using qk_t = typename WsQKType<QT, Variant::kRope>::type;
-  // 128 x 24 + 256 x 240 registers (gather: 40 and 232; with RoPE 72 and
-  // 216, at 256-wide heads 48 and 232) fit the SM's 64K.
-  static constexpr int kProducerRegs = kernels::prefill_ws_producer_regs(kTma, PosMode, HeadDim);
-  static constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / 2 / 8 * 8;
+  // Producer / consumer registers: TMA 24 / 240, gather 40 / 232, RoPE 72 /
+  // 216 (up to 128-wide heads: at 256 every split spilled; refused there).
+  static constexpr int kProducerRegs = kernels::prefill_ws_producer_regs(kTma, PosMode);
+  // setmaxnreg moves registers within the CTA's allocation (384 x 168, the
+  // most __launch_bounds__ gives 384 threads): consumers get what the producer frees.
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kConsumerRegs = (3 * kLaunchRegs - kProducerRegs) / 2 / 8 * 8;
 };
 
 // Named barriers (0 is __syncthreads): a consumer warpgroup's Q landed;

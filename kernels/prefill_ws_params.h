@@ -34,8 +34,8 @@ ATTNJIT_HOST_DEVICE constexpr bool prefill_ws_tma(bool tma_source, int pos_mode)
 // Producer registers after setmaxnreg (consumers get the rest of the 64K at
 // 384 threads): TMA issues only; a gather keeps its row addresses; RoPE's
 // rotation walk (RotaryWalk: sin, cos and their steps, 4 dims at a time) on top.
-ATTNJIT_HOST_DEVICE constexpr int prefill_ws_producer_regs(bool tma, int pos_mode, int head_dim) {
-  return tma ? 24 : pos_mode != kPosRopeLlama ? 40 : head_dim > 128 ? 48 : 72;
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_producer_regs(bool tma, int pos_mode) {
+  return tma ? 24 : pos_mode != kPosRopeLlama ? 40 : 72;
 }
 // Keys a tile: 176 for 128-wide heads in the plain variant (no mask, window,
 // soft cap or ALiBi) on a TMA source (contiguous, ragged): S is then 88

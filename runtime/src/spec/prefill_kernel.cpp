@@ -167,6 +167,8 @@ void PrefillKernel::validate() const {
     if (frags_m != 2) bad("frags_m", frags_m, "2 with warp_specialized (two consumer warpgroups)");
     if (stages != 2) bad("stages", stages, "2 with warp_specialized");
     if (min_ctas_per_sm != 1) bad("min_ctas_per_sm", min_ctas_per_sm, "1 with warp_specialized");
+    if (variant.pos_encoding == PosEncoding::RopeLlama && head_dim > 128)
+      bad("head_dim", head_dim, "64, 128 with warp_specialized and pos_encoding rope_llama");
   }
 }
 

@@ -160,6 +160,13 @@ void validate_prefill_backend(const PrefillOptions& o, int head_dim) {
     throw Error(Status::Unsupported, fmt::format("backend='{}' takes head_dim 64, 128 or 256; head_dim={} is not "
                                                  "supported there; allowed: 'auto', 'fa2'",
                                                  o.backend, head_dim));
+  // 256-wide heads leave the producer no registers for the rotation walk
+  // (ptxas: 120-130 bytes of spills at every split of the registers).
+  if (o.backend == "fa3_ws" && o.pos_encoding_mode == PosEncoding::RopeLlama && head_dim > 128)
+    throw Error(Status::Unsupported, fmt::format("backend='fa3_ws' takes pos_encoding_mode=ROPE_LLAMA at head_dim 64 "
+                                                 "or 128; head_dim={} is not supported there; allowed: 'auto', "
+                                                 "'fa2', 'fa3'",
+                                                 head_dim));
 }
 
 PrefillBackend prefill_backend(const PrefillOptions& o, DType kv_dtype, const std::string& arch, int head_dim) {
