@@ -39,6 +39,13 @@ struct MergeRowAddress {
   int head;         // the qo head (sinks are per head): row r of a request, or its head with heads_per_token
 };
 
+// A ragged row offset (cuDNN's batch offsets) inside its tensor and on its step; no offsets: fine.
+ATTNJIT_DEVICE bool offset_ok(const int32_t* offsets, int64_t token, int64_t most, int32_t step) {
+  if (!offsets) return true;
+  const int32_t at = offsets[token];
+  return at >= 0 && at <= most && at % step == 0;
+}
+
 // The output half: row r of `request`. Batch decode's rows are tokens x heads
 // when heads_per_token > 0 (merge_params.h); a token past the request's own
 // count exists only as padding of the partial states.
@@ -51,22 +58,25 @@ ATTNJIT_DEVICE bool merge_row_output(const kernels::MergeParams& p, int row, int
     return true;
   }
   const int t = r / p.heads_per_token, h = r - t * p.heads_per_token;
-  int64_t token;
+  const int tokens_per_request = rows_per_request / p.heads_per_token;
+  int64_t first, next;
   if (p.q_indptr) {
     // The decode kernel voids (and records) a request whose rows fall outside o: nothing to write.
-    const int32_t first = p.q_indptr[request], next = p.q_indptr[request + 1];
-    if (first < 0 || next < first || next - first > rows_per_request / p.heads_per_token || next > p.q_rows)
-      return false;
-    token = first + t;
-    if (token >= next) return false;
+    first = p.q_indptr[request];
+    next = p.q_indptr[request + 1];
+    if (first < 0 || next < first || next - first > tokens_per_request || next > p.q_rows) return false;
   } else {
-    token = int64_t(request) * (rows_per_request / p.heads_per_token) + t;
+    first = int64_t(request) * tokens_per_request;
+    next = first + tokens_per_request;
   }
-  int64_t row_at = token * p.o_stride_token;
-  if (p.o_token_offsets) {
-    row_at = p.o_token_offsets[token];
-    if (row_at < 0 || row_at > p.o_token_offset_max || row_at % p.o_token_offset_step != 0) return false;
-  }
+  const int64_t token = first + t;
+  if (token >= next) return false;
+  // Likewise a request with any bad q or o offset (decode_queries.cuh's row_offsets_ok): every token of it.
+  for (int64_t u = first; u < next; ++u)
+    if (!offset_ok(p.q_token_offsets, u, p.q_token_offset_max, p.q_token_offset_step) ||
+        !offset_ok(p.o_token_offsets, u, p.o_token_offset_max, p.o_token_offset_step))
+      return false;
+  const int64_t row_at = p.o_token_offsets ? int64_t(p.o_token_offsets[token]) : token * p.o_stride_token;
   at.out = row_at + h * p.o_stride_row;
   at.lse_out = token * p.heads_per_token + h;
   at.head = h;

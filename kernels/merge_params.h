@@ -55,6 +55,12 @@ struct MergeParams {
   // the merge writes nothing for it.
   int64_t o_token_offset_max;
   int32_t o_token_offset_step;
+  // cuDNN's batch_offsets_q, its largest offset and step: the decode kernel
+  // voids a request with a bad q offset too, so its split states were never
+  // written and the merge must not write its rows from them.
+  const int32_t* q_token_offsets;
+  int64_t q_token_offset_max;
+  int32_t q_token_offset_step;
 };
 
 }  // namespace kernels

@@ -310,7 +310,7 @@ TEST_CASE("cuDNN: a batch offset outside q or out, or off its 16-byte step, void
       auto call = [&](const DeviceBuffer& q_offsets, const DeviceBuffer& o_offsets) {
         CudnnDecodeArgs a;
         a.scale = 1.f / std::sqrt(float(kD));
-        a.max_sequence_kv = 1000;
+        a.max_sequence_kv = d.b.max_pages * kPage;  // what the block table holds per request
         a.actual_seq_lens_kv = static_cast<const int32_t*>(dlens.get());
         a.block_tables = static_cast<const int32_t*>(table.get());
         a.max_pages_per_seq = d.b.max_pages;

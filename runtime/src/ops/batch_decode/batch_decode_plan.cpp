@@ -304,6 +304,9 @@ void BatchDecodePlanInternals::run(const BatchDecodePlan& plan, const TensorView
     mp.o_token_offsets = extras.o_row_offsets;
     mp.o_token_offset_max = dp.o_row_offset_max;
     mp.o_token_offset_step = dp.o_row_offset_step;
+    mp.q_token_offsets = extras.q_row_offsets;
+    mp.q_token_offset_max = dp.q_row_offset_max;
+    mp.q_token_offset_step = dp.q_row_offset_step;
     mp.num_splits = L.uniform_splits;
     mp.rows_per_request = static_cast<int32_t>(q_len * H);
     mp.num_rows = static_cast<int32_t>(L.merge->shape.grid[0]);  // every row of batch_size requests
