@@ -61,7 +61,11 @@ TEST_CASE("C API: single prefill rejects bad options and problems, naming them",
   attnjit_prefill_options_init(&opts);
   opts.backend = 7;
   CHECK(call() == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("options->backend=7") && Catch::Contains("2 (fa3)"));
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("options->backend=7") && Catch::Contains("2 (fa3)") &&
+                                                    Catch::Contains("3 (fa3_ws)"));
+  opts.backend = ATTNJIT_PREFILL_BACKEND_FA3_WS;  // taken: the call fails on the problem, not the backend
+  CHECK(call_no_kv() == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(attnjit_last_error()), Catch::Contains("kv_len=0 is not allowed"));
   // A caller built against the 0.2 header (no backend field) reads as "auto".
   attnjit_prefill_options_init(&opts);
   opts.backend = 7;

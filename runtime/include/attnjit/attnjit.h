@@ -89,6 +89,9 @@ typedef enum attnjit_prefill_backend {
   ATTNJIT_PREFILL_BACKEND_AUTO = 0,
   ATTNJIT_PREFILL_BACKEND_FA2 = 1,
   ATTNJIT_PREFILL_BACKEND_FA3 = 2,
+  /* The warp-specialized Hopper skeleton (TMA/gather producer, ping-ponged
+   * consumer warpgroups), asked for by name until AUTO picks it. */
+  ATTNJIT_PREFILL_BACKEND_FA3_WS = 3,
 } attnjit_prefill_backend_t;
 
 ATTNJIT_API const char* attnjit_version(void);          /* "0.1.0" */

@@ -213,9 +213,10 @@ attnjit_status_t attnjit_batch_prefill_wrapper_create(attnjit_runtime_t* rt, voi
     const char* backend = o.backend == ATTNJIT_PREFILL_BACKEND_AUTO  ? "auto"
                           : o.backend == ATTNJIT_PREFILL_BACKEND_FA2 ? "fa2"
                           : o.backend == ATTNJIT_PREFILL_BACKEND_FA3 ? "fa3"
+                          : o.backend == ATTNJIT_PREFILL_BACKEND_FA3_WS ? "fa3_ws"
                                                                      : nullptr;
     if (!backend)
-      invalid(fmt::format("{}: options->backend={} is not a backend; allowed: 0 (auto), 1 (fa2), 2 (fa3)", fn,
+      invalid(fmt::format("{}: options->backend={} is not a backend; allowed: 0 (auto), 1 (fa2), 2 (fa3), 3 (fa3_ws)", fn,
                           o.backend));
     const auto layout = o.kv_layout == ATTNJIT_KV_LAYOUT_NHD ? attnjit::KVLayout::NHD : attnjit::KVLayout::HND;
     auto w = std::make_shared<Wrapper>();
@@ -386,8 +387,9 @@ attnjit_status_t attnjit_batch_prefill_create_v2(attnjit_runtime_t* rt, int page
     constexpr const char* fn = "attnjit_batch_prefill_create";
     require_non_null(out, fn, "out", "a place for the handle");
     const std::string b = backend ? backend : "auto";
-    if (b != "auto" && b != "fa2" && b != "fa3")
-      throw Error(Status::InvalidArgument, fmt::format("backend='{}' is not a backend; allowed: 'auto', 'fa2', 'fa3'", b));
+    if (b != "auto" && b != "fa2" && b != "fa3" && b != "fa3_ws")
+      throw Error(Status::InvalidArgument,
+                  fmt::format("backend='{}' is not a backend; allowed: 'auto', 'fa2', 'fa3', 'fa3_ws'", b));
   });
   if (st != ATTNJIT_OK) return st;
   attnjit_batch_prefill_wrapper_options_t o;
@@ -395,8 +397,10 @@ attnjit_status_t attnjit_batch_prefill_create_v2(attnjit_runtime_t* rt, int page
   o.paged = paged;
   o.kv_layout = kv_layout;
   const std::string b = backend ? backend : "auto";
-  o.backend = b == "fa2" ? ATTNJIT_PREFILL_BACKEND_FA2 : b == "fa3" ? ATTNJIT_PREFILL_BACKEND_FA3
-                                                                   : ATTNJIT_PREFILL_BACKEND_AUTO;
+  o.backend = b == "fa2"      ? ATTNJIT_PREFILL_BACKEND_FA2
+              : b == "fa3"    ? ATTNJIT_PREFILL_BACKEND_FA3
+              : b == "fa3_ws" ? ATTNJIT_PREFILL_BACKEND_FA3_WS
+                              : ATTNJIT_PREFILL_BACKEND_AUTO;  // "auto": checked above
   o.use_cuda_graph = use_cuda_graph;
   o.device = device;
   attnjit_plan_t* plan = nullptr;

@@ -120,8 +120,9 @@ PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool
       case ATTNJIT_PREFILL_BACKEND_AUTO: o.backend = "auto"; break;
       case ATTNJIT_PREFILL_BACKEND_FA2: o.backend = "fa2"; break;
       case ATTNJIT_PREFILL_BACKEND_FA3: o.backend = "fa3"; break;
+      case ATTNJIT_PREFILL_BACKEND_FA3_WS: o.backend = "fa3_ws"; break;
       default:
-        invalid(fmt::format("options->backend={} is not a backend; allowed: 0 (auto), 1 (fa2), 2 (fa3)",
+        invalid(fmt::format("options->backend={} is not a backend; allowed: 0 (auto), 1 (fa2), 2 (fa3), 3 (fa3_ws)",
                             options->backend));
     }
   }

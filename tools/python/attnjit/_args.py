@@ -13,7 +13,8 @@ from .errors import AttnjitError, Status, invalid_argument
 
 KV_LAYOUTS = {"NHD": 0, "HND": 1}  # attnjit_kv_layout_t
 POS_ENCODINGS = {"NONE": 0, "ROPE_LLAMA": 1, "ALIBI": 2}  # attnjit_pos_encoding_t
-PREFILL_BACKENDS = {"auto": 0, "fa2": 1, "fa3": 2}  # attnjit_prefill_backend_t
+PREFILL_BACKENDS = {"auto": 0, "fa2": 1, "fa3": 2, "fa3_ws": 3}  # attnjit_prefill_backend_t
+_BACKEND_LIST = ", ".join(repr(b) for b in PREFILL_BACKENDS)
 LSE_BASES = ("log2", "ln")  # FlashInfer 0.7.2's: the kernels write base 2; "ln" is rescaled after
 LSE_LAYOUTS = ("NH", "HN")  # [tokens, heads] as the kernels write, or its transpose
 LN2 = math.log(2.0)
@@ -73,10 +74,9 @@ FLASHINFER_ONLY_PREFILL_BACKENDS = ("cudnn", "trtllm-gen", "cutlass", "cute-dsl"
 
 def prefill_backend(value, name="backend"):
     if value in FLASHINFER_ONLY_PREFILL_BACKENDS:
-        raise unsupported(f"{name}={value!r} is not supported: attnjit runs its own kernels; allowed: 'auto', 'fa2', "
-                          "'fa3'")
+        raise unsupported(f"{name}={value!r} is not supported: attnjit runs its own kernels; allowed: {_BACKEND_LIST}")
     if not isinstance(value, str) or value not in PREFILL_BACKENDS:
-        raise invalid_argument(f"{name}={short(value)} is not a backend; allowed: 'auto', 'fa2', 'fa3'")
+        raise invalid_argument(f"{name}={short(value)} is not a backend; allowed: {_BACKEND_LIST}")
     return PREFILL_BACKENDS[value]
 
 

@@ -39,7 +39,7 @@ def refused(status, needle, call, *args, **kwargs):
     (lambda: checks.c_float("rope_theta", float("inf")), "rope_theta=inf is not allowed; allowed: a finite float"),
     (lambda: checks.c_float("rope_scale", "x"), "rope_scale='x' is not allowed; allowed: a float"),
     (lambda: checks.soft_cap(-1.0), "logits_soft_cap=-1.0 is not allowed"),
-    (lambda: checks.prefill_backend("fa4"), "backend='fa4' is not a backend; allowed: 'auto', 'fa2', 'fa3'"),
+    (lambda: checks.prefill_backend("fa4"), "backend='fa4' is not a backend; allowed: 'auto', 'fa2', 'fa3', 'fa3_ws'"),
     (lambda: checks.together("max_q_len", 3, "cum_seq_lens_q", None),
      "max_q_len=3 is not allowed without cum_seq_lens_q"),
 ])
