@@ -3,7 +3,8 @@ cuDNN and flash SDPA and FlashInfer's ragged prefill (fa3, fa2), bf16, 16k token
 heads, full and causal; TFLOP/s = 4*b*h*s^2*d (halved for causal), and each figure as a fraction of the
 bf16 dense GEMM rate measured in the same run (torch.matmul 8192^3, before and after: the higher one).
 
-attnjit has no Python binding for fa3_ws, so its backends are timed by the CLI (`attnjit bench --problem`:
+attnjit's backends are timed by the CLI (the Python module takes backend='fa3_ws' too; moving them into this
+process is still to do) (`attnjit bench --problem`:
 the ragged wrapper, K/V rotated over copies > 4x the L2, CUDA events around batches of launches, median of
 30) in child processes run between the peers' timings on the same GPU; the peers run in this process
 (tools/bench/prefill_peers.py: CUDA graphs of 8 calls over 2 random input sets of 192 MB each,

@@ -16,35 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from compare_peers import prepared  # warm-up, then one CUDA graph of the calls (plain calls if capture fails)
+
 WORKSPACE_BYTES = 256 << 20
-
-
-def _prepared(fn, sets, iters):
-    """(run, how): run() enqueues fn(i) for i in 0..iters-1 (input set i % sets), captured in a CUDA graph
-    when capture works, else as plain calls."""
-    for i in range(3):
-        fn(i % sets)  # warm-up: first-touch, lazy init, kernel selection
-    torch.cuda.synchronize()
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn(0)
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for i in range(iters):
-                fn(i % sets)
-        g.replay()
-        torch.cuda.synchronize()
-        return g.replay, "graph"
-    except Exception:
-        torch.cuda.synchronize()
-
-    def plain():
-        for i in range(iters):
-            fn(i % sets)
-    return plain, "events"
 
 
 def time_interleaved(fns, sets, iters, reps):
@@ -52,7 +26,7 @@ def time_interleaved(fns, sets, iters, reps):
     out, runs = {}, {}
     for name, fn in fns.items():
         try:
-            runs[name], how = _prepared(fn, sets, iters)
+            runs[name], how = prepared(fn, sets, iters)
             out[name] = {"how": how}
         except Exception as e:  # one contender's failure must not hide the others
             torch.cuda.synchronize()
