@@ -3,14 +3,14 @@ cuDNN and flash SDPA and FlashInfer's ragged prefill (fa3, fa2), bf16, 16k token
 heads, full and causal; TFLOP/s = 4*b*h*s^2*d (halved for causal), and each figure as a fraction of the
 bf16 dense GEMM rate measured in the same run (torch.matmul 8192^3, before and after: the higher one).
 
-attnjit's backends are timed by the CLI (the Python module takes backend='fa3_ws' too; moving them into this
-process is still to do) (`attnjit bench --problem`:
+attnjit's backends are timed by the CLI (`attnjit bench --problem`:
 the ragged wrapper, K/V rotated over copies > 4x the L2, CUDA events around batches of launches, median of
 30) in child processes run between the peers' timings on the same GPU; the peers run in this process
 (tools/bench/prefill_peers.py: CUDA graphs of 8 calls over 2 random input sets of 192 MB each,
 interleaved, median of 15). Before any timing, FlashInfer's modules are built in child processes side by
 side with `attnjit prewarm` of every attnjit kernel the run needs; a failed build or import is recorded in
-the JSON and its column stays empty.
+the JSON and its column stays empty. (The Python module takes backend='fa3_ws' too; timing attnjit in this
+process is still to do.)
 
   python3 tools/bench/fa3_ws_speed.py --cli .gpu/attnjit --json out.json [--quick] [--shapes 128:4096x4]
   python3 tools/bench/fa3_ws_speed.py --dry-run      (the plan, no GPU; checks the problems with `explain`)
