@@ -15,14 +15,11 @@
 #include <random>
 #include <unistd.h>
 
-#include "arch.hpp"
-#include "scoped_temp_dir.hpp"
 #include "attnjit/attnjit.hpp"
+#include "attnjit/introspection.hpp"
 #include "commands.hpp"
-#include "cuda/driver.hpp"
-#include "engine.hpp"
-#include "bench/bench_support.hpp"
 #include "ops/registry.hpp"
+#include "scoped_temp_dir.hpp"
 
 namespace attnjit::cli {
 namespace {
@@ -46,12 +43,12 @@ JitRow bench_jit(const std::string& arch, const std::string& cache_dir) {
   const KernelSpec spec = jit_probe_spec();
   JitRow row;
   auto t0 = std::chrono::steady_clock::now();
-  auto prepared = rt.engine().prepare(spec, arch);
+  const auto prepared = introspect::prepare(rt, spec, arch);
   row.cold_compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (prepared.origin != detail::Origin::Compiled) throw Error(Status::Internal, "bench: the cold-compile probe found a cached entry");
+  if (prepared.origin != introspect::Origin::Compiled) throw Error(Status::Internal, "bench: the cold-compile probe found a cached entry");
   constexpr int kHits = 200000;
   t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kHits; ++i) rt.engine().prepare(spec, arch);
+  for (int i = 0; i < kHits; ++i) introspect::prepare(rt, spec, arch);
   row.memory_hit_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kHits;
   return row;
 }
@@ -65,9 +62,9 @@ double disk_load_probe_ms(const std::string& arch, const std::string& cache_dir)
   cfg.cache.mode = CacheMode::Require;  // a miss here would be a bug in the probe
   auto t0 = std::chrono::steady_clock::now();
   Runtime rt(cfg);
-  auto prepared = rt.engine().prepare(jit_probe_spec(), arch);
+  const auto prepared = introspect::prepare(rt, jit_probe_spec(), arch);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (prepared.origin != detail::Origin::Disk) throw Error(Status::Internal, "bench: disk-load probe did not load from disk");
+  if (prepared.origin != introspect::Origin::Disk) throw Error(Status::Internal, "bench: disk-load probe did not load from disk");
   return ms;
 }
 
@@ -89,7 +86,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--arch", o->arch, "Arch for the JIT timings (default: local GPU's, else sm_90a)");
   cmd->add_option("--disk-load-probe", o->probe_dir, "(internal) time one disk-cache load in this process")->group("");
   cmd->callback([o] {
-    if (!o->arch.empty()) check_arch(o->arch, "--arch");
+    if (!o->arch.empty()) introspect::check_arch(o->arch, "--arch");
     Runtime rt;
     const std::string arch = o->arch.empty() ? rt.default_arch() : o->arch;
     if (!o->probe_dir.empty()) {
@@ -99,12 +96,9 @@ void register_bench(CLI::App& app) {
     nlohmann::json out;
     out["arch"] = arch;
     if (!o->jit_only) {
-      const auto& cu = cuda::driver();
-      cuda::ScopedDevice scope(0);
-      CUstream stream;
-      ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+      const introspect::TimingStream stream(0);
       const auto info = rt.info();
-      const double copy = bench::copy_bandwidth(stream);
+      const double copy = stream.copy_bandwidth();
       out["device"] = info.devices.empty() ? "" : info.devices[0].name;
       out["copy_bytes_per_s"] = copy;
       fmt::print("device: {}  copy (read+write): {:.0f} GB/s\n", out["device"].get<std::string>(), copy / 1e9);
@@ -120,7 +114,7 @@ void register_bench(CLI::App& app) {
       fmt::print("{:>10} {:>8} {:>9} {:>9}  {}\n", "time(us)", "GB/s", "x copy", "TFLOP/s", "problem / plan");
       for (const auto& problem : problems) {
         const auto& op = ops::find_operator(problem.value("op", ""));
-        const ops::BenchFigures f = op.bench(rt, problem, 0, stream);
+        const ops::BenchFigures f = op.bench(rt, problem, 0, stream.get());
         const double bw = f.bytes / (f.microseconds * 1e-6);
         const double tflops = f.flops / (f.microseconds * 1e-6) / 1e12;
         fmt::print("{:>10.1f} {:>8.0f} {:>9.2f} {:>9.1f}  {}\n{:>40}{}\n", f.microseconds, bw / 1e9, bw / copy,
@@ -128,7 +122,6 @@ void register_bench(CLI::App& app) {
         out["results"].push_back({{"problem", problem}, {"us", f.microseconds}, {"bytes_per_s", bw},
                                   {"ratio_to_copy", bw / copy}, {"tflops", tflops}, {"plan", f.plan}});
       }
-      cu.StreamDestroy(stream);
     }
     if (!o->skip_jit) {
       const ScopedTempDir scratch("attnjit-bench-");  // removed on every path out, errors included

@@ -9,15 +9,11 @@
 #include <filesystem>
 #include <optional>
 
-#include "arch.hpp"
 #include "attnjit/error.hpp"
+#include "attnjit/introspection.hpp"
 #include "attnjit/runtime.hpp"
-#include "codegen.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-#include "cuda/driver.hpp"
-#include "cuda/nvrtc.hpp"
-#include "engine.hpp"
 #include "ops/registry.hpp"
 #include "presets.hpp"
 
@@ -86,17 +82,12 @@ void run_explain(const ExplainOptions& o) {
   const nlohmann::json problem = make_problem(o);
   const ops::OperatorEntry& op = ops::find_operator(problem.at("op").get<std::string>());
   std::vector<KernelSpec> specs = op.kernels_for(problem);  // validates before anything else happens
-  if (!o.arch.empty()) check_arch(o.arch, "--arch");
+  if (!o.arch.empty()) introspect::check_arch(o.arch, "--arch");
   const Config config = load_config(o.cache_dir);
   Config read_only = config;  // explain only looks: never create the folder
   if (read_only.cache.mode != CacheMode::Off) read_only.cache.mode = CacheMode::ReadOnly;
   Runtime rt(read_only);
-  detail::Engine& engine = rt.engine();
-  const bool have_gpu = [] {
-    if (!cuda::driver_available()) return false;
-    int n = 0;
-    return cuda::driver().DeviceGetCount(&n) == CUDA_SUCCESS && n > 0;
-  }();
+  const bool have_gpu = introspect::gpu_present();
   const std::string arch = !o.arch.empty() ? o.arch : rt.default_arch();
 
   fmt::print("problem: {}{}\n", problem.dump(), o.model.empty() ? std::string() : fmt::format(" (model {})", o.model));
@@ -107,8 +98,9 @@ void run_explain(const ExplainOptions& o) {
     ops::DeviceFigures figures;
     figures.arch = arch;
     if (have_gpu) {
-      figures.sm_count = engine.sm_count(0);
-      figures.smem_per_block = engine.smem_per_block(0);
+      const introspect::DeviceLimits limits = introspect::device_limits(rt, 0);
+      figures.sm_count = limits.sm_count;
+      figures.smem_per_block = limits.smem_per_block;
     }
     const nlohmann::json plan = op.explain(problem, figures);
     fmt::print("plan:    for {} SMs{}\n", figures.sm_count, have_gpu ? " (device 0)" : " (assumed: no GPU)");
@@ -129,7 +121,7 @@ void run_explain(const ExplainOptions& o) {
 
   std::string nvrtc_problem;
   try {
-    fmt::print("nvrtc:   {}\n", cuda::nvrtc_info(rt.config().nvrtc_library).version());
+    fmt::print("nvrtc:   {}\n", introspect::nvrtc_facts(rt).version);
   } catch (const Error& e) {
     nvrtc_problem = e.what();
     fmt::print("nvrtc:   unavailable, so no cache key: {}\n", nvrtc_problem);
@@ -143,8 +135,8 @@ void run_explain(const ExplainOptions& o) {
     fmt::print("  entry:  {} ({} threads, {} B dynamic shared memory)\n", s.entry_name(), s.threads(),
                s.dynamic_smem_bytes());
     if (nvrtc_problem.empty()) {
-      const std::string key = engine.key_for(s, arch);
-      const fs::path path = engine.disk_cache().entry_path(arch, key);
+      const std::string key = introspect::cache_key(rt, s, arch);
+      const fs::path path = introspect::cache_entry_path(rt, arch, key);
       std::error_code ec;
       const auto bytes = fs::file_size(path, ec);
       fmt::print("  key:    {}\n", key);
@@ -152,7 +144,7 @@ void run_explain(const ExplainOptions& o) {
       fmt::print("  cached: {}\n", ec ? std::string("no") : fmt::format("yes ({})", format_bytes(bytes)));
     }
     if (o.source) {
-      const TranslationUnit tu = generate(s);
+      const introspect::GeneratedSource tu = introspect::generated_source(s);
       fmt::print("  source: {} ({} bytes; includes only embedded headers from kernels/)\n", tu.name, tu.source.size());
       fmt::print("----- begin {} -----\n{}{}----- end {} -----\n", tu.name, tu.source,
                  !tu.source.empty() && tu.source.back() == '\n' ? "" : "\n", tu.name);
@@ -182,7 +174,7 @@ void register_explain(CLI::App& app) {
   // Empty would otherwise read as "not given" and explain for the default arch.
   sub->add_option("--arch", o->arch, "Target arch (default: the first GPU's, else sm_90a)")
       ->check(not_empty(fmt::format("allowed: {}, or leave --arch out for the first GPU's (else sm_90a)",
-                                    fmt::join(known_archs(), ", "))));
+                                    fmt::join(introspect::known_archs(), ", "))));
   sub->add_flag("--source", o->source, "Also print each generated translation unit");
   add_cache_dir_option(sub, o->cache_dir);
   sub->callback([o] { run_explain(*o); });

@@ -4,13 +4,10 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
+#include "attnjit/introspection.hpp"
 #include "attnjit/runtime.hpp"
-#include "cache/disk_cache.hpp"
-#include "cache/write_probe.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-#include "cuda/nvrtc.hpp"
-#include "engine.hpp"
 
 namespace attnjit::cli {
 namespace {
@@ -23,12 +20,12 @@ void run_info(const std::string& cache_dir) {
 
   fmt::print("attnjit {}\n", info.version);
   if (info.nvrtc_error.empty()) {
-    const auto& nv = cuda::nvrtc_info(rt.config().nvrtc_library);
+    const introspect::NvrtcFacts nv = introspect::nvrtc_facts(rt);
     fmt::print("nvrtc:    {} ({}{})\n", info.nvrtc_version, info.nvrtc_library,
                nv.path.empty() || nv.path == info.nvrtc_library ? std::string() : " -> " + nv.path);
     std::string archs;
     try {
-      archs = fmt::format("{}", fmt::join(cuda::supported_archs(rt.config().nvrtc_library), " "));
+      archs = fmt::format("{}", fmt::join(introspect::nvrtc_archs(rt), " "));
     } catch (const Error& e) {
       archs = fmt::format("unknown: {}", e.what());
     }
@@ -52,10 +49,10 @@ void run_info(const std::string& cache_dir) {
   // Tried, not assumed: see cache/write_probe.hpp.
   const bool mode_writes = info.cache.mode == CacheMode::ReadWrite || info.cache.mode == CacheMode::Require;
   fmt::print("  writable: {}\n", !mode_writes ? fmt::format("no: cache mode {} does not write", to_string(info.cache.mode))
-                                  : !info.cache_writable ? "no: " + rt.engine().disk_cache().not_writable_reason()
-                                                         : cache::describe(cache::probe_writable(info.cache.dir)));
+                                  : !info.cache_writable ? "no: " + introspect::cache_not_writable_reason(rt)
+                                                         : introspect::describe_write_probe(info.cache.dir));
   try {
-    const cache::Stats s = rt.engine().disk_cache().stats();
+    const introspect::CacheStats s = introspect::cache_stats(rt);
     fmt::print("  entries:  {} ({} of {} cap)\n", s.entries, format_bytes(s.bytes), format_bytes(s.max_bytes));
   } catch (const Error& e) {
     fmt::print("  entries:  unknown: {}\n", e.what());

@@ -16,12 +16,11 @@
 #include <set>
 #include <thread>
 
-#include "arch.hpp"
 #include "attnjit/error.hpp"
+#include "attnjit/introspection.hpp"
 #include "attnjit/runtime.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-#include "engine.hpp"
 #include "ops/registry.hpp"
 #include "presets.hpp"
 #include "prewarm_report.hpp"
@@ -213,8 +212,8 @@ void run_prewarm(const PrewarmOptions& o) {
   for (const auto& note : list.notes) fmt::print(stderr, "note: {}\n", note);
 
   // The arch is checked before the cache folder is created or anything compiles.
-  if (!o.arch.empty()) check_arch(o.arch, "--arch");
-  else if (!list.arch.empty()) check_arch(list.arch, fmt::format("manifest {}: /arch", o.manifest));
+  if (!o.arch.empty()) introspect::check_arch(o.arch, "--arch");
+  else if (!list.arch.empty()) introspect::check_arch(list.arch, fmt::format("manifest {}: /arch", o.manifest));
   Config config = load_config(o.cache_dir);
   if (config.cache.mode == CacheMode::Require) {
     // Prewarm exists to fill the cache; "fail on miss" is for the fleet that reads it.
@@ -229,7 +228,6 @@ void run_prewarm(const PrewarmOptions& o) {
   const bool check_only = !unwritable.empty();
   if (check_only) config.cache.mode = CacheMode::ReadOnly;  // the engine only computes keys: never touch the folder
   Runtime rt(config);
-  detail::Engine& engine = rt.engine();
   const std::string arch = !o.arch.empty() ? o.arch : !list.arch.empty() ? list.arch : rt.default_arch();
   // Kernels of an arch-specific backend (Hopper prefill) only where they run.
   const size_t listed = list.specs.size();
@@ -255,12 +253,14 @@ void run_prewarm(const PrewarmOptions& o) {
       try {
         if (check_only) {
           list.specs[i].validate();
-          out.key = engine.key_for(list.specs[i], arch);
-          out.kind = entry_is_stored(engine.disk_cache(), arch, out.key) ? Outcome::Cached : Outcome::NotCached;
+          out.key = introspect::cache_key(rt, list.specs[i], arch);
+          out.entry_path = introspect::cache_entry_path(rt, arch, out.key);
+          out.kind = entry_is_stored(out.entry_path, arch, out.key) ? Outcome::Cached : Outcome::NotCached;
         } else {
-          const detail::Prepared p = engine.prepare(list.specs[i], arch);
-          out.kind = p.origin == detail::Origin::Compiled ? Outcome::Compiled : Outcome::Cached;
-          out.key = p.kernel->key;
+          introspect::PreparedKernel p = introspect::prepare(rt, list.specs[i], arch);
+          out.kind = p.origin == introspect::Origin::Compiled ? Outcome::Compiled : Outcome::Cached;
+          out.key = std::move(p.key);
+          out.entry_path = introspect::cache_entry_path(rt, arch, out.key);
         }
       } catch (const std::exception& e) {
         out.kind = Outcome::Failed;
@@ -285,7 +285,7 @@ void run_prewarm(const PrewarmOptions& o) {
 
   PrewarmRun run{list.label, arch, {}, std::move(outcomes), total, o.allow_memory_only, mode, unwritable};
   for (const auto& spec : list.specs) run.names.push_back(spec.name());
-  report_prewarm(run, engine.disk_cache());
+  report_prewarm(run, config.cache, introspect::cache_not_writable_reason(rt));
 }
 
 }  // namespace

@@ -39,14 +39,14 @@ std::string preflight_cache(const CacheConfig& c, bool allow_memory_only) {
   return probe.reason;
 }
 
-bool entry_is_stored(const cache::DiskCache& c, const std::string& arch, const std::string& key) {
+bool entry_is_stored(const std::string& path, const std::string& arch, const std::string& key) {
   std::string bytes;
-  if (cache::posix::read_file(c.entry_path(arch, key), bytes) != 0) return false;
+  if (cache::posix::read_file(path, bytes) != 0) return false;
   cache::Entry entry;
   return cache::entry_format::parse_entry(bytes, arch, key, entry).empty();
 }
 
-PrewarmTally report_prewarm(PrewarmRun& run, const cache::DiskCache& c) {
+PrewarmTally report_prewarm(PrewarmRun& run, const CacheConfig& c, const std::string& not_writable_reason) {
   PrewarmTally t;
   const bool writes = mode_writes(run.mode);
   std::vector<std::string> unstored, uncached;
@@ -58,7 +58,7 @@ PrewarmTally report_prewarm(PrewarmRun& run, const cache::DiskCache& c) {
         ++t.compiled;
         // Checked after every worker finished: a later store's eviction may have removed it.
         // A mode that does not write stored nothing, whatever an earlier run left there.
-        if (writes && entry_is_stored(c, run.arch, out.key)) {
+        if (writes && entry_is_stored(out.entry_path, run.arch, out.key)) {
           ++t.stored;
         } else {
           ++t.not_stored;
@@ -83,14 +83,14 @@ PrewarmTally report_prewarm(PrewarmRun& run, const cache::DiskCache& c) {
                                     : fmt::format(", {} not cached (checked only: the cache folder is not writable)",
                                                   t.not_cached),
              t.not_attempted ? fmt::format(", {} not attempted", t.not_attempted) : std::string(), run.seconds,
-             c.config().dir);
+             c.dir);
 
   if (t.not_stored) {
-    std::string reason = writes ? c.not_writable_reason()
+    std::string reason = writes ? not_writable_reason
                                 : fmt::format("cache mode {} does not write", to_string(run.mode));
     if (reason.empty())
       reason = fmt::format("their entries are not in {} after the run (evicted by the size cap of {}, or removed "
-                           "by another process)", c.config().dir, format_bytes(c.config().max_bytes));
+                           "by another process)", c.dir, format_bytes(c.max_bytes));
     fmt::print(stderr, "not stored: {} ({})\n  {}\n", fmt::join(unstored, ", "), t.not_stored, reason);
   }
   if (t.failed) {
@@ -104,14 +104,14 @@ PrewarmTally report_prewarm(PrewarmRun& run, const cache::DiskCache& c) {
   }
   if (!run.unwritable.empty() && t.not_cached == 0 && t.failed == 0 && t.not_attempted == 0)
     fmt::print(stderr, "note: the cache folder {} is not writable, but every kernel is already cached there and "
-                       "verifies: nothing to store\n", c.config().dir);
+                       "verifies: nothing to store\n", c.dir);
   if (t.failed) throw CLI::RuntimeError(kExitFailure);
   if (t.not_cached) {
     fmt::print(stderr, "attnjit: error: cannot store kernels in the cache folder {}: {}. {} of {} are not cached "
                        "there and were not compiled (they could not be stored): {}. Fix its permissions or free "
                        "space (docs/RELIABILITY.md: shared caches), choose another with --cache-dir, or pass "
                        "--allow-memory-only to compile without storing\n",
-               c.config().dir, run.unwritable, t.not_cached, kernels_text(run.outcomes.size()),
+               c.dir, run.unwritable, t.not_cached, kernels_text(run.outcomes.size()),
                fmt::join(uncached, ", "));
     throw CLI::RuntimeError(kExitFailure);
   }

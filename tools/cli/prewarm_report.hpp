@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "attnjit/cache_config.hpp"
-#include "cache/disk_cache.hpp"
 
 namespace attnjit::cli {
 
@@ -20,7 +19,8 @@ struct PrewarmOutcome {
   // verified entry, and did not compile what it could not store.
   enum Kind { Pending, Compiled, Cached, NotCached, Failed, Skipped } kind = Pending;
   double seconds = 0;
-  std::string key;    // cache key (compiled, cached and not-cached kernels)
+  std::string key;         // cache key (compiled, cached and not-cached kernels)
+  std::string entry_path;  // where the cache keeps that key's entry
   std::string error;  // failed kernels
 };
 
@@ -46,14 +46,15 @@ struct PrewarmTally {
 // nothing will be kept and returns "".
 std::string preflight_cache(const CacheConfig& cache, bool allow_memory_only);
 
-// Whether the entry for arch/key is on disk and verifies.
-bool entry_is_stored(const cache::DiskCache& cache, const std::string& arch, const std::string& key);
+// Whether the entry for arch/key is at `path` and verifies.
+bool entry_is_stored(const std::string& path, const std::string& arch, const std::string& key);
 
 // Counts (reading back each compiled kernel's entry), prints the summary line
 // to stdout and the details (each distinct error once, the reason kernels were
 // not stored once) to stderr. Throws CLI::RuntimeError(1) when a kernel
 // failed, when a check-only run found kernels not cached, or when the mode
 // writes and a compiled kernel is not stored (unless run.allow_memory_only).
-PrewarmTally report_prewarm(PrewarmRun& run, const cache::DiskCache& cache);
+// `not_writable_reason`: the Runtime's disk cache's, read after the run.
+PrewarmTally report_prewarm(PrewarmRun& run, const CacheConfig& cache, const std::string& not_writable_reason);
 
 }  // namespace attnjit::cli
