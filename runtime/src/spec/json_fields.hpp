@@ -1,14 +1,18 @@
-// Reading a spec's JSON fields with errors that name the field, the value and
-// the expected type (a manifest is written by hand; nlohmann's own messages
-// say neither which field nor which spec).
+// Reading the fields of a kernel spec's or an operator problem's JSON with
+// errors that name the field ("spec.head_dim", "problem.kv_len"), the value and
+// the expected type (a manifest is written by hand; nlohmann's own messages say
+// neither which field nor which spec).
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
+// A missing field without a fallback, or one of the wrong type, throws Error(InvalidArgument).
 namespace attnjit::spec_json {
 
-// A missing field without a fallback, or one of the wrong type, throws Error(InvalidArgument).
+// Integers of a spec stay below 2^30 in magnitude, so products of two fields cannot overflow.
 int int_field(const nlohmann::json& j, const char* key);
 int int_field(const nlohmann::json& j, const char* key, int fallback);
 bool bool_field(const nlohmann::json& j, const char* key, bool fallback);
@@ -16,3 +20,16 @@ std::string string_field(const nlohmann::json& j, const char* key);
 std::string string_field(const nlohmann::json& j, const char* key, const char* fallback);
 
 }  // namespace attnjit::spec_json
+
+namespace attnjit::problem_json {
+
+int int_field(const nlohmann::json& j, const char* key);  // a 32-bit integer
+int int_field(const nlohmann::json& j, const char* key, int fallback);
+int64_t int64_field(const nlohmann::json& j, const char* key);
+int64_t int64_field(const nlohmann::json& j, const char* key, int64_t fallback);
+bool bool_field(const nlohmann::json& j, const char* key, bool fallback);
+std::string string_field(const nlohmann::json& j, const char* key, const char* fallback);
+// An optional scalar option: absent or null gives nullopt.
+std::optional<float> float_field(const nlohmann::json& j, const char* key);
+
+}  // namespace attnjit::problem_json

@@ -1,4 +1,4 @@
-#include "ops/single_prefill/prefill_options.hpp"
+#include "ops/attention_options/prefill_options.hpp"
 
 #include <fmt/format.h>
 

@@ -13,7 +13,7 @@
 #include "launcher.hpp"
 #include "ops/prefill_launch.hpp"
 #include "merge_params.h"
-#include "ops/single_prefill/prefill_options.hpp"
+#include "ops/attention_options/prefill_options.hpp"
 #include "ops/tensor_checks.hpp"
 
 namespace attnjit::ops {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <set>
 
-#include "ops/single_prefill/prefill_options.hpp"
+#include "ops/attention_options/prefill_options.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 
 namespace attnjit::ops {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "attnjit/error.hpp"
-#include "ops/single_prefill/prefill_options.hpp"
+#include "ops/attention_options/prefill_options.hpp"
 
 namespace attnjit::ops {
 

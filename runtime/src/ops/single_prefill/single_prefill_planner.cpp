@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "attnjit/error.hpp"
-#include "ops/single_prefill/prefill_options.hpp"
+#include "ops/attention_options/prefill_options.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
 
 namespace attnjit::ops {

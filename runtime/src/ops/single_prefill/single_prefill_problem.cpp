@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "attnjit/error.hpp"
-#include "ops/single_prefill/prefill_options.hpp"
+#include "ops/attention_options/prefill_options.hpp"
 
 namespace attnjit::ops {
 
