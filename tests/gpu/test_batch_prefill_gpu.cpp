@@ -360,7 +360,7 @@ TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 re
 }
 
 // A few small fa3_ws problems for compute-sanitizer (memcheck, racecheck,
-// synccheck: tools/gpu/fa3_ws.sh): TMA and gather, several KV tiles and
+// synccheck: SANITIZE=[fa3_ws_small] tools/gpu/sanitize.sh): TMA, gather, KV tiles and
 // items, causal and not.
 TEST_CASE("batch prefill fa3_ws, small cases for the sanitizers", "[gpu][fa3_ws_small]") {
   ATTNJIT_REQUIRE_GPU();

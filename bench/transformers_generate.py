@@ -16,7 +16,7 @@ prefill calls included, over its decode steps). JSON to --out (written
 after each part), with the command line. A part whose warm-up takes over --part-budget seconds skips its
 timed runs and says so.
 
-    python3 tools/bench/transformers_generate.py --out /tmp/transformers_generate.json
+    python3 bench/transformers_generate.py --out /tmp/transformers_generate.json
 """
 
 import argparse

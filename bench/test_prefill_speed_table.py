@@ -1,5 +1,5 @@
 """CPU tests of fa3_ws_speed.py's table math, argument checks and dry run (no torch, no GPU):
-  build/venv/bin/python -m pytest -q tools/bench/test_prefill_speed_table.py"""
+  build/venv/bin/python -m pytest -q bench/test_prefill_speed_table.py"""
 import json
 import os
 import subprocess
@@ -12,7 +12,7 @@ sys.path.insert(0, HERE)
 import prefill_speed_table as tbl  # noqa: E402
 
 DRIVER = os.path.join(HERE, "fa3_ws_speed.py")
-CLI = os.path.join(HERE, "..", "..", "build", "attnjit")
+CLI = os.path.join(HERE, "..", "build", "attnjit")
 
 
 def test_shapes_are_the_issues_grid():

@@ -2,7 +2,7 @@
 FlashInfer: wall time of enqueueing many calls on small shapes (the GPU keeps up, so the host is the
 limit), then a cProfile of attnjit's call split by function (Python wrapper against the C call).
 A serving engine that runs these eagerly pays this per layer.
-    python3 tools/bench/host_overhead.py [--json out.json]
+    python3 bench/host_overhead.py [--json out.json]
 """
 import argparse
 import cProfile

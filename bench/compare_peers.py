@@ -13,7 +13,7 @@ problem on a dense [B, Hkv, N, D] cache (a lower bound on what paging costs);
 for skewed batches it is left out.
 
   PYTHONPATH=tools/python:/tmp/site ATTNJIT_LIBRARY=build/libattnjit.so \
-      python3 tools/bench/compare_peers.py --json out.json
+      python3 bench/compare_peers.py --json out.json
 """
 import argparse
 import itertools

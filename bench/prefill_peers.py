@@ -5,7 +5,7 @@ point are timed interleaved, rep by rep, so drift falls on all alike; medians of
 
 Run as a script it builds FlashInfer's module for one backend and head dim (a tiny plan + run), so the
 driver can build fa3 and fa2 side by side in child processes before any timing:
-  python3 tools/bench/prefill_peers.py --build fa3 --head-dim 128
+  python3 bench/prefill_peers.py --build fa3 --head-dim 128
 """
 import argparse
 import statistics

@@ -6,15 +6,15 @@ bf16 dense GEMM rate measured in the same run (torch.matmul 8192^3, before and a
 attnjit's backends are timed by the CLI (`attnjit bench --problem`:
 the ragged wrapper, K/V rotated over copies > 4x the L2, CUDA events around batches of launches, median of
 30) in child processes run between the peers' timings on the same GPU; the peers run in this process
-(tools/bench/prefill_peers.py: CUDA graphs of 8 calls over 2 random input sets of 192 MB each,
+(bench/prefill_peers.py: CUDA graphs of 8 calls over 2 random input sets of 192 MB each,
 interleaved, median of 15). Before any timing, FlashInfer's modules are built in child processes side by
 side with `attnjit prewarm` of every attnjit kernel the run needs; a failed build or import is recorded in
 the JSON and its column stays empty. (The Python module takes backend='fa3_ws' too; timing attnjit in this
 process is still to do.)
 
-  python3 tools/bench/fa3_ws_speed.py --cli .gpu/attnjit --json out.json [--quick] [--shapes 128:4096x4]
-  python3 tools/bench/fa3_ws_speed.py --dry-run      (the plan, no GPU; checks the problems with `explain`)
-  python3 tools/bench/fa3_ws_speed.py --table-from out.json    (re-prints a run's tables)
+  python3 bench/fa3_ws_speed.py --cli .gpu/attnjit --json out.json [--quick] [--shapes 128:4096x4]
+  python3 bench/fa3_ws_speed.py --dry-run      (the plan, no GPU; checks the problems with `explain`)
+  python3 bench/fa3_ws_speed.py --table-from out.json    (re-prints a run's tables)
 """
 import argparse
 import json
