@@ -12,7 +12,8 @@ Points (32 q / 8 kv heads, d 128, bf16 unless said):
   single_decode --kv-len, --hq, --hkv, --head-dim: one request through single_decode_with_kv_cache.
   prefill       FlashAttention's grid shape: 16k tokens in --seq-long requests, 2048 / --head-dim heads,
                 ragged (default), --paged (page 16, shuffled) or --single (one request of --seq tokens);
-                --causal. FlashInfer runs backend fa2 (-k regex:BatchPrefill, or SinglePrefill).
+                --causal; --backend (FlashInfer's default fa2: -k regex:BatchPrefill, or SinglePrefill;
+                fa3: -k regex:PrefillWithKVCacheKernel).
 """
 import argparse
 import sys
@@ -31,6 +32,7 @@ ap.add_argument("--hkv", type=int, default=8, help="single_decode: KV heads")
 ap.add_argument("--head-dim", type=int, default=128)
 ap.add_argument("--seq", type=int, default=512, help="prefill: tokens per request")
 ap.add_argument("--causal", action="store_true", help="prefill: causal mask")
+ap.add_argument("--backend", help="prefill: the backend (default: attnjit's auto, FlashInfer's fa2)")
 where = ap.add_mutually_exclusive_group()
 where.add_argument("--paged", action="store_true", help="prefill: the paged wrappers")
 where.add_argument("--single", action="store_true", help="prefill: one request, single_prefill_with_kv_cache")
@@ -82,7 +84,8 @@ def prefill():
     q, k, v = (torch.randn(batch * n, heads, d, dtype=torch.bfloat16, device=dev, generator=gen) for _ in range(3))
     indptr = torch.arange(0, batch * n + 1, n, dtype=torch.int32, device=dev)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
-    kw = {} if args.who == "attnjit" else {"backend": "fa2"}
+    backend = args.backend or (None if args.who == "attnjit" else "fa2")
+    kw = {} if backend is None else {"backend": backend}
     if args.single:
         return lambda: lib.single_prefill_with_kv_cache(q, k, v, causal=args.causal, **kw)
     if args.paged:
