@@ -13,11 +13,22 @@
 //
 // Mode and whether the window is checked are compile-time, so a variant
 // without them pays nothing; window_left itself is a run-time value.
+//
+// A user mask_mod (ATTNJIT_USER_MASK_MOD, defined by a user variant's
+// generated code) replaces the mode's own test, which the variant then asks
+// instead (variant.cuh); the mode only tells the skeleton which keys to visit
+// and test (custom: every tile), and the window still applies.
 #pragma once
 #include "platform.cuh"
 #include "variant_params.h"
 
 namespace attnjit {
+
+#if defined(ATTNJIT_USER_MASK_MOD)
+constexpr bool kUserMaskMod = true;
+#else
+constexpr bool kUserMaskMod = false;
+#endif
 
 template <int Mode, bool Window>
 struct Mask {
@@ -34,7 +45,7 @@ struct Mask {
   Mask() = default;
   ATTNJIT_DEVICE Mask(const kernels::VariantParams& p, int request, int qo_len, int kv_len_)
       : window_left(p.window_left), first_q_pos(kv_len_ - qo_len), kv_len(kv_len_), bits(nullptr) {
-    if constexpr (Mode == kernels::kMaskCustom)
+    if constexpr (Mode == kernels::kMaskCustom && !kUserMaskMod)
       bits = p.custom_mask + (p.custom_mask_indptr ? p.custom_mask_indptr[request] : 0);
   }
   // kMaskDraft: the request's rows (token 0's first) and their pitch in bits.
@@ -45,12 +56,12 @@ struct Mask {
 
   ATTNJIT_DEVICE bool keep(int q_pos, int k_pos) const {
     bool ok = true;
-    if constexpr (Mode == kernels::kMaskCausal) ok = k_pos <= q_pos;
-    if constexpr (Mode == kernels::kMaskCustom) {
+    if constexpr (Mode == kernels::kMaskCausal && !kUserMaskMod) ok = k_pos <= q_pos;
+    if constexpr (Mode == kernels::kMaskCustom && !kUserMaskMod) {
       const int64_t bit = int64_t(q_pos - first_q_pos) * kv_len + k_pos;
       ok = (bits[bit >> 3] >> (bit & 7)) & 1;
     }
-    if constexpr (Mode == kernels::kMaskDraft) {
+    if constexpr (Mode == kernels::kMaskDraft && !kUserMaskMod) {
       const int col = k_pos - first_q_pos;  // < 0: a key before the draft tokens, seen by every one
       if (col >= 0) {
         const int64_t bit = int64_t(q_pos - first_q_pos) * kv_len + col;

@@ -11,6 +11,14 @@
 //   x = cap * tanh(x / cap)            (soft cap)
 //   logit = x * log2(e)                (softmax runs in base 2)
 //   apply_sink                         TensorRT-LLM's sinks, on a head's final state
+//
+// A user variant (issue 31) compiles its snippets into the same hooks: its
+// generated code defines ATTNJIT_USER_SCORE_MOD / ATTNJIT_USER_MASK_MOD and
+// attnjit::user::{Params, score_mod, mask_mod} before this header.
+//   keep:  the window && mask_mod(b, h, q, kv, params) (mask.cuh)
+//   logit: x = score_mod(x, b, h, q, kv, params) after ALiBi, before the cap
+// b is the request, h the query head, q the query's index among its
+// request's queries (FlexAttention's convention), kv the key's position.
 #pragma once
 #include "mask.cuh"
 #include "math.cuh"
@@ -20,13 +28,19 @@
 
 namespace attnjit {
 
+#if defined(ATTNJIT_USER_SCORE_MOD)
+constexpr bool kUserScoreMod = true;
+#else
+constexpr bool kUserScoreMod = false;
+#endif
+
 template <int PosMode, bool SoftCap, int MaskMode = kernels::kMaskNone, bool Window = false>
 struct AttentionVariant {
   static constexpr bool kAlibi = PosMode == kernels::kPosAlibi;
   static constexpr bool kRope = PosMode == kernels::kPosRopeLlama;
   // With neither bias nor cap the whole transform is one multiply, folded
   // into q once instead of applied to every logit.
-  static constexpr bool kFoldScaleIntoQ = !kAlibi && !SoftCap;
+  static constexpr bool kFoldScaleIntoQ = !kAlibi && !SoftCap && !kUserScoreMod;
   // Whether transform_key changes a key: skeletons that can stage keys
   // without going through float (decode_mma.cuh) do so when it does not.
   static constexpr bool kTransformsKeys = kRope;
@@ -38,6 +52,10 @@ struct AttentionVariant {
   float q_pos;        // of this query in the KV sequence (decode: its only one, kv_len - 1)
   float rope_rcp_scale, rope_log2_theta;
   MaskT mask;
+#if defined(ATTNJIT_USER_VARIANT)
+  const user::Params* user_params;  // in the kernel's parameters (VariantParams::user_params)
+  int user_b, user_h, user_q0, user_q;  // request, query head, position of query 0, this row's query
+#endif
 
   AttentionVariant() = default;
   // Query q_index (default: the last) of the qo_len queries that end the
@@ -51,9 +69,23 @@ struct AttentionVariant {
         q_pos(float(kv_len - qo_len + (q_index < 0 ? qo_len - 1 : q_index))),
         rope_rcp_scale(p.rope_rcp_scale),
         rope_log2_theta(p.rope_log2_theta),
-        mask(p, request, qo_len, kv_len) {}
+        mask(p, request, qo_len, kv_len) {
+#if defined(ATTNJIT_USER_VARIANT)
+    user_params = reinterpret_cast<const user::Params*>(p.user_params);
+    user_b = request;
+    user_h = qo_head;
+    user_q0 = kv_len - qo_len;
+    user_q = q_index < 0 ? qo_len - 1 : q_index;
+#endif
+  }
 
-  ATTNJIT_DEVICE bool keep(int q_pos_, int k_pos) const { return mask.keep(q_pos_, k_pos); }
+  ATTNJIT_DEVICE bool keep(int q_pos_, int k_pos) const {
+    bool ok = mask.keep(q_pos_, k_pos);
+#if defined(ATTNJIT_USER_MASK_MOD)
+    ok = ok && user::mask_mod(user_b, user_h, q_pos_ - user_q0, k_pos, *user_params);
+#endif
+    return ok;
+  }
 
   // A thread's 8-wide slice (from dim0) of a query or key at position pos;
   // the slice's rotation partner is the lane partner_lane_xor away. Neither
@@ -94,6 +126,9 @@ struct AttentionVariant {
     if (kFoldScaleIntoQ) return qk;
     float x = qk;
     if (kAlibi) x = fmaf(alibi_slope, float(j) - q_pos, x);
+#if defined(ATTNJIT_USER_SCORE_MOD)
+    x = user::score_mod(x, user_b, user_h, user_q, j, *user_params);
+#endif
     if (SoftCap) x = soft_cap * tanhf(x * rcp_soft_cap);
     return x * kLog2e;
   }

@@ -19,6 +19,12 @@ enum PosEncodingMode : int32_t { kPosNone = 0, kPosRopeLlama = 1, kPosAlibi = 2 
 // kMaskDraft: TensorRT-LLM's draft-tree mask of speculative decoding (mask.cuh).
 enum MaskMode : int32_t { kMaskNone = 0, kMaskCausal = 1, kMaskCustom = 2, kMaskDraft = 3 };
 
+// A user variant's Params (issue 31; generated per kernel, user_variant.cuh)
+// travel by value in the kernel's parameters, so a captured graph holds them
+// like every other run-time value and no device copy is managed. 8-byte words
+// for the pointers and the int64 shapes and strides.
+constexpr int kUserParamsWords = 32;
+
 struct VariantParams {
   float sm_scale;         // softmax scale with q_scale * k_scale folded in
   float v_scale;          // applied to the output
@@ -32,6 +38,8 @@ struct VariantParams {
   // custom_mask_indptr[request], or at byte 0 when that is null).
   const uint8_t* custom_mask;
   const int32_t* custom_mask_indptr;
+  // The user variant's packed Params (attnjit::Variant::pack); unread by other kernels.
+  uint64_t user_params[kUserParamsWords];
 };
 
 }  // namespace kernels

@@ -4,6 +4,7 @@
 
 #include "attnjit/error.hpp"
 #include "embedded_sources.hpp"
+#include "spec/user_variant.hpp"
 
 namespace attnjit {
 
@@ -22,6 +23,17 @@ std::string fill_template(const std::string& text, const std::vector<std::pair<s
   return out;
 }
 
+namespace {
+
+// The user variant of the attention families, or null.
+const VariantSource* user_variant_of(const KernelSpec& spec) {
+  if (const auto* d = spec.as<DecodeKernel>()) return d->variant.user.get();
+  if (const auto* p = spec.as<PrefillKernel>()) return p->variant.user.get();
+  return nullptr;
+}
+
+}  // namespace
+
 TranslationUnit generate(const KernelSpec& spec) {
   const std::string tname = spec.template_name();
   for (const auto& t : embedded::templates()) {
@@ -29,6 +41,8 @@ TranslationUnit generate(const KernelSpec& spec) {
     TranslationUnit tu;
     tu.name = spec.name() + ".cu";
     tu.source = fill_template(std::string(t.text), spec.template_values(), tname);
+    // A user variant's Params and snippets go first: the skeleton's hooks call them.
+    if (const VariantSource* user = user_variant_of(spec)) tu.source = variant_device_code(*user, tu.name) + tu.source;
     for (const auto& h : embedded::headers()) tu.headers.emplace_back(std::string(h.name), std::string(h.text));
     return tu;
   }

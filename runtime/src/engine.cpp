@@ -9,6 +9,7 @@
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
+#include "spec/user_variant.hpp"
 #include "log.hpp"
 #include "telemetry.hpp"
 
@@ -110,7 +111,15 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
     req.headers = tu.headers;
     req.options = options_;
     req.arch = arch;
-    cuda::CompileResult res = cuda::compile(config_.nvrtc_library, req);
+    cuda::CompileResult res;
+    try {
+      res = cuda::compile(config_.nvrtc_library, req);
+    } catch (const Error& e) {  // a user variant's snippet: INVALID_ARGUMENT at its own lines
+      std::string mapped;
+      if (e.status() == Status::CompileError && snippet_compile_error(e.what(), &mapped))
+        throw Error(Status::InvalidArgument, mapped);
+      throw;
+    }
     seconds = res.seconds;
     if (!res.log.empty()) log::debug("NVRTC log for {}:\n{}", tu.name, res.log);
     cache::Entry e;

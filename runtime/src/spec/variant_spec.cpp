@@ -5,6 +5,7 @@
 #include "attnjit/error.hpp"
 #include "variant_params.h"
 #include "spec/json_fields.hpp"
+#include "spec/user_variant.hpp"
 
 namespace attnjit {
 
@@ -54,9 +55,10 @@ const char* pos_short(PosEncoding p) {
 }  // namespace
 
 std::string VariantSpec::name() const {
-  return fmt::format("{}_{}_{}_{}{}{}", device_type(q_dtype), device_type(kv_dtype), device_type(o_dtype),
+  return fmt::format("{}_{}_{}_{}{}{}{}", device_type(q_dtype), device_type(kv_dtype), device_type(o_dtype),
                      pos_short(pos_encoding), soft_cap ? "_softcap" : "",
-                     mask == MaskMode::None ? "" : std::string("_") + to_string(mask));
+                     mask == MaskMode::None ? "" : std::string("_") + to_string(mask),
+                     user ? "_user" + variant_source_digest(*user) : "");
 }
 
 void VariantSpec::to_json(nlohmann::json& j) const {
@@ -66,6 +68,7 @@ void VariantSpec::to_json(nlohmann::json& j) const {
   j["pos_encoding"] = to_string(pos_encoding);
   j["soft_cap"] = soft_cap;
   j["mask"] = to_string(mask);
+  if (user) j["user"] = variant_source_json(*user);  // absent otherwise: built-in specs keep their JSON
 }
 
 VariantSpec VariantSpec::from_json(const nlohmann::json& j) {
@@ -76,6 +79,7 @@ VariantSpec VariantSpec::from_json(const nlohmann::json& j) {
   v.pos_encoding = parse_pos_encoding(spec_json::string_field(j, "pos_encoding", "NONE"), "spec.pos_encoding");
   v.soft_cap = spec_json::bool_field(j, "soft_cap", false);
   v.mask = parse_mask(spec_json::string_field(j, "mask", "none"));
+  if (j.contains("user")) v.user = std::make_shared<const VariantSource>(variant_source_from_json(j.at("user"), "spec.user"));
   return v;
 }
 

@@ -5,11 +5,13 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "attnjit/types.hpp"
+#include "attnjit/variant.hpp"
 
 namespace attnjit {
 
@@ -27,6 +29,11 @@ struct VariantSpec {
   PosEncoding pos_encoding = PosEncoding::None;
   bool soft_cap = false;
   MaskMode mask = MaskMode::None;
+  // A user variant's snippets and params declaration (spec/user_variant.hpp),
+  // or null. Its full text is in the JSON, so the identity and the cache key
+  // carry it; the name gets its digest. With a mask_mod, `mask` only picks
+  // which keys the skeleton visits and tests (mask.cuh): prefill plans Custom.
+  std::shared_ptr<const VariantSource> user;
 
   // "bf16_e4m3_bf16_rope_softcap": the readable middle of a kernel name.
   std::string name() const;
@@ -39,7 +46,7 @@ struct VariantSpec {
 
   bool operator==(const VariantSpec& o) const {
     return q_dtype == o.q_dtype && kv_dtype == o.kv_dtype && o_dtype == o.o_dtype && pos_encoding == o.pos_encoding &&
-           soft_cap == o.soft_cap && mask == o.mask;
+           soft_cap == o.soft_cap && mask == o.mask && (user == o.user || (user && o.user && *user == *o.user));
   }
 };
 
