@@ -12,6 +12,7 @@
 #include "cuda/nvrtc.hpp"
 #include "dltensor_maker.hpp"
 #include "engine.hpp"
+#include "ops/attention_options/user_variant_options.hpp"
 #include "spec/user_variant.hpp"
 #include "test_cache_support.hpp"
 
@@ -252,6 +253,63 @@ TEST_CASE("NVRTC compiles snippet variants into every attention skeleton", "[use
     rows.tokens_per_cta = 2;
     CHECK_NOTHROW(engine.prepare(rows, "sm_80"));
   }
+}
+
+TEST_CASE("operators apply a variant to their kernels and pack it at run", "[user_variant]") {
+  const auto mask = std::make_shared<const VariantSource>(doc_mask());
+  const auto score = std::make_shared<const VariantSource>(bias_table());
+  PrefillKernel k;
+  ops::apply_user_variant(mask, false, false, k);
+  CHECK(k.variant.mask == MaskMode::Custom);  // every tile tested
+  CHECK(k.variant.user == mask);
+  PrefillKernel s;
+  s.variant.mask = MaskMode::Causal;
+  ops::apply_user_variant(score, true, false, s);  // a score_mod keeps the built-in mask
+  CHECK(s.variant.mask == MaskMode::Causal);
+  PrefillKernel plain;
+  ops::apply_user_variant(nullptr, true, false, plain);
+  CHECK(plain.variant.user == nullptr);
+  CHECK_THAT(invalid_message([&] { PrefillKernel x; ops::apply_user_variant(mask, true, false, x); }),
+             Catch::Contains("causal=True with a variant's mask_mod"));
+  CHECK_THAT(invalid_message([&] { PrefillKernel x; ops::apply_user_variant(mask, false, true, x); }),
+             Catch::Contains("custom_mask with a variant's mask_mod"));
+  PrefillKernel ws;
+  ws.warp_specialized = true;
+  ws.backend = PrefillBackend::Fa3;
+  try {
+    ops::apply_user_variant(mask, false, false, ws);
+    FAIL("fa3_ws took a mask_mod");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::Unsupported);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("backend='fa3_ws'") && Catch::Contains("mask_mod"));
+  }
+  CHECK_NOTHROW(ops::apply_user_variant(score, false, false, ws));
+
+  DecodeKernel d;
+  d.variant.mask = MaskMode::Causal;
+  ops::apply_user_variant(mask, d);
+  CHECK(d.variant.mask == MaskMode::Causal);
+  DecodeKernel draft;
+  draft.variant.mask = MaskMode::Draft;
+  CHECK_THAT(invalid_message([&] { ops::apply_user_variant(mask, draft); }), Catch::Contains("draft-tree mask"));
+
+  kernels::VariantParams var{};
+  CHECK_NOTHROW(ops::pack_user_params(nullptr, nullptr, var, 0));
+  Variant v(doc_mask());
+  CHECK_THAT(invalid_message([&] { ops::pack_user_params(nullptr, &v, var, 0); }), Catch::Contains("made without one"));
+  CHECK_THAT(invalid_message([&] { ops::pack_user_params(mask.get(), nullptr, var, 0); }),
+             Catch::Contains("run() needs it"));
+  CHECK_THAT(invalid_message([&] { ops::pack_user_params(score.get(), &v, var, 0); }),
+             Catch::Contains("plan again for another variant"));
+  CHECK_THAT(invalid_message([&] { ops::pack_user_params(mask.get(), &v, var, 0); }),
+             Catch::Contains("'doc' (i32 tensor of rank 1) is not bound"));
+  DLTensorMaker doc({37}, {kDLInt, 32, 1});
+  v.bind("doc", doc.get());
+  v.bind("q_offset", int32_t(5));
+  ops::pack_user_params(mask.get(), &v, var, 0);
+  int32_t q_offset = 0;
+  std::memcpy(&q_offset, reinterpret_cast<const char*>(var.user_params) + 24, 4);
+  CHECK(q_offset == 5);
 }
 
 }  // namespace attnjit::test

@@ -1,0 +1,53 @@
+#include "ops/attention_options/user_variant_options.hpp"
+
+#include <fmt/format.h>
+
+#include "attnjit/error.hpp"
+#include "spec/user_variant.hpp"
+
+namespace attnjit::ops {
+
+void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool causal, bool custom_mask,
+                        PrefillKernel& k) {
+  if (!v) return;
+  const bool mask_mod = !v->mask_mod.empty();
+  if (mask_mod && (causal || custom_mask))
+    throw Error(Status::InvalidArgument,
+                fmt::format("{} with a variant's mask_mod is not allowed: the mask_mod decides every pair; write "
+                            "the {} test into it",
+                            custom_mask ? "custom_mask" : "causal=True", custom_mask ? "mask's" : "causal"));
+  if (mask_mod && k.warp_specialized)
+    throw Error(Status::Unsupported,
+                fmt::format("backend='fa3_ws' does not take a variant with a mask_mod (user{}): it tests two rows "
+                            "with one row's head; allowed: 'auto', 'fa2', 'fa3'",
+                            variant_source_digest(*v)));
+  k.variant.user = v;
+  if (mask_mod) k.variant.mask = MaskMode::Custom;
+}
+
+void apply_user_variant(const std::shared_ptr<const VariantSource>& v, DecodeKernel& k) {
+  if (!v) return;
+  if (!v->mask_mod.empty() && k.variant.mask == MaskMode::Draft)
+    throw Error(Status::InvalidArgument, "a draft-tree mask with a variant's mask_mod is not allowed: the mask_mod "
+                                         "decides every pair; write the tree into it");
+  k.variant.user = v;
+}
+
+void pack_user_params(const VariantSource* planned, const Variant* given, kernels::VariantParams& var, int device) {
+  if (!planned && !given) return;
+  if (!planned)
+    throw Error(Status::InvalidArgument, "variant: given at run() to a plan made without one; plan with it");
+  if (!given)
+    throw Error(Status::InvalidArgument,
+                fmt::format("variant: the plan was made with variant user{}; run() needs it (with its params bound)",
+                            variant_source_digest(*planned)));
+  if (!(given->source() == *planned))
+    throw Error(Status::InvalidArgument,
+                fmt::format("variant: run() got user{}, the plan was made with user{}; plan again for another "
+                            "variant",
+                            variant_source_digest(given->source()), variant_source_digest(*planned)));
+  static_assert(sizeof(var.user_params) == Variant::kMaxParamsBytes, "the kernels' blob");
+  given->pack(var.user_params, device);
+}
+
+}  // namespace attnjit::ops

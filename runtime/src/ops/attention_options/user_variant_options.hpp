@@ -1,0 +1,32 @@
+// A user variant (attnjit/variant.hpp) on the attention operators: what a
+// planner adds to its kernels, what it refuses, and what run() packs. The
+// planners call these, so every operator treats a variant the same way; the
+// plan keeps only the source (compile-time), the values come with each run.
+#pragma once
+#include <memory>
+
+#include "attnjit/variant.hpp"
+#include "spec/decode_kernel.hpp"
+#include "spec/prefill_kernel.hpp"
+#include "variant_params.h"
+
+namespace attnjit::ops {
+
+// Prefill: a mask_mod plans the Custom mode (the skeletons test every tile;
+// block sparsity, issue 31 item 2, will narrow this) and so cannot be mixed with
+// causal=true or a packed custom mask (InvalidArgument: write them into the
+// mask_mod); fa3_ws tests a thread's two rows with one row's head, so it
+// refuses a mask_mod (Unsupported naming backend and variant). Null: nothing.
+void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool causal, bool custom_mask,
+                        PrefillKernel& k);
+// Decode: the planned mode stays (none, or causal for several tokens) and
+// decides which keys are visited; a mask_mod replaces its test. Draft
+// (TensorRT-LLM's tree rows) with a mask_mod is refused.
+void apply_user_variant(const std::shared_ptr<const VariantSource>& v, DecodeKernel& k);
+
+// Fills var.user_params from `given` for a plan compiled with `planned`:
+// InvalidArgument when one is missing, their sources differ, or a param is
+// not bound (naming it). Both null: nothing.
+void pack_user_params(const VariantSource* planned, const Variant* given, kernels::VariantParams& var, int device);
+
+}  // namespace attnjit::ops
