@@ -6,6 +6,21 @@
 
 namespace attnjit {
 
+// The tensor cores' operand type for Q K^T. RoPE computes the rotated q and
+// k in float; bf16 ones go to the tensor cores as f16 (11 mantissa bits, not
+// 8): rounding them to bf16 cost up to ~3e-2 of lse at 30k keys (bf16, |q|,
+// |k| <= 4; float64 simulation), f16 ~4e-3, at the same product speed. The
+// price is f16's range: rotated values past 65504 (|q|, |k| > ~46000, far
+// beyond attention activations) would overflow. P V stays in the input type.
+template <class T, bool Rotated>
+struct RopeQKType {
+  using type = T;
+};
+template <>
+struct RopeQKType<bf16, true> {
+  using type = f16;
+};
+
 // sin and cos of a rotary angle, which reaches ~1e5 radians at long
 // positions: a Cody-Waite reduction by 2*pi to [-pi, pi], then the hardware
 // approximations, accurate there to ~1e-6. (sincosf's slow path for large

@@ -22,7 +22,8 @@
 // so the copies of the next tiles overlap this one's math (fp8 K/V go through
 // registers instead, widened to q's dtype; their scales are folded into
 // sm_scale and v_scale). With RoPE the staged Q (once) and K tiles are
-// rotated in shared memory before use.
+// rotated in shared memory before use (bf16 written back as f16, for an f16
+// Q K^T: RopeQKType).
 //
 // 512-wide heads: two CTAs per item (prefill_vo_parts), each computing S
 // over all 512 q/k dims but P V and O only for its 256-wide slice of V and
@@ -98,6 +99,7 @@ template <class Tr>
 ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillWork w) {
   using T = typename Tr::q_t;
   using Variant = typename Tr::Variant;
+  using qk_t = typename RopeQKType<T, Variant::kRope>::type;  // rotated bf16 Q and K as f16 (pos_encoding.cuh)
   using Tile = SmemTile<Tr::kHeadDim>;
   using VTile = SmemTile<Tr::kHeadDimVO>;
   constexpr int D = Tr::kHeadDim;
@@ -260,10 +262,11 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       // come by shuffle, so no barrier is needed between the two.
       const int rope0 = Tr::rope_slice(slice) * 8;
       if (it == 0)
-        prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T>(q_tile, row_in_pass, rope0, [&](frag8& f, int r) {
-          var[0][0].template transform_query<D>(f, pos_offset + token_of(row0 + r), rope0, kRopePartner);
-        });
-      prefill_rotate_staged<Tr::kKVPasses, Tr::kRowsPerPass, T>(kt, row_in_pass, rope0, [&](frag8& f, int r) {
+        prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T, qk_t>(
+            q_tile, row_in_pass, rope0, [&](frag8& f, int r) {
+              var[0][0].template transform_query<D>(f, pos_offset + token_of(row0 + r), rope0, kRopePartner);
+            });
+      prefill_rotate_staged<Tr::kKVPasses, Tr::kRowsPerPass, T, qk_t>(kt, row_in_pass, rope0, [&](frag8& f, int r) {
         var[0][0].template transform_key<D>(f, base + r, rope0, kRopePartner);
       });
       __syncthreads();
@@ -286,8 +289,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
         kt.b_fragments_nk(lo, hi, nn * 16, ks * 16);
 #pragma unroll
         for (int m = 0; m < FM; ++m) {
-          mma_16816<T>(s[m][2 * nn], qa[m], lo);
-          mma_16816<T>(s[m][2 * nn + 1], qa[m], hi);
+          mma_16816<qk_t>(s[m][2 * nn], qa[m], lo);
+          mma_16816<qk_t>(s[m][2 * nn + 1], qa[m], hi);
         }
       }
     }

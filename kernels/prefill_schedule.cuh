@@ -92,16 +92,17 @@ ATTNJIT_DEVICE void prefill_stage_q(const kernels::PrefillParams& p, const Packe
 // A staged tile's rows rewritten in place (RoPE on Q once, on every K tile
 // as it lands): Passes passes of RowsPerPass rows, a thread rotating the
 // eight elements from dim0 of its row in each; rotate(f, r) gets them as
-// floats with the row's index in the tile. The caller publishes the tile
-// (a barrier, and on Hopper the async-proxy fence) before the MMAs read it.
-template <int Passes, int RowsPerPass, class T, class Tile, class Rotate>
+// floats with the row's index in the tile, and they go back as StoreT (the
+// Q K^T operand type: RopeQKType). The caller publishes the tile (a
+// barrier, and on Hopper the async-proxy fence) before the MMAs read it.
+template <int Passes, int RowsPerPass, class T, class StoreT = T, class Tile, class Rotate>
 ATTNJIT_DEVICE void prefill_rotate_staged(const Tile& tile, int row_in_pass, int dim0, Rotate rotate) {
 #pragma unroll
   for (int s = 0; s < Passes; ++s) {
     const int r = s * RowsPerPass + row_in_pass;
     frag8 f = tile.template load8_at<T>(r, dim0);
     rotate(f, r);
-    tile.template store8_at<T>(r, dim0, f);
+    tile.template store8_at<StoreT>(r, dim0, f);
   }
 }
 

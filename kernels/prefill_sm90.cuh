@@ -67,6 +67,7 @@ template <class Tr>
 ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const PrefillWork w) {
   using T = typename Tr::q_t;
   using Variant = typename Tr::Variant;
+  using qk_t = typename RopeQKType<T, Variant::kRope>::type;  // rotated bf16 Q and K as f16 (pos_encoding.cuh)
   constexpr int D = Tr::kHeadDim;
   constexpr int kTQ = Tr::kTileQ;
   constexpr int kTKV = Tr::kTileKV;
@@ -151,10 +152,10 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
     if constexpr (Variant::kRope) {
       // Rotate the staged rows in place: Q once, every K tile as it lands.
       if (it == 0)
-        prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T>(q_tile, row_in_pass, dim0, [&](frag8& f, int r) {
+        prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T, qk_t>(q_tile, row_in_pass, dim0, [&](frag8& f, int r) {
           var[0].template transform_query<D>(f, e.pos_offset + token_of(e.row0 + r), dim0, kRopePartner);
         });
-      prefill_rotate_staged<Tr::kKVPasses, Tr::kRowsPerPass, T>(kt, row_in_pass, dim0, [&](frag8& f, int r) {
+      prefill_rotate_staged<Tr::kKVPasses, Tr::kRowsPerPass, T, qk_t>(kt, row_in_pass, dim0, [&](frag8& f, int r) {
         var[0].template transform_key<D>(f, base + r, dim0, kRopePartner);
       });
       fence_proxy_async_shared();
@@ -167,7 +168,7 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks)
-      Wgmma<T, kTKV>::ss(s, q_tile.k_major(group_row0, ks * 16), kt.k_major(0, ks * 16), ks > 0);
+      Wgmma<qk_t, kTKV>::ss(s, q_tile.k_major(group_row0, ks * 16), kt.k_major(0, ks * 16), ks > 0);
     wgmma_commit();
     const int next = it + kS - 1;
     if (next < e.num_tiles) load_kv(next % kS, e.tile0 + next * kTKV);

@@ -39,21 +39,6 @@
 
 namespace attnjit {
 
-// The tensor cores' type for Q K^T. RoPE computes the rotated q and k in
-// float; bf16 ones go to the tensor cores as f16 (11 mantissa bits, not 8):
-// rounding them to bf16 cost up to ~3e-2 of lse at 30k keys (bf16, |q|,
-// |k| <= 4; float64 simulation), f16 ~4e-3, the same product speed. The
-// price is f16's range: rotated values past 65504 (|q|, |k| > ~46000, far
-// beyond attention activations) would overflow. P V stays in the input type.
-template <class T, bool Rotated>
-struct WsQKType {
-  using type = T;
-};
-template <>
-struct WsQKType<bf16, true> {
-  using type = f16;
-};
-
 template <int HeadDim, class QT, class KVT, class OT, int PosMode, bool SoftCap, int MaskMode, bool Window,
           template <class> class KVSourceT, int Stages>
 struct PrefillWsTraits {
@@ -80,7 +65,7 @@ struct PrefillWsTraits {
   using kv_t = KVT;
   using o_t = OT;
   using Variant = AttentionVariant<PosMode, SoftCap, MaskMode, Window>;
-  using qk_t = typename WsQKType<QT, Variant::kRope>::type;
+  using qk_t = typename RopeQKType<QT, Variant::kRope>::type;  // f16 for rotated bf16 (pos_encoding.cuh)
   // Producer / consumer registers: TMA 24 / 240, gather 40 / 232, RoPE 72 /
   // 216 (up to 128-wide heads: at 256 every split spilled; refused there).
   static constexpr int kProducerRegs = kernels::prefill_ws_producer_regs(kTma, PosMode);
@@ -279,13 +264,10 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
   if constexpr (Variant::kRope) {
     // Rotate this thread's own staged Q slices (partners by shuffle), once, into qk_t.
     const int dim0 = (gtid % Tr::kLanesPerRow) * 8, row_in_pass = gtid / Tr::kLanesPerRow;
-#pragma unroll
-    for (int s = 0; s < Tr::kQPasses; ++s) {
-      const int r = s * Tr::kRowsPerPass + row_in_pass;
-      frag8 f = q_tile.template load8_at<T>(r, dim0);
-      var[0].template transform_query<D>(f, e.pos_offset + token_of(row0 + r), dim0, Tr::kRopePartner);
-      q_tile.template store8_at<typename Tr::qk_t>(r, dim0, f);
-    }
+    prefill_rotate_staged<Tr::kQPasses, Tr::kRowsPerPass, T, typename Tr::qk_t>(
+        q_tile, row_in_pass, dim0, [&](frag8& f, int r) {
+          var[0].template transform_query<D>(f, e.pos_offset + token_of(row0 + r), dim0, Tr::kRopePartner);
+        });
   }
   fence_proxy_async_shared();  // this thread's Q copies (rotated), before the tensor cores read them
   named_barrier_sync(kBarQReady + group, 128);
