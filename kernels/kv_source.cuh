@@ -11,6 +11,7 @@
 //                             .runs_in_page(n)          rows j .. j+n-1 (j a multiple of n) share a page:
 //                             .step(a)                  then row j + 1's is one stride on, no lookup
 //                             .report_bad_pages(len)    after the loop: records a bad page id it met (cold)
+//   source(params, request, false)                      the same, recording no bad entry (another role does)
 //   Source::Hint(params, request) .length()           where rows probably are, for L2 prefetches
 //                             .row(kv_head, j)          sent before pdl_wait() (decode_prefetch.cuh)
 //
@@ -22,11 +23,12 @@
 // value still names memory of the cache: a wrong hint costs bandwidth,
 // never a fault. Sources without one (kHints false) warm nothing.
 //
-// The paged sources also check what they read (a caller may overwrite a
-// fixed table buffer before a graph replay, or pass device lengths the host
-// never sees): a request's indptr entries and last page length (FlashInfer)
-// or its seq_len (block tables) once, where the source is built, and every
-// page id at its lookup. A bad value is replaced by a safe one (no pages, the
+// The paged and ragged sources also check what they read (a caller may
+// overwrite a fixed table buffer before a graph replay, or pass device
+// lengths the host never sees): a request's indptr entries and last page
+// length (FlashInfer; ragged: its indptr against the tensor's rows) or its
+// seq_len (block tables) once, where the source is built, and every page id
+// at its lookup. A bad value is replaced by a safe one (no pages or keys, the
 // clamped length, the cache's last page) and recorded (table_check.h). A
 // page id costs an unsigned min and max per lookup; a thread that met a bad
 // one reports its request's first after the loop (slice.report_bad_pages),
@@ -75,7 +77,9 @@ struct ContiguousKV {
 
   const kernels::KVSourceParams& p;
 
-  ATTNJIT_DEVICE ContiguousKV(const kernels::KVSourceParams& params, int /*request: one sequence*/) : p(params) {}
+  ATTNJIT_DEVICE ContiguousKV(const kernels::KVSourceParams& params, int /*request: one sequence*/,
+                              bool /*report: nothing to check*/ = true)
+      : p(params) {}
   ATTNJIT_DEVICE int length() const { return p.kv_len; }
   ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const {
     return {p, static_cast<const char*>(p.k) + (kv_head * p.k_stride_head + dim0) * kBytes,
@@ -91,9 +95,31 @@ struct ContiguousKV {
   };
 };
 
+namespace detail {
+
+// Request b's span of an indptr, [first, next): FlashInfer's pages
+// (indices[first .. next)) or a ragged tensor's rows, checked: 0 <= first
+// <= next <= entries. A bad pair is recorded (unless !report: another role
+// of the CTA reads the same pair and records it) and read as a request
+// without pages or keys.
+ATTNJIT_DEVICE bool indptr_ok(const kernels::KVSourceParams& p, int request, int first, int next, int64_t entries,
+                              bool report) {
+  if (first >= 0 && first <= next && next <= entries) return true;
+  if (!report) return false;
+  if (first < 0 || first > entries)
+    report_table_fault(p.check, kernels::kFaultIndptr, p.check_names, -1, request, -1, first, 0, entries);
+  else
+    report_table_fault(p.check, kernels::kFaultIndptr, p.check_names, -1, request + 1, -1, next, first, entries);
+  return false;
+}
+
+}  // namespace detail
+
 // Ragged KV (batch prefill): the requests' sequences one after another in one
-// [total_rows, heads, D] (or HND) tensor; request b owns rows
-// indptr[b] .. indptr[b+1]. Addressed like ContiguousKV from its first row.
+// [total_rows, heads, D] (or HND) tensor of kv_len rows; request b owns rows
+// indptr[b] .. indptr[b+1], checked against the tensor (in CUDA-graph mode
+// indptr is the caller's buffer, which may change after plan()): a bad pair
+// reads no keys. Addressed like ContiguousKV from its first row.
 template <class KVT>
 struct RaggedKV {
   using Slice = typename ContiguousKV<KVT>::Slice;
@@ -103,8 +129,12 @@ struct RaggedKV {
   int64_t first;
   int len;
 
-  ATTNJIT_DEVICE RaggedKV(const kernels::KVSourceParams& params, int request)
-      : p(params), first(p.indptr[request]), len(p.indptr[request + 1] - p.indptr[request]) {}
+  ATTNJIT_DEVICE RaggedKV(const kernels::KVSourceParams& params, int request, bool report = true) : p(params) {
+    int begin = p.indptr[request], next = p.indptr[request + 1];
+    if (!detail::indptr_ok(p, request, begin, next, p.kv_len, report)) begin = next = 0;
+    first = begin;
+    len = next - begin;
+  }
   ATTNJIT_DEVICE int length() const { return len; }
   ATTNJIT_DEVICE Slice slice(int kv_head, int dim0) const {
     return {p, static_cast<const char*>(p.k) + (first * p.k_stride_row + kv_head * p.k_stride_head + dim0) * kBytes,
@@ -207,24 +237,13 @@ ATTNJIT_DEVICE int hinted_length(const kernels::KVSourceParams& p, int len) {
   return p.table_entries > 0 && p.num_pages > 0 ? len : 0;
 }
 
-// Request b's pages in FlashInfer's table, indices[first .. next), checked:
-// 0 <= first <= next <= the table's entries (when known). A bad pair is
-// recorded and read as a request without pages.
-ATTNJIT_DEVICE bool indptr_ok(const kernels::KVSourceParams& p, int request, int first, int next) {
-  const int64_t entries = p.table_entries > 0 ? p.table_entries : int64_t(0x7fffffffffffffffLL);
-  if (first >= 0 && first <= next && next <= entries) return true;
-  if (first < 0 || first > entries)
-    report_table_fault(p.check, kernels::kFaultIndptr, p.check_names, -1, request, -1, first, 0, entries);
-  else
-    report_table_fault(p.check, kernels::kFaultIndptr, p.check_names, -1, request + 1, -1, next, first, entries);
-  return false;
-}
-
-// Request b's last page length, checked against [1, page_size] (clamped into it).
-ATTNJIT_DEVICE int checked_last_len(const kernels::KVSourceParams& p, int request) {
+// Request b's last page length, checked against [1, page_size] (clamped into it;
+// recorded unless !report, as for indptr_ok).
+ATTNJIT_DEVICE int checked_last_len(const kernels::KVSourceParams& p, int request, bool report) {
   const int last = p.last_page_len[request], size = int(p.page_size.d);
   if (last >= 1 && last <= size) return last;
-  report_table_fault(p.check, kernels::kFaultLastPageLen, p.check_names, -1, request, -1, last, 1, size);
+  if (report)
+    report_table_fault(p.check, kernels::kFaultLastPageLen, p.check_names, -1, request, -1, last, 1, size);
   return min(max(last, 1), size);
 }
 
@@ -289,11 +308,13 @@ struct PagedKV {
   const int32_t* pages;
   int len;
 
-  ATTNJIT_DEVICE PagedKV(const kernels::KVSourceParams& params, int request) : p(params) {
+  ATTNJIT_DEVICE PagedKV(const kernels::KVSourceParams& params, int request, bool report = true) : p(params) {
     int first = p.indptr[request], next = p.indptr[request + 1];
-    if (!detail::indptr_ok(p, request, first, next)) first = next = 0;
+    const int64_t entries = p.table_entries > 0 ? p.table_entries : int64_t(0x7fffffffffffffffLL);
+    if (!detail::indptr_ok(p, request, first, next, entries, report)) first = next = 0;
     pages = p.indices + first;
-    len = detail::paged_length(next - first, p.page_size.d, [&] { return detail::checked_last_len(p, request); });
+    len = detail::paged_length(next - first, p.page_size.d,
+                               [&] { return detail::checked_last_len(p, request, report); });
   }
 
   ATTNJIT_DEVICE int length() const { return len; }

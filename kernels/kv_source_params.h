@@ -27,7 +27,7 @@ struct KVSourceParams {
   int64_t k_stride_page, k_stride_row, k_stride_head;  // in elements
   int64_t v_stride_page, v_stride_row, v_stride_head;
   FastDivmod page_size;  // paged kinds; built on the host, so the kernel keeps no divisor registers
-  int32_t kv_len;      // contiguous: the sequence length
+  int32_t kv_len;      // contiguous: the sequence length; ragged: the tensor's rows (what indptr may reach)
   // kKVPaged (and kKVRagged: row offsets)
   const int32_t* indptr;         // [batch + 1], into indices (ragged: into rows)
   const int32_t* indices;        // page ids
@@ -43,12 +43,13 @@ struct KVSourceParams {
   // cache's pages. 0: unknown, and no row of a paged source is warmed.
   int64_t table_entries;
   int32_t num_pages;
-  // The paged sources check what they read from the tables (kv_source.cuh):
-  // page ids against num_pages, FlashInfer's indptr against table_entries
-  // (0: unbounded) and last_page_len against page_size, a block table's
-  // seq_lens against max_len (the longest the plan allows). A violation reads
-  // nothing outside the cache and is recorded in `check` (null: nowhere)
-  // under the entry point's names (TableNames).
+  // The paged and ragged sources check what they read from the tables
+  // (kv_source.cuh): page ids against num_pages, FlashInfer's indptr against
+  // table_entries (0: unbounded), a ragged indptr against kv_len,
+  // last_page_len against page_size, a block table's seq_lens against
+  // max_len (the longest the plan allows). A violation reads nothing outside
+  // the cache and is recorded in `check` (null: nowhere) under the entry
+  // point's names (TableNames); prefill records its qo_indptr's there too.
   TableCheckRecord* check;
   int32_t check_names;
   int32_t max_len;

@@ -26,6 +26,9 @@ struct PrefillParams {
   KVSourceParams kv;    // K/V and each request's length, read through the KV source
   VariantParams var;
   const int32_t* qo_indptr;  // [batch + 1] query rows of each request; null: one request of qo_len rows
+  // q's (and o's) rows: each request's qo_indptr pair must lie within them
+  // (prefill_schedule.cuh checks it; bad pairs are recorded in kv.check).
+  int32_t q_rows;
   // Batch work list, one entry per CTA, 4 * num_work ints: requests, then
   // query tiles, KV chunks, KV heads. Null (single request): num_work query
   // tiles; with tiles_fastest CTA x takes tile x % num_work of KV head

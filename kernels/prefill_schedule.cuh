@@ -176,11 +176,38 @@ struct PrefillExtent {
   int kv_begin, kv_end, tile0, num_tiles;
 };
 
-template <int TileQ, int TileKV, int MaskMode, bool Window>
+// A batch request's query rows, qo_indptr[b] .. qo_indptr[b+1], checked
+// against q's rows (in CUDA-graph mode qo_indptr is the caller's buffer,
+// which may change after plan()): a bad pair is recorded (unless !report)
+// and read as a request without rows, whose items then compute and write
+// nothing. The record is a call, not inlined: inlined, its code cost the
+// paged fa2 loop 9 spilled loads (ptxas, d128 causal).
+__device__ __noinline__ void report_query_indptr(const kernels::PrefillParams& p, int request, int first, int next) {
+  if (first < 0 || first > p.q_rows)
+    report_table_fault(p.kv.check, kernels::kFaultQueryIndptr, p.kv.check_names, -1, request, request, first, 0,
+                       p.q_rows);
+  else
+    report_table_fault(p.kv.check, kernels::kFaultQueryIndptr, p.kv.check_names, -1, request + 1, request, next,
+                       first, p.q_rows);
+}
+ATTNJIT_DEVICE void prefill_query_rows(const kernels::PrefillParams& p, int request, int& begin, int& len,
+                                       bool report) {
+  const int first = p.qo_indptr[request], next = p.qo_indptr[request + 1];
+  const bool ok = first >= 0 && first <= next && next <= p.q_rows;
+  if (!ok && report) report_query_indptr(p, request, first, next);
+  begin = ok ? first : 0;
+  len = ok ? next - first : 0;
+}
+
+// Report false: a bad qo_indptr pair is read as no rows without recording
+// it, for a role whose CTA has another that records it (the warp-specialized
+// producer, whose 24 registers spill around the call).
+template <int TileQ, int TileKV, int MaskMode, bool Window, bool Report = true>
 ATTNJIT_DEVICE PrefillExtent prefill_extent(const kernels::PrefillParams& p, const PrefillWork& w, int kv_len) {
   PrefillExtent e;
-  e.qo_begin = p.qo_indptr ? p.qo_indptr[w.request] : 0;
-  e.qo_len = p.qo_indptr ? p.qo_indptr[w.request + 1] - e.qo_begin : p.qo_len;
+  e.qo_begin = 0;
+  e.qo_len = p.qo_len;
+  if (p.qo_indptr) prefill_query_rows(p, w.request, e.qo_begin, e.qo_len, Report);
   e.packed_len = e.qo_len * p.group.d;
   e.row0 = w.q_tile * TileQ;
   e.kv_len = kv_len;

@@ -452,8 +452,10 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
   if (role == 0) {
     warpgroup_release_registers<Tr::kProducerRegs>();
     prefill_ws_items(p, grabbed, [&](const PrefillWork& w) {
-      const typename Tr::KVSource kv(p.kv, w.request);
-      const PrefillExtent e = prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
+      // A bad table entry is recorded by the consumers, which read the same (no call here: 24 registers).
+      const typename Tr::KVSource kv(p.kv, w.request, false);
+      const PrefillExtent e =
+          prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow, false>(p, w, kv.length());
       if (e.row0 >= e.packed_len) return;  // a batch's padding item: the whole CTA skips it
       prefill_ws_produce<Tr>(P, w, e, kv, sm, ring);
       ring += uint32_t(e.num_tiles);

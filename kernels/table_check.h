@@ -7,9 +7,9 @@
 // address is valid on the device), owned by a plan or, for the one-call entry
 // points, by the engine per device (runtime/src/table_check.hpp). A kernel
 // that finds a violation substitutes a safe value (a page of the cache, the
-// clamped length, no pages), keeps computing, and records it: the first thread to claim the
-// record (state 0 -> 1) writes the fields, fences to the system, then marks
-// it written (2). Later violations find it claimed and are dropped, so only
+// clamped length, no pages, no rows or keys), keeps computing, and records
+// it: the first thread to claim the record (state 0 -> 1) writes the fields,
+// fences to the system, then marks it written (2). Later violations find it claimed and are dropped, so only
 // the first is kept. The host reads it at the next call and clears it.
 #pragma once
 #include "platform.cuh"
@@ -27,9 +27,10 @@ enum TableFault : int32_t {
   kFaultLastPageLen = 4,  // a last page's length outside [1, page_size]
   kFaultBatchIndex = 5,   // append: a row's request outside [0, batch_size - 1]
   kFaultPosition = 6,     // append: a row's position outside its request's rows (index1: the request)
-  // Speculative decode's per-request query rows (cum_seq_lens_q): entry index0
-  // outside [low, high], the rows after the request's first entry (at most
-  // max_q_len of them, within q's rows; index1: the request).
+  // A per-request query-row indptr (speculative decode's cum_seq_lens_q, a
+  // batch prefill's qo_indptr): entry index0 outside [low, high], the rows
+  // after the request's first entry (at most max_q_len of them in decode,
+  // within q's rows; index1: the request).
   kFaultQueryIndptr = 7,
   // cuDNN's ragged batch offsets: row index0's offset outside [low, high]
   // (its heads and dims inside the tensor) or off the step index1 (16-byte
@@ -44,9 +45,10 @@ enum TableNames : int32_t {
   kNamesBlockTable = 1,     // k_block_table / v_block_table, seq_lens, max_seq_len (BatchDecodePlan)
   kNamesTrtllm = 2,         // block_tables, seq_lens, max_seq_len
   kNamesCudnn = 3,          // block_tables, actual_seq_lens_kv, max_sequence_kv
-  kNamesPrefill = 4,        // paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len
+  kNamesPrefill = 4,        // qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len (paged wrapper)
   kNamesAppend = 5,         // kv_indptr, kv_indices, kv_last_page_len, batch_indices, positions
   kNamesDecodePlan = 6,     // indptr, indices, last_page_len of a BatchDecodePlan's PagedKVView
+  kNamesRaggedPrefill = 7,  // qo_indptr, kv_indptr (rows of k) (BatchPrefillWithRaggedKVCacheWrapper)
 };
 
 struct TableCheckRecord {

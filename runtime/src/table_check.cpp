@@ -23,6 +23,10 @@ struct Names {
   const char* max_length; // what bounds them
   const char* indptr;
   const char* last_page_len;
+  const char* query_indptr = "cum_seq_lens_q";  // each request's query rows
+  // What indptr counts: "<indptr_into> has N <indptr_unit>" (nullptr: the page table's entries).
+  const char* indptr_into = nullptr;
+  const char* indptr_unit = "entries";
 };
 
 Names names_of(int32_t names) {
@@ -35,7 +39,10 @@ Names names_of(int32_t names) {
     case kernels::kNamesCudnn:
       return {"block_tables", nullptr, "actual_seq_lens_kv", "max_sequence_kv", "indptr", "last_page_len"};
     case kernels::kNamesPrefill:
-      return {"paged_kv_indices", nullptr, "seq_lens", "max_seq_len", "paged_kv_indptr", "paged_kv_last_page_len"};
+      return {"paged_kv_indices", nullptr, "seq_lens", "max_seq_len", "paged_kv_indptr", "paged_kv_last_page_len",
+              "qo_indptr"};
+    case kernels::kNamesRaggedPrefill:
+      return {"page table", nullptr, "seq_lens", "max_seq_len", "kv_indptr", "last_page_len", "qo_indptr", "k", "rows"};
     case kernels::kNamesAppend:
       return {"kv_indices", nullptr, "seq_lens", "max_seq_len", "kv_indptr", "kv_last_page_len"};
     default: return {"page table", nullptr, "lengths", "the maximum length", "indptr", "last_page_len"};
@@ -72,8 +79,9 @@ std::string describe_table_fault(const TableCheckRecord& r) {
       if (r.high == kUnbounded)
         return fmt::format("{}={} is not allowed: allowed >= {} ({} must not decrease)", entry(n.indptr, r, false),
                            r.value, r.low, n.indptr);
-      return fmt::format("{}={} is not allowed: allowed {} to {} ({} must not decrease, and {} has {} entries)",
-                         entry(n.indptr, r, false), r.value, r.low, r.high, n.indptr, n.pages, r.high);
+      return fmt::format("{}={} is not allowed: allowed {} to {} ({} must not decrease, and {} has {} {})",
+                         entry(n.indptr, r, false), r.value, r.low, r.high, n.indptr,
+                         n.indptr_into ? n.indptr_into : n.pages, r.high, n.indptr_unit);
     case kernels::kFaultLastPageLen:
       return fmt::format("{}={} is not allowed: allowed 1 to page_size={}", entry(n.last_page_len, r, false), r.value,
                          r.high);
@@ -88,9 +96,13 @@ std::string describe_table_fault(const TableCheckRecord& r) {
                          "(positions 0 to {})",
                          r.index0, r.value, r.index1, r.index0, r.high + 1, r.high);
     case kernels::kFaultQueryIndptr:
-      return fmt::format("cum_seq_lens_q[{}]={} is not allowed: allowed {} to {} (request {}'s query rows start at "
-                         "cum_seq_lens_q[{}], number at most max_q_len and end within the query's rows)",
-                         r.index0, r.value, r.low, r.high, r.index1, r.index1);
+      if (r.names == kernels::kNamesPrefill || r.names == kernels::kNamesRaggedPrefill)  // no max_q_len
+        return fmt::format("{0}[{1}]={2} is not allowed: allowed {3} to {4} (request {5}'s query rows are {0}[{5}] to "
+                           "{0}[{6}]: {0} must not decrease, and q has {7} rows)",
+                           n.query_indptr, r.index0, r.value, r.low, r.high, r.index1, r.index1 + 1, r.high);
+      return fmt::format("{0}[{1}]={2} is not allowed: allowed {3} to {4} (request {5}'s query rows start at "
+                         "{0}[{5}], number at most max_q_len and end within the query's rows)",
+                         n.query_indptr, r.index0, r.value, r.low, r.high, r.index1);
     case kernels::kFaultRowOffset: {
       const bool cudnn = r.names == kernels::kNamesCudnn;
       const char* array = r.side == 1 ? (cudnn ? "batch_offsets_o" : "o_row_offsets")

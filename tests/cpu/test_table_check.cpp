@@ -114,6 +114,27 @@ TEST_CASE("speculative decode's cum_seq_lens_q names the entry, the request and 
              Contains("cum_seq_lens_q[1]=99 is not allowed: allowed 0 to 4"));
 }
 
+TEST_CASE("batch prefill's qo_indptr and the ragged kv_indptr name the entry, the request and the rows allowed",
+          "[table_check]") {
+  using namespace kernels;
+  // The paged and the ragged wrapper's qo_indptr: a first entry past q's 24 rows, a last one before its first.
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultQueryIndptr, kNamesPrefill, -1, 2, 2, 30, 0, 24)),
+             Equals("qo_indptr[2]=30 is not allowed: allowed 0 to 24 (request 2's query rows are qo_indptr[2] to "
+                    "qo_indptr[3]: qo_indptr must not decrease, and q has 24 rows)"));
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultQueryIndptr, kNamesRaggedPrefill, -1, 4, 3, 5, 10, 24)),
+             Equals("qo_indptr[4]=5 is not allowed: allowed 10 to 24 (request 3's query rows are qo_indptr[3] to "
+                    "qo_indptr[4]: qo_indptr must not decrease, and q has 24 rows)"));
+  // The ragged kv_indptr counts rows of k; the paged one still entries of paged_kv_indices.
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultIndptr, kNamesRaggedPrefill, -1, 3, -1, 900, 10, 800)),
+             Equals("kv_indptr[3]=900 is not allowed: allowed 10 to 800 (kv_indptr must not decrease, and k has 800 "
+                    "rows)"));
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultIndptr, kNamesRaggedPrefill, -1, 0, -1, -1, 0, 800)),
+             Contains("kv_indptr[0]=-1 is not allowed: allowed 0 to 800"));
+  CHECK_THAT(detail::describe_table_fault(fault(kFaultIndptr, kNamesPrefill, -1, 1, -1, 9, 0, 8)),
+             Equals("paged_kv_indptr[1]=9 is not allowed: allowed 0 to 8 (paged_kv_indptr must not decrease, and "
+                    "paged_kv_indices has 8 entries)"));
+}
+
 TEST_CASE("cuDNN's batch offsets name the array, the row, the value and the offsets allowed", "[table_check]") {
   using namespace kernels;
   CHECK_THAT(detail::describe_table_fault(fault(kFaultRowOffset, kNamesCudnn, 0, 2, 8, 4096, 0, 3072)),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <string_view>
 
@@ -281,6 +282,8 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
     p.var.custom_mask_indptr = array<const int32_t>("mask_indptr");
   }
   p.qo_indptr = array<const int32_t>("qo_indptr");
+  // What the kernels check qo_indptr against (prefill_schedule.cuh).
+  p.q_rows = static_cast<int32_t>(std::min<int64_t>(rows, std::numeric_limits<int32_t>::max()));
   if (graph) {
     p.tile_indptr = array<const int32_t>("tile_indptr");
     p.work_counter = array<int32_t>("work_counter");
@@ -295,9 +298,9 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   p.num_chunks = layout.num_chunks;
   p.num_rows = static_cast<int32_t>(nnz * H);
   p.kv.indptr = array<const int32_t>("kv_indptr");
-  // The paged source checks the page table it reads (kernels/kv_source.cuh) and records a bad entry here.
+  // The kernels check qo_indptr and the KV source's tables (kernels/kv_source.cuh) and record a bad entry here.
   p.kv.check = memory->table_check().record();
-  p.kv.check_names = kernels::kNamesPrefill;
+  p.kv.check_names = shape.source == KVSource::Paged ? kernels::kNamesPrefill : kernels::kNamesRaggedPrefill;
   return p;
 }
 
