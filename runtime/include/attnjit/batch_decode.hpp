@@ -40,6 +40,7 @@
 #include "attnjit/runtime.hpp"
 #include "attnjit/tensor.hpp"
 #include "attnjit/types.hpp"
+#include "attnjit/variant.hpp"
 
 namespace attnjit {
 
@@ -63,6 +64,9 @@ struct BatchDecodeOptions {
   // plan up to batch_size requests, so a captured run replays correctly
   // after a new plan() (the work list is rewritten in place).
   bool use_cuda_graph = false;
+  // A user variant, as PrefillOptions::variant: b is the request, q its
+  // query token (0 with one token). run() reads its bound values each time.
+  std::shared_ptr<const Variant> variant;
 };
 
 struct BatchDecodeProblem {
@@ -162,6 +166,10 @@ struct BatchDecodeLaunchExtras {
   // set when t sees its request's draft token c (the request's last q_len
   // positions); keys before those are seen by every token. Not read by the host.
   const uint32_t* draft_mask = nullptr;
+  // The values of a plan made with a user variant (options.variant: the same
+  // source, every param bound), read by the host at this run. Null: the
+  // options' own Variant object's values as bound now.
+  const Variant* variant = nullptr;
   int draft_mask_row_words = 0;
 };
 
@@ -253,6 +261,7 @@ class ATTNJIT_API BatchDecodeWithPagedKVCacheWrapper {
     DType q_data_type = DType::F16;
     std::optional<DType> kv_data_type;  // default q_data_type
     std::optional<float> sm_scale, rope_scale, rope_theta;
+    std::shared_ptr<const Variant> variant;  // BatchDecodeOptions::variant
   };
   // The page table on the host (validated here), copied to the device on
   // `stream`. indices may be longer than indptr[batch]: the rest is ignored, as FlashInfer.

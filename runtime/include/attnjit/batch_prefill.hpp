@@ -22,6 +22,7 @@
 #include "attnjit/runtime.hpp"
 #include "attnjit/tensor.hpp"
 #include "attnjit/types.hpp"
+#include "attnjit/variant.hpp"
 
 namespace attnjit {
 
@@ -37,6 +38,9 @@ struct BatchPrefillPlanOptions {
   // block row-major, one after another (sum of qo_len * kv_len entries).
   // Empty: none. plan() packs it (bit order little-endian) and uploads it.
   std::vector<bool> custom_mask;
+  // A user variant, as PrefillOptions::variant (b: the request); run() reads
+  // its bound values each time.
+  std::shared_ptr<const Variant> variant;
 };
 
 // CUDA-graph mode (FlashInfer's use_cuda_graph=True with its *_buf

@@ -20,6 +20,7 @@
 #include "attnjit/runtime.hpp"
 #include "attnjit/tensor.hpp"
 #include "attnjit/types.hpp"
+#include "attnjit/variant.hpp"
 
 namespace attnjit {
 
@@ -41,6 +42,11 @@ struct PrefillOptions {
   // arch from sm_80); "fa3": Hopper's warpgroup MMA (sm_90a, 16-bit K/V).
   std::string backend = "auto";
   bool return_lse = false;  // lse is base 2: log2(sum exp2(s * log2 e)), as decode's
+  // A user variant (attnjit/variant.hpp): its source is compiled into the
+  // plan's kernels; a plan's run() reads this object's bound values at each
+  // run (rebind between runs; no new plan). A mask_mod is refused with
+  // causal=true or a custom mask, and by backend='fa3_ws' ("auto" avoids it).
+  std::shared_ptr<const Variant> variant;
 };
 
 struct SinglePrefillProblem {
@@ -84,9 +90,11 @@ class ATTNJIT_API SinglePrefillPlan {
   // o [qo_len, H_qo, D] in q's dtype, rows contiguous (stride(0) = H_qo * stride(1));
   // lse [qo_len, H_qo] float32 or null; mask: the packed custom mask when the
   // problem has one (at least ceil(qo_len * kv_len / 8) bytes), else null.
+  // variant: the values of a plan made with a variant (the same source, every
+  // param bound); null takes problem().options.variant's.
   void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
            const TensorView* lse, const PackedMask* mask, void* workspace, size_t workspace_bytes,
-           Stream stream) const;
+           Stream stream, const Variant* variant = nullptr) const;
 
   struct Impl;
 

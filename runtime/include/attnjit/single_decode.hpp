@@ -16,6 +16,7 @@
 #include "attnjit/runtime.hpp"
 #include "attnjit/tensor.hpp"
 #include "attnjit/types.hpp"
+#include "attnjit/variant.hpp"
 
 namespace attnjit {
 
@@ -29,6 +30,8 @@ struct SingleDecodeOptions {
   std::optional<float> sm_scale;                   // default 1/sqrt(head_dim)
   std::optional<float> rope_scale, rope_theta;     // default 1 and 1e4
   bool return_lse = false;  // lse is log2(sum exp2(s*log2e)) = natural LSE / ln 2 (FlashInfer's base-2 convention)
+  // A user variant (attnjit/variant.hpp), as PrefillOptions::variant: b = 0, q = 0.
+  std::shared_ptr<const Variant> variant;
 };
 
 struct SingleDecodeProblem {
@@ -58,8 +61,10 @@ class ATTNJIT_API SingleDecodePlan {
 
   // q [H_qo, D]; k, v per kv_layout; o [H_qo, D] in q's dtype; lse [H_qo] float32
   // or nullptr. Inputs must match the planned problem (Error(NotPlanned) otherwise).
+  // variant: as SinglePrefillPlan::run's (null: problem().options.variant's values).
   void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
-           const TensorView* lse, void* workspace, size_t workspace_bytes, Stream stream) const;
+           const TensorView* lse, void* workspace, size_t workspace_bytes, Stream stream,
+           const Variant* variant = nullptr) const;
 
   struct Impl;
 

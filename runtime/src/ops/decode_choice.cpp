@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "decode_params.h"
+#include "ops/attention_options/user_variant_options.hpp"
 
 namespace attnjit::ops {
 
@@ -100,6 +101,7 @@ DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
   s.heads_per_cta = tile.heads;
   s.tokens_per_cta = tile.tokens;
   if (multi_token) s.variant.mask = p.draft_mask ? MaskMode::Draft : MaskMode::Causal;
+  apply_user_variant(p.user, s);  // after the mask: a mask_mod replaces its test, not the keys visited
   s.unroll = s.tensor_cores ? 4 : decode_tile(s).rows_per_iter / (s.warps * decode_rows_per_warp_step(s.head_dim));
   return s;
 }

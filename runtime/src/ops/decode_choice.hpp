@@ -3,7 +3,10 @@
 // what that tile means for the partition (rows per iteration, resident CTAs
 // per SM). Pure host code and data: no compiled kernel is consulted.
 #pragma once
+#include <memory>
+
 #include "attnjit/types.hpp"
+#include "attnjit/variant.hpp"
 #include "spec/decode_kernel.hpp"
 
 namespace attnjit::ops {
@@ -24,6 +27,8 @@ struct DecodeShape {
   // one-token problem whose tensor-core kernel would need more (RoPE's
   // split q/k at d = 128 on sm_86/89) runs on CUDA cores instead.
   int smem_per_block = 227 * 1024;
+  // A user variant's source (options.variant), compiled into the kernel.
+  std::shared_ptr<const VariantSource> user;
 };
 
 DecodeKernel choose_decode_kernel(const DecodeShape& s, KVSourceKind source);

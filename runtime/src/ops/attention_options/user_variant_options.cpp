@@ -50,4 +50,13 @@ void pack_user_params(const VariantSource* planned, const Variant* given, kernel
   given->pack(var.user_params, device);
 }
 
+void put_variant_json(nlohmann::json& j, const std::shared_ptr<const Variant>& v) {
+  if (v) j["variant"] = variant_source_json(v->source());
+}
+
+std::shared_ptr<const Variant> variant_from_problem_json(const nlohmann::json& j) {
+  if (!j.contains("variant") || j.at("variant").is_null()) return nullptr;
+  return std::make_shared<const Variant>(variant_source_from_json(j.at("variant"), "problem.variant"));
+}
+
 }  // namespace attnjit::ops

@@ -3,6 +3,8 @@
 // planners call these, so every operator treats a variant the same way; the
 // plan keeps only the source (compile-time), the values come with each run.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <memory>
 
 #include "attnjit/variant.hpp"
@@ -28,5 +30,17 @@ void apply_user_variant(const std::shared_ptr<const VariantSource>& v, DecodeKer
 // InvalidArgument when one is missing, their sources differ, or a param is
 // not bound (naming it). Both null: nothing.
 void pack_user_params(const VariantSource* planned, const Variant* given, kernels::VariantParams& var, int device);
+
+// The source of an options struct's variant, or null.
+inline std::shared_ptr<const VariantSource> user_source(const std::shared_ptr<const Variant>& v) {
+  return v ? v->shared_source() : nullptr;
+}
+
+// A problem's JSON key "variant": the source (snippets and declaration, the
+// kernel spec's "user" form), absent without one so built-in problems keep
+// their JSON. The one-call entry points memoize plans by this JSON, so two
+// variants never share a plan. Read back, it is a Variant with no value bound.
+void put_variant_json(nlohmann::json& j, const std::shared_ptr<const Variant>& v);
+std::shared_ptr<const Variant> variant_from_problem_json(const nlohmann::json& j);
 
 }  // namespace attnjit::ops

@@ -13,6 +13,7 @@
 #include "engine.hpp"
 #include "launcher.hpp"
 #include "merge_params.h"
+#include "ops/attention_options/user_variant_options.hpp"
 #include "ops/decode_choice.hpp"
 #include "ops/batch_decode/batch_decode_plan_internals.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
@@ -254,6 +255,8 @@ void BatchDecodePlanInternals::run(const BatchDecodePlan& plan, const TensorView
   dp.var.rope_log2_theta = L.rope_log2_theta;
   dp.var.window_left = P.options.window_left;  // the kernel starts each item's rows at the window
   dp.var.sinks = extras.sinks;
+  ops::pack_user_params(P.options.variant ? &P.options.variant->source() : nullptr,
+                        extras.variant ? extras.variant : P.options.variant.get(), dp.var, P.device);
   dp.chunk_size = L.uniform_chunk;
   dp.num_splits = L.uniform_splits;
   dp.num_requests = static_cast<int32_t>(P.batch_size);

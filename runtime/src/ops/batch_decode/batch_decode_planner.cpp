@@ -10,6 +10,7 @@
 
 #include "attnjit/error.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
+#include "ops/attention_options/user_variant_options.hpp"
 #include "ops/decode_choice.hpp"
 
 namespace attnjit::ops {
@@ -30,6 +31,7 @@ DecodeKernel decode_spec(const BatchDecodeProblem& p, const DeviceFigures& devic
   s.use_tensor_cores = p.options.use_tensor_cores;
   s.q_len = max_query_tokens(p);
   s.draft_mask = p.draft_mask;
+  s.user = user_source(p.options.variant);
   return choose_decode_kernel(s, p.page_table == PageTable::BlockTable ? KVSourceKind::BlockTable : KVSourceKind::Paged);
 }
 

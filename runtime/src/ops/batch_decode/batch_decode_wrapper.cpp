@@ -38,6 +38,9 @@ struct BatchDecodeWithPagedKVCacheWrapper::Impl {
   // The entries the device table may be read at (PagedKVView::table_entries):
   // the fixed buffer's in graph mode, where a captured run outlives its plan.
   int64_t table_entries = 0;
+  // The last plan()'s variant, whose values run() packs: a plan kept for an
+  // equal problem was made with an earlier Variant object of the same source.
+  std::shared_ptr<const Variant> variant = nullptr;
 };
 
 BatchDecodeWithPagedKVCacheWrapper::BatchDecodeWithPagedKVCacheWrapper(
@@ -192,6 +195,7 @@ BatchDecodeWithPagedKVCacheWrapper::Prepared BatchDecodeWithPagedKVCacheWrapper:
   o.rope_scale = a.rope_scale;
   o.rope_theta = a.rope_theta;
   o.use_cuda_graph = I.use_cuda_graph;
+  o.variant = a.variant;
   return r;
 }
 
@@ -270,6 +274,7 @@ void BatchDecodeWithPagedKVCacheWrapper::plan(const std::vector<int32_t>& indptr
     throw;
   }
   I.table_entries = I.use_cuda_graph ? I.max_num_pages : int64_t(indices.size());
+  I.variant = a.variant;
 }
 
 void BatchDecodeWithPagedKVCacheWrapper::run(const TensorView& q, const TensorView& k_cache,
@@ -292,6 +297,7 @@ void BatchDecodeWithPagedKVCacheWrapper::run(const TensorView& q, const TensorVi
   kv.table_entries = I.table_entries;
   BatchDecodeLaunchExtras extras;
   extras.enable_pdl = choose_pdl(I.rt->engine().arch_of(I.device), enable_pdl);
+  extras.variant = I.variant.get();
   detail::BatchDecodePlanInternals::run(plan, q, kv, out, lse, I.workspace, I.workspace_bytes, stream,
                                         k_scale.value_or(1.f), v_scale.value_or(1.f), extras,
                                         I.memory->table_check(), kernels::kNamesDecodeWrapper);

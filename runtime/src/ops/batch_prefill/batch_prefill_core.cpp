@@ -15,6 +15,7 @@
 #include "ops/prefill_launch.hpp"
 #include "merge_params.h"
 #include "ops/attention_options/prefill_options.hpp"
+#include "ops/attention_options/user_variant_options.hpp"
 #include "ops/tensor_checks.hpp"
 
 namespace attnjit::ops {
@@ -277,6 +278,8 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   p.var = layout.var;
   p.var.sm_scale *= k_scale.value_or(1.f);
   p.var.v_scale *= v_scale.value_or(1.f);
+  const auto& variant = shape.options.variant;  // its values as bound now
+  pack_user_params(variant ? &variant->source() : nullptr, variant.get(), p.var, device);
   if (shape.options.custom_mask) {
     p.var.custom_mask = array<const uint8_t>("mask");
     p.var.custom_mask_indptr = array<const int32_t>("mask_indptr");

@@ -36,6 +36,7 @@ ops::BatchPrefillShape base_shape(const std::vector<int32_t>& qo_indptr, int num
   p.sm_scale = o.sm_scale;
   p.rope_scale = o.rope_scale;
   p.rope_theta = o.rope_theta;
+  p.variant = o.variant;
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include "engine.hpp"
 #include "launcher.hpp"
 #include "merge_params.h"
+#include "ops/attention_options/user_variant_options.hpp"
 #include "ops/decode_choice.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
@@ -64,7 +65,8 @@ std::string SingleDecodePlan::describe() const {
 }
 
 void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
-                           const TensorView* lse, void* workspace, size_t workspace_bytes, Stream stream) const {
+                           const TensorView* lse, void* workspace, size_t workspace_bytes, Stream stream,
+                           const Variant* variant) const {
   const auto& P = impl_->problem;
   const auto& L = impl_->layout;
   const int64_t H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, N = P.kv_len;
@@ -109,6 +111,8 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.var.rope_rcp_scale = L.rope_rcp_scale;
   dp.var.rope_log2_theta = L.rope_log2_theta;
   dp.var.window_left = P.options.window_left;  // decode variants do not check it per row: their rows start at the window
+  ops::pack_user_params(P.options.variant ? &P.options.variant->source() : nullptr,
+                        variant ? variant : P.options.variant.get(), dp.var, P.device);
   dp.kv_len = static_cast<int32_t>(N);  // the kernel starts at the window itself (decode_work.cuh), as L.kv_begin
   dp.chunk_size = L.chunk_size;
   dp.num_splits = L.num_splits;
@@ -140,6 +144,8 @@ void single_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const T
                                  Stream stream, void* workspace, size_t workspace_bytes) {
   SingleDecodeOptions opts = options;
   opts.return_lse = lse != nullptr;
+  // The memo keeps the source only: each call packs the values of the variant it was given.
+  if (opts.variant) opts.variant = std::make_shared<const Variant>(opts.variant->source());
   const SingleDecodeProblem p = ops::single_decode_problem_from_tensors(q, k, v, opts);
 
   auto& engine = rt.engine();
@@ -151,12 +157,12 @@ void single_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const T
     engine.remember_plan(key, plan);
   }
   if (workspace || plan->workspace_bytes() == 0) {
-    plan->run(q, k, v, o, lse, workspace, workspace_bytes, stream);
+    plan->run(q, k, v, o, lse, workspace, workspace_bytes, stream, options.variant.get());
     return;
   }
   // A buffer of this call's own, busy until the GPU is done with it.
   auto lease = engine.workspace_pool(p.device).acquire(plan->workspace_bytes(), stream);
-  plan->run(q, k, v, o, lse, lease.get(), lease.bytes(), stream);
+  plan->run(q, k, v, o, lse, lease.get(), lease.bytes(), stream, options.variant.get());
 }
 
 }  // namespace attnjit

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "attnjit/error.hpp"
+#include "ops/attention_options/user_variant_options.hpp"
 #include "ops/decode_choice.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 
@@ -26,6 +27,7 @@ DecodeKernel decode_spec(const SingleDecodeProblem& p, const DeviceFigures& devi
   shape.pos_encoding = p.options.pos_encoding_mode;
   shape.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
   shape.use_tensor_cores = p.options.use_tensor_cores;
+  shape.user = user_source(p.options.variant);
   return choose_decode_kernel(shape, KVSourceKind::Contiguous);
 }
 

@@ -7,6 +7,7 @@
 #include "cuda/driver.hpp"
 #include "engine.hpp"
 #include "launcher.hpp"
+#include "ops/attention_options/user_variant_options.hpp"
 #include "ops/prefill_launch.hpp"
 #include "merge_params.h"
 #include "ops/single_prefill/single_prefill_planner.hpp"
@@ -58,7 +59,7 @@ std::string SinglePrefillPlan::describe() const {
 
 void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
                             const TensorView* lse, const PackedMask* mask, void* workspace, size_t workspace_bytes,
-                            Stream stream) const {
+                            Stream stream, const Variant* variant) const {
   const auto& P = impl_->problem;
   const auto& L = impl_->layout;
   const int64_t H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, M = P.qo_len, N = P.kv_len;
@@ -110,6 +111,8 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   pp.kv.kv_len = static_cast<int32_t>(N);
   pp.var = L.var;
   pp.var.custom_mask = P.options.custom_mask ? static_cast<const uint8_t*>(mask->data) : nullptr;
+  ops::pack_user_params(P.options.variant ? &P.options.variant->source() : nullptr,
+                        variant ? variant : P.options.variant.get(), pp.var, P.device);
   pp.qo_len = static_cast<int32_t>(M);
   pp.num_work = L.num_q_tiles;  // no list: the grid's tiles (prefill_work)
   pp.tiles_fastest = L.tiles_fastest;
@@ -142,6 +145,8 @@ std::shared_ptr<const SinglePrefillPlan> memoized_plan(const Runtime& rt, const 
   PrefillOptions opts = options;
   opts.return_lse = has_lse;
   opts.custom_mask = has_mask;
+  // The memo keeps the source only: each call packs the values of the variant it was given.
+  if (opts.variant) opts.variant = std::make_shared<const Variant>(opts.variant->source());
   const SinglePrefillProblem p = ops::single_prefill_problem_from_tensors(q, k, v, opts);
   auto& engine = rt.engine();
   const std::string key = ops::to_json(p).dump();
@@ -165,11 +170,11 @@ void single_prefill_with_kv_cache(const Runtime& rt, const TensorView& q, const 
                                   Stream stream, const PackedMask* mask, void* workspace, size_t workspace_bytes) {
   const auto plan = memoized_plan(rt, q, k, v, options, lse != nullptr, mask && mask->data);
   if (workspace || plan->workspace_bytes() == 0) {
-    plan->run(q, k, v, o, lse, mask, workspace, workspace_bytes, stream);
+    plan->run(q, k, v, o, lse, mask, workspace, workspace_bytes, stream, options.variant.get());
     return;
   }
   auto lease = rt.engine().workspace_pool(plan->problem().device).acquire(plan->workspace_bytes(), stream);
-  plan->run(q, k, v, o, lse, mask, lease.get(), lease.bytes(), stream);
+  plan->run(q, k, v, o, lse, mask, lease.get(), lease.bytes(), stream, options.variant.get());
 }
 
 }  // namespace attnjit
