@@ -104,3 +104,63 @@ def test_wrapper_indices_overwritten_before_a_graph_replay_are_named_by_check():
     torch.cuda.synchronize()
     check(out, None, o_ref, None, dtype)
     w.check()
+
+
+def test_ragged_prefill_indptr_overwritten_before_a_graph_replay_is_named_by_the_next_run():
+    """The ragged wrapper in CUDA-graph mode reads qo_indptr and kv_indptr from the caller's buffers: an entry
+    past q's or k's rows voids its request (no rows: untouched; no keys: zeros), the others stay right, and the
+    next run() names the entry, its value and the rows allowed."""
+    torch = _torch()
+    from dense_reference import attention
+
+    dtype, hq, hk, d = torch.bfloat16, 8, 2, 128
+    qo_lens, kv_lens = [17, 1, 64, 5], [300, 77, 1000, 5]
+    qo = torch.tensor([0] + qo_lens, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    kv = torch.tensor([0] + kv_lens, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    rows, keys = int(qo[-1]) + 3, int(kv[-1])  # q has 3 rows past the plan's: they count as q's rows
+    gen = torch.Generator(device="cuda").manual_seed(81)
+    q = torch.randn(rows, hq, d, dtype=dtype, device="cuda", generator=gen)
+    k = torch.randn(keys, hk, d, dtype=dtype, device="cuda", generator=gen)
+    v = torch.randn(keys, hk, d, dtype=dtype, device="cuda", generator=gen)
+    qo_buf = torch.empty(5, dtype=torch.int32, device="cuda")
+    kv_buf = torch.empty(5, dtype=torch.int32, device="cuda")
+    ws = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD", use_cuda_graph=True, qo_indptr_buf=qo_buf,
+                                                     kv_indptr_buf=kv_buf)
+    w.plan(qo, kv, hq, hk, d, causal=True, q_data_type=dtype)
+    out = torch.empty_like(q)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        w.run(q, k, v, out=out)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        w.run(q, k, v, out=out)
+
+    def replay():
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+
+    def request_ok(b):
+        s, e, ks, ke = int(qo[b]), int(qo[b + 1]), int(kv[b]), int(kv[b + 1])
+        o_ref, _ = attention(q[s:e], k[ks:ke], v[ks:ke], causal=True)
+        err = (out[s:e].double() - o_ref).norm() / o_ref.norm()
+        return float(err) <= 1e-2
+
+    for buf, value, what in ((qo_buf, rows + 50, f"qo_indptr[4]={rows + 50} is not allowed: allowed {int(qo[3])} "
+                                                 f"to {rows}"),
+                             (kv_buf, keys + 100, f"kv_indptr[4]={keys + 100} is not allowed: allowed {int(kv[3])} "
+                                                  f"to {keys} (kv_indptr must not decrease, and k has {keys} rows)")):
+        buf[4] = value  # the caller overwrites the fixed buffer, then replays
+        replay()
+        assert all(request_ok(b) for b in range(3))
+        last = out[int(qo[3]):int(qo[4])]
+        assert torch.isnan(last).all() if buf is qo_buf else (last == 0).all()
+        assert torch.isnan(out[int(qo[4]):]).all()  # the spare rows
+        _raises_invalid(lambda: w.run(q, k, v, out=out), what)
+        buf[4] = int(qo[4] if buf is qo_buf else kv[4])
+        replay()
+        assert all(request_ok(b) for b in range(4))
+        w.check()
