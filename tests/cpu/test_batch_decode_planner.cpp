@@ -319,7 +319,7 @@ TEST_CASE("batch decode problems round-trip through JSON; bad fields name argume
   };
   bad("batch_size", 0, "batch_size=0 is not allowed; allowed: 1 to 32768");
   bad("page_size", 0, "page_size=0 is not allowed; allowed: 1 to 65536");
-  bad("num_kv_heads", 7, "num_qo_heads=40 is not allowed with num_kv_heads=7");
+  bad("num_kv_heads", 7, "num_qo_heads=40 is not allowed; it must be a multiple of num_kv_heads=7");
   bad("kv_dtype", "float32", "kv_cache.dtype=float32 is not supported; allowed:");
   bad("kv_dtype", "float16", "kv_cache.dtype=float16 is not allowed with q.dtype=bfloat16");
   bad("o_dtype", "float16", "out.dtype=float16 is not supported with q.dtype=bfloat16");

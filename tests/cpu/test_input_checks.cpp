@@ -141,9 +141,9 @@ TEST_CASE("every SingleDecodeProblem field is checked before planning, naming fi
     CHECK_THAT(error_of([&] { ops::single_decode_kernels(p); }, status), Catch::Contains(needle));
   };
   const auto bad = Status::InvalidArgument;
-  refused([](auto& p) { p.num_qo_heads = 0; }, bad, "num_qo_heads=0 must be > 0");
-  refused([](auto& p) { p.num_kv_heads = -1; }, bad, "num_kv_heads=-1 must be > 0");
-  refused([](auto& p) { p.num_qo_heads = 30; }, bad, "num_qo_heads=30 must be a multiple of num_kv_heads=8");
+  refused([](auto& p) { p.num_qo_heads = 0; }, bad, "num_qo_heads=0 is not allowed; it must be > 0");
+  refused([](auto& p) { p.num_kv_heads = -1; }, bad, "num_kv_heads=-1 is not allowed; it must be > 0");
+  refused([](auto& p) { p.num_qo_heads = 30; }, bad, "num_qo_heads=30 is not allowed; it must be a multiple of num_kv_heads=8");
   refused([](auto& p) { p.head_dim = 96; }, Status::Unsupported, "head_dim=96 is not supported; supported: 64, 128, 256");
   refused([](auto& p) { p.kv_len = 0; }, bad, "kv_len=0 is not allowed; it must be in [1, ");
   refused([](auto& p) { p.q_dtype = DType::E4M3; }, bad, "q.dtype=float8_e4m3fn is not supported; allowed: float16, bfloat16");

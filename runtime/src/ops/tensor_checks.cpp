@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <climits>
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +34,45 @@ void check_tensor(const TensorView& t, const char* name, DType dtype, int device
   for (int i = 0; i + 1 < t.ndim; ++i)
     if ((t.strides[i] * esize) % align_bytes != 0 && t.shape[i] > 1)
       fail(fmt::format("stride of dim {} must be a multiple of {} bytes", i, align_bytes));
+}
+
+namespace {
+[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
+}  // namespace
+
+std::string shape_of(const TensorView& t) {
+  return fmt::format("[{}]", fmt::join(t.shape.begin(), t.shape.begin() + t.ndim, ", "));
+}
+
+int narrow_dim(int64_t value, const char* arg, int index, const char* meaning) {
+  if (value > INT_MAX)
+    invalid(fmt::format("{}: shape[{}]={} ({}) is too large; allowed: <= {}", arg, index, value, meaning, INT_MAX));
+  return static_cast<int>(value);
+}
+
+void check_contiguous_kv(const TensorView& q, const TensorView& k, const TensorView& v, KVLayout kv_layout) {
+  const char* kv_shape = kv_layout == KVLayout::NHD ? "[kv_len, num_kv_heads, head_dim] for kv_layout NHD"
+                                                    : "[num_kv_heads, kv_len, head_dim] for kv_layout HND";
+  if (k.ndim != 3)
+    invalid(fmt::format("k: ndim={} (shape {}) is not allowed; allowed: 3, {}", k.ndim, shape_of(k), kv_shape));
+  if (v.ndim != 3)
+    invalid(fmt::format("v: ndim={} (shape {}) is not allowed; allowed: 3, {}", v.ndim, shape_of(v), kv_shape));
+  if (v.shape != k.shape)
+    invalid(fmt::format("v: shape {} differs from k's shape {}; they must be equal", shape_of(v), shape_of(k)));
+  if (v.dtype != k.dtype)
+    invalid(fmt::format("v: dtype {} differs from k's dtype {}; they must be equal", to_string(v.dtype),
+                        to_string(k.dtype)));
+  const int q_last = q.ndim - 1;
+  if (k.shape[2] != q.shape[q_last])
+    invalid(fmt::format("k: head_dim (shape[2])={} differs from q's head_dim (shape[{}])={}; they must be equal",
+                        k.shape[2], q_last, q.shape[q_last]));
+  auto same_device = [&](const TensorView& t, const char* name) {
+    if (t.device != q.device)
+      invalid(fmt::format("{}: device cuda:{} differs from q's device cuda:{}; all tensors must be on one device",
+                          name, t.device, q.device));
+  };
+  same_device(k, "k");
+  same_device(v, "v");
 }
 
 }  // namespace attnjit::ops

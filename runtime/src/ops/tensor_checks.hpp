@@ -2,6 +2,7 @@
 // tensor, what it is and what the plan expects.
 #pragma once
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "attnjit/tensor.hpp"
@@ -14,5 +15,13 @@ void check_tensor(const TensorView& t, const char* name, DType dtype, int device
                   std::initializer_list<int64_t> shape, int align_bytes);
 void check_tensor(const TensorView& t, const char* name, DType dtype, int device, const std::vector<int64_t>& shape,
                   int align_bytes);
+
+// A tensor's shape as messages print it: "[1000, 8, 128]".
+std::string shape_of(const TensorView& t);
+// A dimension a problem holds as an int; Error(InvalidArgument) naming the tensor, the index and its meaning.
+int narrow_dim(int64_t value, const char* arg, int index, const char* meaning);
+// One request's contiguous k and v beside q (single decode and prefill): 3 dims each per
+// kv_layout, equal shapes and dtypes, q's head_dim (its last dim), q's device.
+void check_contiguous_kv(const TensorView& q, const TensorView& k, const TensorView& v, KVLayout kv_layout);
 
 }  // namespace attnjit::ops

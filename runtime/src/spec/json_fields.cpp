@@ -1,6 +1,7 @@
 #include "spec/json_fields.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <climits>
 
@@ -106,6 +107,15 @@ std::optional<float> float_field(const nlohmann::json& j, const char* key) {
   const auto& v = j.at(key);
   if (!v.is_number()) wrong(kProblem, key, v, "a number");
   return v.get<float>();
+}
+
+void require_keys(const nlohmann::json& j, const std::set<std::string>& keys, const std::string& op) {
+  if (!j.is_object())
+    throw Error(Status::InvalidArgument, fmt::format("a {} problem must be a JSON object, got {}", op, j.dump()));
+  for (const auto& item : j.items())
+    if (!keys.count(item.key()))
+      throw Error(Status::InvalidArgument, fmt::format("problem.{} is not a {} field; allowed: {}", item.key(), op,
+                                                       fmt::join(keys, ", ")));
 }
 
 }  // namespace problem_json

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 // A missing field without a fallback, or one of the wrong type, throws Error(InvalidArgument).
@@ -31,5 +32,9 @@ bool bool_field(const nlohmann::json& j, const char* key, bool fallback);
 std::string string_field(const nlohmann::json& j, const char* key, const char* fallback);
 // An optional scalar option: absent or null gives nullopt.
 std::optional<float> float_field(const nlohmann::json& j, const char* key);
+
+// A problem is a JSON object whose every key is one of `keys`; `op` names the operator in
+// messages ("a single_decode problem", "problem.x is not a single_decode field").
+void require_keys(const nlohmann::json& j, const std::set<std::string>& keys, const std::string& op);
 
 }  // namespace attnjit::problem_json

@@ -1,6 +1,7 @@
 // What every prefill operator (single, ragged, paged) shares about its
-// options: reading them from a problem's JSON, writing them back, checking
-// them, and turning them into the kernel's variant and run-time scalars.
+// options beyond every attention operator's (attention_options.hpp): reading
+// them from a problem's JSON, writing them back, checking them, and turning
+// them into the kernel's variant and run-time scalars.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -8,12 +9,13 @@
 #include <string>
 
 #include "attnjit/prefill.hpp"
+#include "ops/attention_options/attention_options.hpp"
 #include "prefill_params.h"
 #include "spec/prefill_kernel.hpp"
 
 namespace attnjit::ops {
 
-// The option keys of a prefill problem's JSON form.
+// The option keys of a prefill problem's JSON form (attention_option_keys() and the prefill-only ones).
 const std::set<std::string>& prefill_option_keys();
 PrefillOptions prefill_options_from_json(const nlohmann::json& j);
 void put_prefill_options(nlohmann::json& j, const PrefillOptions& o);
@@ -35,11 +37,5 @@ inline bool fa3_takes_head_dim(int head_dim) { return head_dim <= 256; }
 void validate_prefill_backend(const PrefillOptions& o, int head_dim);
 // sm_scale, soft cap and RoPE scalars resolved from the defaults; pointers left null.
 kernels::VariantParams prefill_variant_params(const PrefillOptions& o, int head_dim);
-
-// Typed reads of a problem's JSON fields, naming the key on a mismatch.
-namespace problem_json {
-int int_of(const nlohmann::json& j, const char* key);
-int64_t int64_of(const nlohmann::json& j, const char* key);
-}  // namespace problem_json
 
 }  // namespace attnjit::ops

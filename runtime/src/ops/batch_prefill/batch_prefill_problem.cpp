@@ -19,20 +19,6 @@ namespace {
 // A request's tokens, and the sums the int32 index arrays hold.
 constexpr int64_t kMaxLen = INT32_MAX / 2;
 
-std::string string_of(const nlohmann::json& j, const char* key, const char* fallback) {
-  if (!j.contains(key)) return fallback;
-  const auto& v = j.at(key);
-  if (!v.is_string()) invalid(fmt::format("problem.{}={} is not allowed; expected a string", key, v.dump()));
-  return v.get<std::string>();
-}
-
-bool bool_of(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key)) return false;
-  const auto& v = j.at(key);
-  if (!v.is_boolean()) invalid(fmt::format("problem.{}={} is not allowed; expected true or false", key, v.dump()));
-  return v.get<bool>();
-}
-
 KVSource parse_source(const std::string& s) {
   if (s == "ragged") return KVSource::Ragged;
   if (s == "paged") return KVSource::Paged;
@@ -59,7 +45,7 @@ std::vector<int32_t> lens_of(const nlohmann::json& j, const char* key) {
 }
 
 int32_t len_of(const nlohmann::json& j, const char* key) {
-  const int64_t n = problem_json::int64_of(j, key);
+  const int64_t n = problem_json::int64_field(j, key);
   if (n < 0 || n > kMaxLen)
     invalid(fmt::format("problem.{}={} is not allowed; it must be in [0, {}]", key, n, kMaxLen));
   return static_cast<int32_t>(n);
@@ -73,7 +59,7 @@ void read_lengths(const nlohmann::json& j, BatchPrefillProblem& p) {
     invalid(
         "problem: qo_len/kv_len and qo_lens/kv_lens are not allowed together; give lists, or one length for "
         "every request with batch_size");
-  const int batch = j.contains("batch_size") ? problem_json::int_of(j, "batch_size") : 0;
+  const int batch = problem_json::int_field(j, "batch_size", 0);
   if (j.contains("batch_size") && batch < 1)
     invalid(fmt::format("problem.batch_size={} is not allowed; it must be >= 1", batch));
   if (!lists && !uniform) {
@@ -102,28 +88,22 @@ void read_lengths(const nlohmann::json& j, BatchPrefillProblem& p) {
 }  // namespace
 
 BatchPrefillProblem batch_prefill_problem_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) invalid(fmt::format("a batch_prefill problem must be a JSON object, got {}", j.dump()));
   std::set<std::string> keys = prefill_option_keys();
   keys.insert({"op", "kv_source", "page_size", "num_qo_heads", "num_kv_heads", "head_dim", "q_dtype", "kv_dtype",
                "use_cuda_graph", "max_batch_size", "device", "batch_size", "qo_len", "kv_len", "qo_lens", "kv_lens"});
-  for (const auto& item : j.items())
-    if (!keys.count(item.key()))
-      invalid(fmt::format("problem.{} is not a batch_prefill field; allowed: {}", item.key(), fmt::join(keys, ", ")));
+  problem_json::require_keys(j, keys, "batch_prefill");
   BatchPrefillProblem p;
-  p.source = parse_source(string_of(j, "kv_source", "ragged"));
-  if (j.contains("page_size"))
-    p.page_size = problem_json::int_of(j, "page_size");
-  else if (p.source == KVSource::Paged)
-    p.page_size = 16;
-  p.num_qo_heads = problem_json::int_of(j, "num_qo_heads");
-  p.num_kv_heads = problem_json::int_of(j, "num_kv_heads");
-  p.head_dim = problem_json::int_of(j, "head_dim");
-  p.q_dtype = parse_dtype(string_of(j, "q_dtype", "bfloat16"), "problem.q_dtype");
-  p.kv_dtype = j.contains("kv_dtype") ? parse_dtype(string_of(j, "kv_dtype", ""), "problem.kv_dtype") : p.q_dtype;
+  p.source = parse_source(problem_json::string_field(j, "kv_source", "ragged"));
+  p.page_size = problem_json::int_field(j, "page_size", p.source == KVSource::Paged ? 16 : p.page_size);
+  p.num_qo_heads = problem_json::int_field(j, "num_qo_heads");
+  p.num_kv_heads = problem_json::int_field(j, "num_kv_heads");
+  p.head_dim = problem_json::int_field(j, "head_dim");
+  p.q_dtype = parse_dtype(problem_json::string_field(j, "q_dtype", "bfloat16"), "problem.q_dtype");
+  p.kv_dtype = parse_dtype(problem_json::string_field(j, "kv_dtype", to_string(p.q_dtype)), "problem.kv_dtype");
   p.options = prefill_options_from_json(j);
-  p.use_cuda_graph = bool_of(j, "use_cuda_graph");
-  if (j.contains("max_batch_size")) p.max_batch_size = problem_json::int_of(j, "max_batch_size");
-  p.device = j.contains("device") ? problem_json::int_of(j, "device") : 0;
+  p.use_cuda_graph = problem_json::bool_field(j, "use_cuda_graph", false);
+  p.max_batch_size = problem_json::int_field(j, "max_batch_size", p.max_batch_size);
+  p.device = problem_json::int_field(j, "device", 0);
   read_lengths(j, p);
   validate(p);
   return p;

@@ -8,20 +8,13 @@
 #include <string>
 
 #include "attnjit/error.hpp"
-#include "ops/attention_options/prefill_options.hpp"
+#include "spec/json_fields.hpp"
 
 namespace attnjit::ops {
 
 namespace {
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-
-std::string string_of(const nlohmann::json& j, const char* key, const char* fallback) {
-  if (!j.contains(key)) return fallback;
-  const auto& v = j.at(key);
-  if (!v.is_string()) invalid(fmt::format("problem.{}={} is not allowed; expected a string", key, v.dump()));
-  return v.get<std::string>();
-}
 
 MergeFunction parse_function(const std::string& s) {
   for (auto f : {MergeFunction::MergeState, MergeFunction::MergeStateInPlace, MergeFunction::MergeStates})
@@ -47,26 +40,22 @@ const char* to_string(MergeFunction f) noexcept {
 }
 
 MergeStateProblem merge_state_problem_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) invalid(fmt::format("a merge_state problem must be a JSON object, got {}", j.dump()));
-  const std::set<std::string> keys = {"op",        "function", "head_dim",   "dtype",
-                                      "num_heads", "seq_len",  "num_states", "device"};
-  for (const auto& item : j.items())
-    if (!keys.count(item.key()))
-      invalid(fmt::format("problem.{} is not a merge_state field; allowed: {}", item.key(), fmt::join(keys, ", ")));
+  problem_json::require_keys(
+      j, {"op", "function", "head_dim", "dtype", "num_heads", "seq_len", "num_states", "device"}, "merge_state");
   MergeStateProblem p;
-  p.function = parse_function(string_of(j, "function", "merge_state"));
-  p.head_dim = problem_json::int_of(j, "head_dim");
-  p.dtype = parse_dtype(string_of(j, "dtype", "bfloat16"), "problem.dtype");
+  p.function = parse_function(problem_json::string_field(j, "function", "merge_state"));
+  p.head_dim = problem_json::int_field(j, "head_dim");
+  p.dtype = parse_dtype(problem_json::string_field(j, "dtype", "bfloat16"), "problem.dtype");
   if (j.contains("num_heads")) {
-    p.num_heads = problem_json::int_of(j, "num_heads");
+    p.num_heads = problem_json::int_field(j, "num_heads");
     if (p.num_heads < 1) invalid(fmt::format("problem.num_heads={} is not allowed; it must be >= 1", p.num_heads));
   }
   if (j.contains("seq_len")) {
-    p.seq_len = problem_json::int64_of(j, "seq_len");
+    p.seq_len = problem_json::int64_field(j, "seq_len");
     if (p.seq_len < 0) invalid(fmt::format("problem.seq_len={} is not allowed; it must be >= 0", p.seq_len));
   }
-  if (j.contains("num_states")) p.num_states = problem_json::int_of(j, "num_states");
-  p.device = j.contains("device") ? problem_json::int_of(j, "device") : 0;
+  p.num_states = problem_json::int_field(j, "num_states", p.num_states);
+  p.device = problem_json::int_field(j, "device", 0);
   validate(p);
   return p;
 }

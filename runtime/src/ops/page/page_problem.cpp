@@ -8,6 +8,8 @@
 #include <string>
 
 #include "attnjit/error.hpp"
+#include "ops/tensor_checks.hpp"
+#include "spec/json_fields.hpp"
 
 namespace attnjit::ops {
 
@@ -17,10 +19,6 @@ namespace {
 
 constexpr const char* kAppend = "append_paged_kv_cache";
 constexpr const char* kPositions = "get_batch_indices_positions";
-
-std::string shape_of(const TensorView& t) {
-  return fmt::format("[{}]", fmt::join(t.shape.begin(), t.shape.begin() + t.ndim, ", "));
-}
 
 // ---- from tensors -----------------------------------------------------------
 
@@ -85,32 +83,6 @@ int narrow(int64_t v, const char* what) {
 }
 
 // ---- JSON ---------------------------------------------------------------------
-
-const nlohmann::json* field(const nlohmann::json& j, const char* key) { return j.contains(key) ? &j.at(key) : nullptr; }
-
-int64_t int_of(const nlohmann::json& j, const char* key, std::optional<int64_t> fallback = std::nullopt) {
-  const auto* v = field(j, key);
-  if (!v) {
-    if (fallback) return *fallback;
-    invalid(fmt::format("problem.{} is missing (an integer)", key));
-  }
-  if (!v->is_number_integer()) invalid(fmt::format("problem.{}={} is not allowed; expected an integer", key, v->dump()));
-  return v->get<int64_t>();
-}
-
-std::string string_of(const nlohmann::json& j, const char* key, const char* fallback) {
-  const auto* v = field(j, key);
-  if (!v) return fallback;
-  if (!v->is_string()) invalid(fmt::format("problem.{}={} is not allowed; expected a string", key, v->dump()));
-  return v->get<std::string>();
-}
-
-int int32_of(const nlohmann::json& j, const char* key, std::optional<int64_t> fallback = std::nullopt) {
-  const int64_t v = int_of(j, key, fallback);
-  if (v < INT_MIN || v > INT_MAX)
-    invalid(fmt::format("problem.{}={} is not allowed; expected a 32-bit integer", key, v));
-  return static_cast<int>(v);
-}
 
 void only_keys(const nlohmann::json& j, const std::set<std::string>& keys, const char* function) {
   for (const auto& item : j.items())
@@ -191,13 +163,13 @@ BatchPositionsProblem batch_positions_problem_from_args(const int32_t* append_in
 
 PageProblem page_problem_from_json(const nlohmann::json& j) {
   if (!j.is_object()) invalid(fmt::format("a page problem must be a JSON object, got {}", j.dump()));
-  const std::string function = string_of(j, "function", kAppend);
+  const std::string function = problem_json::string_field(j, "function", kAppend);
   if (function == kPositions) {
     only_keys(j, {"op", "function", "batch_size", "nnz", "device"}, kPositions);
     BatchPositionsProblem p;
-    p.batch_size = int32_of(j, "batch_size");
-    p.nnz = int_of(j, "nnz");
-    p.device = int32_of(j, "device", 0);
+    p.batch_size = problem_json::int_field(j, "batch_size");
+    p.nnz = problem_json::int64_field(j, "nnz");
+    p.device = problem_json::int_field(j, "device", 0);
     validate(p);
     return p;
   }
@@ -208,20 +180,20 @@ PageProblem page_problem_from_json(const nlohmann::json& j) {
              "num_indices", "kv_dtype", "kv_layout", "device"},
             kAppend);
   PageAppendProblem p;
-  p.nnz = int_of(j, "nnz");
-  p.num_kv_heads = int32_of(j, "num_kv_heads");
-  p.head_dim = int32_of(j, "head_dim");
-  p.page_size = int32_of(j, "page_size");
-  p.batch_size = int32_of(j, "batch_size");
+  p.nnz = problem_json::int64_field(j, "nnz");
+  p.num_kv_heads = problem_json::int_field(j, "num_kv_heads");
+  p.head_dim = problem_json::int_field(j, "head_dim");
+  p.page_size = problem_json::int_field(j, "page_size");
+  p.batch_size = problem_json::int_field(j, "batch_size");
   // Unless given: every request's rows on pages of its own.
   const int64_t pages = p.page_size > 0 && p.batch_size > 0
                             ? (p.nnz / p.batch_size + p.page_size) / p.page_size * p.batch_size
                             : 0;
-  p.num_pages = int_of(j, "num_pages", pages);
-  p.num_indices = int_of(j, "num_indices", p.num_pages);
-  p.kv_dtype = parse_dtype(string_of(j, "kv_dtype", "bfloat16"), "problem.kv_dtype");
-  p.kv_layout = parse_kv_layout(string_of(j, "kv_layout", "NHD"), "problem.kv_layout");
-  p.device = int32_of(j, "device", 0);
+  p.num_pages = problem_json::int64_field(j, "num_pages", pages);
+  p.num_indices = problem_json::int64_field(j, "num_indices", p.num_pages);
+  p.kv_dtype = parse_dtype(problem_json::string_field(j, "kv_dtype", "bfloat16"), "problem.kv_dtype");
+  p.kv_layout = parse_kv_layout(problem_json::string_field(j, "kv_layout", "NHD"), "problem.kv_layout");
+  p.device = problem_json::int_field(j, "device", 0);
   validate(p);
   return p;
 }
