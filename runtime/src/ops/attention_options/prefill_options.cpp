@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "attnjit/error.hpp"
+#include "ops/attention_options/user_variant_options.hpp"
 
 namespace attnjit::ops {
 
@@ -72,6 +73,7 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
   s.variant.mask = o.custom_mask ? MaskMode::Custom : o.causal ? MaskMode::Causal : MaskMode::None;
   s.window = o.window_left >= 0;
   s.warp_specialized = o.backend == "fa3_ws";
+  apply_user_variant(user_source(o.variant), o.causal, o.custom_mask, s);  // a mask_mod plans Custom
   return s;
 }
 
