@@ -302,8 +302,8 @@ TEST_CASE("a model's batch_prefill problems are ragged and paged causal prefill,
       for (const auto& k : op.kernels_for(problem)) names.insert(k.name());
   for (const char* want :
        {"prefill_d128_m1_s2_bf16_bf16_bf16_none_causal_ragged",
-        "prefill_fa3_d128_w2_s2_c2_bf16_bf16_bf16_none_causal_paged",
-        "prefill_fa3_d128_w1_s2_c2_f16_f16_f16_none_causal_ragged",
+        "prefill_fa3ws_d128_s2_bf16_bf16_bf16_none_causal_paged",  // "auto" on sm_90a
+        "prefill_fa3ws_d128_s2_f16_f16_f16_none_causal_ragged",
         "prefill_d128_m2_s2_bf16_e4m3_bf16_none_causal_paged", "merge_states_d128_bf16_w4_in_bf16"}) {
     INFO(want);
     CHECK(names.count(want));

@@ -279,9 +279,12 @@ TEST_CASE("batch prefill plan, fa3: one warpgroup where the batch's 128-row tile
           "[prefill][planner][batch]") {
   // Every request's tiles count: one request of 128 tokens (group 4: 512 packed rows) is 4 tiles x 8 KV
   // heads = 32 CTAs of 128 rows; sixteen of them, 512.
-  const auto few = ops::plan_batch_prefill(shape({128}, {512}), {132});
-  const auto many =
-      ops::plan_batch_prefill(shape(std::vector<int32_t>(16, 128), std::vector<int32_t>(16, 512)), {132});
+  auto fa3 = [](ops::BatchPrefillShape s) {
+    s.options.backend = "fa3";  // fa3_ws ("auto") has one CTA shape
+    return ops::plan_batch_prefill(s, {132});
+  };
+  const auto few = fa3(shape({128}, {512}));
+  const auto many = fa3(shape(std::vector<int32_t>(16, 128), std::vector<int32_t>(16, 512)));
   CHECK(few.prefill.spec.as<PrefillKernel>()->frags_m == 1);
   CHECK(few.prefill.shape.threads == 128);
   CHECK(many.prefill.spec.as<PrefillKernel>()->frags_m == 2);

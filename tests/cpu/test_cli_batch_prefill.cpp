@@ -17,13 +17,13 @@ TEST_CASE("attnjit explain --op batch_prefill lists and plans its kernels withou
   CHECK(list.has("batch_prefill "));
   CHECK(list.has("merge_state "));
 
-  // Every kernel the problem may use: both skeletons and tiles, and the merge.
+  // Every kernel the problem may use: fa2's tiles, the Hopper kernel "auto" plans (fa3_ws), and the merge.
   const CliResult all = run_cli("explain --op batch_prefill --model llama-3.1-8b --arch sm_90a", tmp.path());
   INFO(all.output);
   REQUIRE(all.status == 0);
-  CHECK(all.has("[1/5] prefill_d128_m1_s2_bf16_bf16_bf16_none_ragged"));
-  CHECK(all.has("prefill_fa3_d128_w1_s2_c2_bf16_bf16_bf16_none_ragged"));
-  CHECK(all.has("[5/5] merge_states_d128_bf16_w4\n"));
+  CHECK(all.has("[1/4] prefill_d128_m1_s2_bf16_bf16_bf16_none_ragged"));
+  CHECK(all.has("[3/4] prefill_fa3ws_d128_s2_bf16_bf16_bf16_none_ragged"));
+  CHECK(all.has("[4/4] merge_states_d128_bf16_w4\n"));
   CHECK(all.has("cached: no"));
 
   // --kv-len: the plan of one fresh prompt of that length.

@@ -4,9 +4,12 @@
 // what is allowed.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "attnjit/prefill.hpp"
 #include "engine.hpp"
 #include "error_capture.hpp"
+#include "ops/batch_prefill/batch_prefill_planner.hpp"
 #include "ops/registry.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
@@ -244,8 +247,10 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
   for (int d : {64, 128, 256}) {
     INFO("head_dim " << d);
     auto p = problem(1000, 4096, 32, 8, d);
-    const PrefillKernel k = kernel(p, hopper);  // auto on sm_90a with 16-bit K/V: the Hopper skeleton
+    p.options.backend = "fa3";  // the Hopper skeleton that is not warp-specialized ("auto" takes fa3_ws: below)
+    const PrefillKernel k = kernel(p, hopper);
     CHECK(k.backend == PrefillBackend::Fa3);
+    CHECK_FALSE(k.warp_specialized);
     CHECK(k.frags_m == 2);  // two warpgroups
     CHECK(k.threads() == 256);
     CHECK(k.tile_q() == 128);
@@ -271,6 +276,7 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
     CHECK_FALSE(k.supports_arch("sm_80"));
     CHECK(PrefillKernel::from_json(k.to_json()) == k);
     CHECK(k.name().rfind("prefill_fa3_", 0) == 0);
+    p.options.backend = "auto";
     CHECK(kernel(p, ampere).backend == PrefillBackend::Fa2);  // other archs
     p.options.backend = "fa2";
     CHECK(kernel(p, hopper).backend == PrefillBackend::Fa2);  // asked for
@@ -281,6 +287,7 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
   // The engine refuses to build the Hopper skeleton for another arch, before any compile
   {
     auto p = problem(1000, 4096);
+    p.options.backend = "fa3";
     const KernelSpec fa3 = kernel(p, hopper);
     Config config;
     config.cache.mode = CacheMode::Off;  // never touch the disk
@@ -288,19 +295,96 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
     const auto msg = error_of([&] { engine.prepare(fa3, "sm_80"); }, Status::Unsupported);
     CHECK_THAT(msg, Catch::Contains("prefill_fa3_") && Catch::Contains("arch='sm_80'") && Catch::Contains("sm_90a"));
   }
-  // prewarm's list holds both skeletons (fa3 at one and two warpgroups); it keeps the Hopper one for sm_90a only
-  const auto specs = ops::single_prefill_kernels(problem(1000, 4096));
+  // prewarm's list for "fa3" holds fa3 at one and two warpgroups; it keeps the Hopper kernels for sm_90a only
+  auto fa3_problem = problem(1000, 4096);
+  fa3_problem.options.backend = "fa3";
+  const auto specs = ops::single_prefill_kernels(fa3_problem);
   CHECK(std::count_if(specs.begin(), specs.end(), [](const KernelSpec& s) {
           const auto* k = s.as<PrefillKernel>();
-          return k && k->backend == PrefillBackend::Fa3;
+          return k && k->backend == PrefillBackend::Fa3 && !k->warp_specialized;
         }) == 2);
+}
+
+// "auto" on sm_90a: the warp-specialized skeleton wherever it serves the
+// variant (every 16-bit variant at head_dim 64 and 128, and at 256 without
+// RoPE); fa3 where it does not (RoPE at 256); fa2 for head_dim 512, fp8 K/V
+// and other archs. prewarm lists exactly the Hopper kernel "auto" plans.
+TEST_CASE("single and batch prefill plans: auto takes fa3_ws on sm_90a where it serves the spec",
+          "[prefill][planner][fa3_ws]") {
+  const ops::DeviceFigures hopper{132}, ampere{108, 163 * 1024, "sm_80"};
+  auto kernel = [](const SinglePrefillProblem& p, const ops::DeviceFigures& d) {
+    return *ops::plan_single_prefill(p, d).prefill.spec.as<PrefillKernel>();
+  };
+  auto hopper_kernels = [](const SinglePrefillProblem& p) {
+    std::vector<PrefillKernel> out;
+    for (const auto& s : ops::single_prefill_kernels(p))
+      if (const auto* k = s.as<PrefillKernel>(); k && k->backend == PrefillBackend::Fa3) out.push_back(*k);
+    return out;
+  };
+  for (int d : {64, 128, 256})
+    for (PosEncoding pe : {PosEncoding::None, PosEncoding::RopeLlama, PosEncoding::Alibi})
+      for (bool causal : {false, true}) {
+        auto p = problem(1000, 4096, 32, 8, d);
+        p.options.pos_encoding_mode = pe;
+        p.options.causal = causal;
+        const bool served = !(pe == PosEncoding::RopeLlama && d > 128);
+        INFO("head_dim " << d << " " << to_string(pe) << (causal ? " causal" : ""));
+        const PrefillKernel k = kernel(p, hopper);
+        CHECK(k.backend == PrefillBackend::Fa3);
+        CHECK(k.warp_specialized == served);
+        CHECK(k.threads() == (served ? 384 : 256));
+        CHECK(k.name().rfind(served ? "prefill_fa3ws_" : "prefill_fa3_", 0) == 0);
+        const auto listed = hopper_kernels(p);
+        CHECK(std::find(listed.begin(), listed.end(), k) != listed.end());
+        for (const auto& l : listed) CHECK(l.warp_specialized == served);  // nothing "auto" never plans
+        CHECK(kernel(p, ampere).backend == PrefillBackend::Fa2);
+      }
+  // Other variants fa3_ws serves: a custom mask, a soft cap, a window, f16.
+  auto p = problem(777, 3000, 16, 4, 128);
+  p.options.custom_mask = true;
+  p.options.logits_soft_cap = 30.f;
+  p.options.window_left = 200;
+  p.q_dtype = p.kv_dtype = DType::F16;
+  CHECK(kernel(p, hopper).warp_specialized);
+  // What it does not: fp8 K/V and head_dim 512 take fa2.
+  auto fp8 = problem(1000, 4096);
+  fp8.kv_dtype = DType::E4M3;
+  CHECK(kernel(fp8, hopper).backend == PrefillBackend::Fa2);
+  CHECK(kernel(problem(1000, 4096, 8, 8, 512), hopper).backend == PrefillBackend::Fa2);
+
+  // Batch prefill, ragged and paged, and in CUDA-graph mode: the same choice.
+  for (KVSource source : {KVSource::Ragged, KVSource::Paged})
+    for (int graph_batch : {0, 4})
+      for (auto [d, pe] : {std::pair{128, PosEncoding::None}, {64, PosEncoding::RopeLlama},
+                           {256, PosEncoding::None}, {256, PosEncoding::RopeLlama}}) {
+        ops::BatchPrefillShape s;
+        s.qo_indptr = {0, 17, 900};
+        s.kv_lens = {300, 4000};
+        s.num_qo_heads = 16;
+        s.num_kv_heads = 4;
+        s.head_dim = d;
+        s.q_dtype = s.kv_dtype = DType::BF16;
+        s.options.causal = true;
+        s.options.pos_encoding_mode = pe;
+        s.source = source;
+        s.num_page_indices = 1000;
+        s.graph_max_batch = graph_batch;
+        INFO(to_string(source) << " head_dim " << d << " " << to_string(pe) << " graph " << graph_batch);
+        const auto L = ops::plan_batch_prefill(s, hopper);
+        const auto* k = L.prefill.spec.as<PrefillKernel>();
+        REQUIRE(k);
+        CHECK(k->backend == PrefillBackend::Fa3);
+        CHECK(k->warp_specialized == !(pe == PosEncoding::RopeLlama && d > 128));
+      }
 }
 
 TEST_CASE("single prefill plan, fa3: one warpgroup where 128-row tiles leave most SMs idle",
           "[prefill][planner]") {
   const ops::DeviceFigures hopper{132};
   auto single = [&](int64_t n, int heads, int d) {
-    return *ops::plan_single_prefill(problem(n, n, heads, heads, d), hopper).prefill.spec.as<PrefillKernel>();
+    auto p = problem(n, n, heads, heads, d);
+    p.options.backend = "fa3";  // fa3_ws ("auto") has one CTA shape
+    return *ops::plan_single_prefill(p, hopper).prefill.spec.as<PrefillKernel>();
   };
   // 512 tokens: 4 tiles of 128 rows x 16 heads = 64 CTAs <= 132 / 2: one warpgroup, 128 CTAs of 64 rows.
   const PrefillKernel small = single(512, 16, 128);

@@ -1,4 +1,4 @@
-#include "ops/batch_prefill/batch_prefill_entry.hpp"
+#include "ops/operator_entries.hpp"
 
 #include "ops/batch_prefill/batch_prefill_kernels.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
@@ -37,11 +37,18 @@ nlohmann::json grid_problem(const char* source, int head_dim, const char* q, con
 // Batch prefill's kernels differ from single prefill's only in the KV source
 // (the skeletons and variant hooks compile in full in single_prefill's grid),
 // so each source gets each skeleton and query tile (fa2 16 and 32 rows a
-// warp, fa3 one and two warpgroups; the backend "auto" problems list them
-// all), each head dim, mask mode and positional encoding once, and the fp8
-// load path: 26 prefill specs, 40 compiles for sm_80 and sm_90a.
+// warp and the Hopper kernel "auto" plans, listed by the "auto" problems;
+// fa3 at one and two warpgroups by name, since "auto" takes fa3_ws wherever
+// it serves), each head dim, mask mode and positional encoding once, and the
+// fp8 load path.
 std::vector<nlohmann::json> variant_grid() {
+  auto fa3 = [](nlohmann::json p) {
+    p["backend"] = "fa3";
+    return p;
+  };
   return {
+      fa3(grid_problem("ragged", 128, "bfloat16", "bfloat16", "causal", "NONE", false, -1)),
+      fa3(grid_problem("paged", 64, "float16", "float16", "custom", "ROPE_LLAMA", true, 128)),
       grid_problem("ragged", 128, "bfloat16", "bfloat16", "causal", "NONE", false, -1),
       grid_problem("ragged", 64, "float16", "float16", "custom", "ROPE_LLAMA", false, -1),
       grid_problem("ragged", 256, "bfloat16", "bfloat16", "none", "ALIBI", true, 256),

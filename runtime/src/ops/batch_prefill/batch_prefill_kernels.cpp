@@ -28,11 +28,13 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
       out.emplace_back(k);
     }
   }
-  // fa3 ("fa3", or "auto" on sm_90a) takes 16-bit K/V only: two warpgroups,
-  // or one where a small grid would leave SMs idle (not in CUDA-graph mode,
-  // whose kernel is fixed before the lengths are known).
+  // The Hopper skeleton ("fa3", "fa3_ws", or "auto" on sm_90a: fa3_ws where
+  // it serves the variant) takes 16-bit K/V only. fa3: two warpgroups, or one
+  // where a small grid would leave SMs idle (not in CUDA-graph mode, whose
+  // kernel is fixed before the lengths are known).
   if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2 && fa3_takes_head_dim(p.head_dim)) {
     PrefillKernel k = base(PrefillBackend::Fa3);
+    k.warp_specialized = prefill_warp_specialized(k, p.options);
     choose_prefill_pipeline(k);
     out.emplace_back(k);
     if (!p.use_cuda_graph && !k.warp_specialized) {

@@ -99,7 +99,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
 
   BatchPrefillLayout L;
   PrefillKernel k = prefill_variant(s.options, s.head_dim, s.q_dtype, s.kv_dtype);
-  k.backend = prefill_backend(s.options, s.kv_dtype, device.arch, s.head_dim);
+  choose_prefill_skeleton(k, s.options, device.arch);
   k.kv_source = s.source;
   L.var = prefill_variant_params(s.options, s.head_dim);
   L.prefill.role = "prefill";

@@ -1,4 +1,4 @@
-#include "ops/single_prefill/single_prefill_entry.hpp"
+#include "ops/operator_entries.hpp"
 
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
@@ -40,6 +40,13 @@ std::vector<nlohmann::json> variant_grid() {
     for (const char* dtype : {"float16", "bfloat16"}) out.push_back(problem(d, dtype, 4, masks[turn++ % 3], "NONE", false, -1));
   for (const char* pos : {"NONE", "ROPE_LLAMA", "ALIBI"})
     for (bool cap : {false, true}) out.push_back(problem(128, "bfloat16", 1, "causal", pos, cap, cap ? 256 : -1));
+  // fa3 by name ("auto" takes fa3_ws wherever it serves): each head dim, RoPE with a soft cap and a window.
+  for (auto p : {problem(64, "bfloat16", 4, "causal", "NONE", false, -1),
+                 problem(128, "float16", 1, "custom", "ROPE_LLAMA", true, 256),
+                 problem(256, "bfloat16", 2, "none", "ALIBI", false, -1)}) {
+    p["backend"] = "fa3";
+    out.push_back(p);
+  }
   // fp8 KV (its register load path), once per fp8 format.
   auto fp8 = problem(128, "bfloat16", 4, "causal", "NONE", false, -1);
   fp8["kv_dtype"] = "float8_e4m3fn";

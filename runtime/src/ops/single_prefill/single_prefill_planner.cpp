@@ -43,6 +43,26 @@ int prefill_frags_m(int head_dim, int64_t max_packed_len) {
   return head_dim <= 128 && max_packed_len >= 512 ? 2 : 1;
 }
 
+// fa3_ws serves every variant fa3 does (16-bit K/V, head_dim up to 256) but
+// RoPE on 256-wide heads, where its producer spills (spec validation refuses
+// it), and a user mask_mod (it tests two rows with one row's head).
+bool fa3_ws_serves(const PrefillKernel& k) {
+  return fa3_takes_head_dim(k.head_dim) && dtype_size(k.variant.kv_dtype) == 2 &&
+         !(k.variant.pos_encoding == PosEncoding::RopeLlama && k.head_dim > 128) &&
+         !(k.variant.user && !k.variant.user->mask_mod.empty());
+}
+
+// "auto" takes fa3_ws wherever it serves the variant: faster than fa3 across
+// the prefill tables (docs/PERFORMANCE.md), and its RoPE keeps f16 operands.
+bool prefill_warp_specialized(const PrefillKernel& k, const PrefillOptions& o) {
+  return o.backend == "fa3_ws" || (o.backend == "auto" && fa3_ws_serves(k));
+}
+
+void choose_prefill_skeleton(PrefillKernel& k, const PrefillOptions& o, const std::string& arch) {
+  k.backend = prefill_backend(o, k.variant.kv_dtype, arch, k.head_dim);
+  k.warp_specialized = k.backend == PrefillBackend::Fa3 && prefill_warp_specialized(k, o);
+}
+
 // A third K/V stage where two CTAs per SM still fit in sm_90's 228 KB (ncu,
 // d 128 with two stages: 5% of warp samples waited for K/V tiles at the
 // barrier). 128-wide heads with 16-row warps stay at two stages, which
@@ -182,6 +202,7 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
     for (int warpgroups : {2, 1}) {
       PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
       k.backend = PrefillBackend::Fa3;
+      k.warp_specialized = prefill_warp_specialized(k, p.options);
       choose_prefill_pipeline(k);
       if (k.warp_specialized && warpgroups == 1) continue;  // one CTA shape
       k.frags_m = warpgroups;
@@ -198,7 +219,7 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const Dev
   const int group = p.num_qo_heads / p.num_kv_heads;
   const int64_t packed = p.qo_len * group;
   PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
-  k.backend = prefill_backend(p.options, p.kv_dtype, device.arch, p.head_dim);
+  choose_prefill_skeleton(k, p.options, device.arch);
   k.frags_m = prefill_frags_m(p.head_dim, packed);
   choose_prefill_pipeline(k);
   fit_fa3_tile(k, (packed + k.tile_q() - 1) / k.tile_q() * p.num_kv_heads, device.sm_count);

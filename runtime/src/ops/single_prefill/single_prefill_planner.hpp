@@ -3,6 +3,7 @@
 // the workspace. Pure host code; the device enters only as its SM count.
 #pragma once
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "attnjit/prefill.hpp"
@@ -33,6 +34,15 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p);
 // of CTAs. Resident CTAs per SM are data (from the compiler's register and
 // shared-memory figures), never a query of a compiled kernel.
 int prefill_frags_m(int head_dim, int64_t max_packed_len);
+// The skeleton: k.backend and k.warp_specialized from the options and the
+// device's arch (k's head_dim and variant set). The one place that decides
+// which skeleton "auto" runs; Unsupported as prefill_backend for a backend
+// asked for by name where it cannot run.
+void choose_prefill_skeleton(PrefillKernel& k, const PrefillOptions& o, const std::string& arch);
+// Whether a plan on sm_90a with k.backend fa3 runs the warp-specialized
+// skeleton: asked for by name, or "auto" where it serves k's variant (what
+// prewarm lists for the Hopper part of an "auto" problem).
+bool prefill_warp_specialized(const PrefillKernel& k, const PrefillOptions& o);
 int prefill_stages(int head_dim, int frags_m);  // K/V pipeline depth
 int prefill_min_ctas_per_sm(const PrefillKernel& k);  // from its head_dim, tiles, stages and variant
 void choose_prefill_pipeline(PrefillKernel& k);  // stages and min_ctas_per_sm from head_dim and frags_m
