@@ -13,7 +13,7 @@
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
-#include "ops/batch_decode/batch_decode_entry.hpp"
+#include "ops/operator_entries.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "reference/decode_reference.hpp"

@@ -3,12 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
-#include "ops/batch_decode/batch_decode_entry.hpp"
-#include "ops/batch_prefill/batch_prefill_entry.hpp"
-#include "ops/merge_state/merge_state_entry.hpp"
-#include "ops/page/page_entry.hpp"
-#include "ops/single_decode/single_decode_entry.hpp"
-#include "ops/single_prefill/single_prefill_entry.hpp"
+#include "ops/operator_entries.hpp"
 
 namespace attnjit::ops {
 

@@ -12,7 +12,7 @@
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
 #include "bench/bench_support.hpp"
-#include "ops/batch_decode/batch_decode_entry.hpp"
+#include "ops/operator_entries.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 
 namespace attnjit::ops {

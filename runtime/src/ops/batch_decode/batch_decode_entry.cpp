@@ -1,4 +1,4 @@
-#include "ops/batch_decode/batch_decode_entry.hpp"
+#include "ops/operator_entries.hpp"
 
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"

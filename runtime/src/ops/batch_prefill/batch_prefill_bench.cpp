@@ -15,7 +15,7 @@
 #include "attnjit/error.hpp"
 #include "bench/bench_support.hpp"
 #include "engine.hpp"
-#include "ops/batch_prefill/batch_prefill_entry.hpp"
+#include "ops/operator_entries.hpp"
 #include "ops/batch_prefill/batch_prefill_problem.hpp"
 
 namespace attnjit::ops {

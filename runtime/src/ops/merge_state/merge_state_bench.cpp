@@ -8,7 +8,7 @@
 #include "attnjit/error.hpp"
 #include "attnjit/merge_state.hpp"
 #include "bench/bench_support.hpp"
-#include "ops/merge_state/merge_state_entry.hpp"
+#include "ops/operator_entries.hpp"
 #include "ops/merge_state/merge_state_problem.hpp"
 
 namespace attnjit::ops {

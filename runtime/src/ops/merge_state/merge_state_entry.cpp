@@ -1,4 +1,4 @@
-#include "ops/merge_state/merge_state_entry.hpp"
+#include "ops/operator_entries.hpp"
 
 #include <fmt/format.h>
 

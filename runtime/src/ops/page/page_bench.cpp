@@ -11,7 +11,7 @@
 
 #include "attnjit/page.hpp"
 #include "bench/bench_support.hpp"
-#include "ops/page/page_entry.hpp"
+#include "ops/operator_entries.hpp"
 #include "ops/page/page_problem.hpp"
 
 namespace attnjit::ops {

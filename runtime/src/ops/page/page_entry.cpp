@@ -1,4 +1,4 @@
-#include "ops/page/page_entry.hpp"
+#include "ops/operator_entries.hpp"
 
 #include "ops/page/page_planner.hpp"
 #include "ops/page/page_problem.hpp"

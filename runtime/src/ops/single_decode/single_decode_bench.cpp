@@ -4,7 +4,7 @@
 
 #include "attnjit/single_decode.hpp"
 #include "bench/bench_support.hpp"
-#include "ops/single_decode/single_decode_entry.hpp"
+#include "ops/operator_entries.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 
 namespace attnjit::ops {

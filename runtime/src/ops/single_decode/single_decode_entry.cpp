@@ -1,4 +1,4 @@
-#include "ops/single_decode/single_decode_entry.hpp"
+#include "ops/operator_entries.hpp"
 
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"

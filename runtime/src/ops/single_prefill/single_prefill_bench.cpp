@@ -6,7 +6,7 @@
 #include "attnjit/error.hpp"
 #include "attnjit/prefill.hpp"
 #include "bench/bench_support.hpp"
-#include "ops/single_prefill/single_prefill_entry.hpp"
+#include "ops/operator_entries.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
 
 namespace attnjit::ops {
