@@ -6,10 +6,9 @@
 // (DecodeParams::merge_counters), here: the last CTA of the row group to
 // finish merges them. That saves the merge kernel and its wait for the
 // whole decode grid: a row's merge starts once its own chunks are done,
-// while other requests' CTAs still run (batch decode's skewed batch, H200:
-// 75.7 -> 72.0 us). Single decode keeps the merge kernel: its one request's
-// rows all end with the single wave, and the merge kernel, launched early
-// (PDL), measured 0.2-0.5 us faster there.
+// while other requests' CTAs still run. Single decode keeps the merge
+// kernel: its one request's rows all end with the single wave, where the
+// merge kernel, launched early (PDL), was the faster of the two.
 #pragma once
 #include "decode_params.h"
 #include "decode_queries.cuh"
@@ -80,8 +79,8 @@ ATTNJIT_DEVICE void merge_warps_and_store(const float* states, const DecodeWork&
 // cooperative-groups grid barrier's pattern), its acquire the other CTAs'
 // stores before their arrivals. The arrival is on the last CTA's critical
 // path, hence one acquire-release atomic and no fence round trips (a fence
-// per thread and two atomics measured 0.7 us slower at single decode 32k). The last one sets
-// the counter back to zero: the next launch finds it as this one did.
+// per thread and two atomics were slower). The last one sets the counter
+// back to zero: the next launch finds it as this one did.
 ATTNJIT_DEVICE bool last_of_row_group(const DecodeWork& work, const kernels::DecodeParams& p) {
   __shared__ int last;
   __syncthreads();

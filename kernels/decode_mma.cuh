@@ -4,9 +4,9 @@
 // query rows (the kHeads heads sharing a KV head) as N, 8 per n-tile. The
 // query-major form (S = Q K^T) padded a GQA group of 4 to M = 16 and held O
 // in 64 registers for 4 rows; key-major, N pads 4 rows to 8 only, O^T takes
-// 32 registers and P V half the MMAs (166 registers instead of 232 at d 128,
-// 0.5-2.5% faster end to end at two CTAs per SM; kDecodeMmaCtasPerSm says
-// why not three). P^T reaches the B operand through movmatrix. With several
+// 32 registers and P V half the MMAs (166 registers instead of 232 at d 128;
+// kDecodeMmaCtasPerSm says why two CTAs per SM, not three). P^T reaches the
+// B operand through movmatrix. With several
 // query tokens per request (speculative decoding), the rows are kTokens
 // tokens x kHeads heads (decode_queries.cuh), each row with its own position,
 // which the variant's causal mask compares with the key's.

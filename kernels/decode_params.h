@@ -125,11 +125,9 @@ ATTNJIT_HOST_DEVICE constexpr int decode_mma_smem_bytes(int warps, int head_dim,
 }
 
 // Resident CTAs per SM of the tensor-core decode kernel: its
-// __launch_bounds__ minimum and the planner's waves. Its 166-172 registers
-// and 74 KB at d 128 would let three CTAs share an SM, and without the
-// minimum the driver runs three; that measured 2-13% slower on an H100 (the
-// planner's grids quantize worse and each CTA streams slower,
-// docs/PERFORMANCE.md), so the kernel promises two and the planner counts two.
+// __launch_bounds__ minimum and the planner's waves. Its registers and shared
+// memory would let three CTAs share an SM, but three ran slower (grids quantize
+// worse, each CTA streams slower), so the kernel promises two and the planner counts two.
 constexpr int kDecodeMmaCtasPerSm = 2;
 
 }  // namespace kernels

@@ -47,8 +47,8 @@ ATTNJIT_DEVICE void row_max(const frag_c (&s)[N], float (&mx)[2]) {
 // Multiplies each row of an accumulator (O) by its factor. Once the running
 // maxima settle, a tile rarely raises any row's max, and every factor is
 // exactly 1 (2^0): then the warp skips the multiplies, which in prefill were
-// more instructions than the MMAs (ncu, docs/PERFORMANCE.md). Call from
-// warp-uniform code: the vote needs every lane.
+// more instructions than the MMAs. Call from warp-uniform code: the vote
+// needs every lane.
 template <int N>
 ATTNJIT_DEVICE void rescale(frag_c (&o)[N], const float (&scale)[2]) {
   if (!__any_sync(0xffffffffu, scale[0] != 1.f || scale[1] != 1.f)) return;

@@ -31,8 +31,7 @@ struct SmemTile {
   // offset" into an OR, which ptxas cannot fold into the immediate, and keeps
   // one address register per 16 columns (ptxas at d128 prefill: eight,
   // rebuilt every KV tile; the spills went with them). Q's and K's offsets
-  // fold as they are; hiding them too measured no faster, and slower on
-  // paged causal prefill (H100, 2026-11-23).
+  // fold as they are; hiding them too gained nothing.
   ATTNJIT_DEVICE frag_a a_fragment(int row0, int k0) const {
     const int lane = threadIdx.x & 31;
     frag_a a;

@@ -1,7 +1,7 @@
 // How many thread-block clusters of a decode-sized CTA fit the GPU at once
 // (cuOccupancyMaxActiveClusters), and where a launch of them lands: the
-// question behind merging a split request's partial states in a cluster
-// (docs/PERFORMANCE.md, 2026-11-27 second session). For each cluster size and
+// question behind merging a split request's partial states in a cluster.
+// For each cluster size and
 // CTA shape it prints the active-cluster limit against what a grid of 8 KV
 // heads needs, then launches that grid with CTAs that spin 200 us and
 // reports the spread of their start times (> 100 us: a second wave).

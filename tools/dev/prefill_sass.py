@@ -2,8 +2,8 @@
 (the options the runtime uses), disassembles it with nvdisasm and prints
 ptxas' registers and spills, then the KV-tile loop (the innermost loop with
 every MMA) as an instruction histogram with its spill loads and stores.
-This is how the 2026-11-23 changes were checked before any GPU run
-(docs/PERFORMANCE.md): NVRTC's code differs from nvcc's for the same source.
+It checks a kernel change before any GPU run: NVRTC's code differs from
+nvcc's for the same source, so nvcc's SASS would not tell.
 
     pip install nvidia-cuda-nvdisasm         # nvdisasm, if the toolkit lacks it
     python3 tools/dev/prefill_sass.py --head-dim 128 --frags-m 2 --mask 1 --source RaggedKV

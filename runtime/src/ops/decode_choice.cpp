@@ -78,16 +78,10 @@ DecodeKernel choose_decode_kernel(const DecodeShape& p, KVSourceKind source) {
   const int group = p.num_qo_heads / p.num_kv_heads;
   // The mma skeleton covers head_dim 64 and 128 (256-wide heads' O fragments
   // would not fit in registers). use_tensor_cores asks for it; without it the
-  // planner still takes it from a group of kTensorCoreMinGroup up, where it
-  // measured faster (docs/PERFORMANCE.md: 0.68x vs 0.57x copy at group 4,
-  // 0.66x vs 0.37x at group 8, kv_len 32768), RoPE included. The choice is
-  // by accuracy first, then speed: rounding the rotated q and k once cost up
-  // to 3e-2 (base 2) of lse in bf16, so the skeleton keeps them as a rounded
-  // part and the rest (decode_mma.cuh: kSplitQK, three MMAs per product),
-  // which matches the CUDA cores' lse (both ~3e-6). With that, RoPE on tensor
-  // cores measured 1.5x (group 4) and 2.7x (group 8) faster for batch decode
-  // 64 x 4096, 1.44x at group 8 for single decode 32k, and 7% slower there at
-  // group 4 (docs/PERFORMANCE.md, "Exact RoPE on tensor cores").
+  // planner still takes it from a group of kTensorCoreMinGroup up, where it is
+  // the faster skeleton (docs/PERFORMANCE.md), RoPE included: the skeleton keeps
+  // the rotated q and k as a rounded part and the rest (decode_mma.cuh:
+  // kSplitQK), so its lse matches the CUDA cores'.
   // Several query tokens per request take the tensor cores where they run
   // (head_dim <= 128), and CUDA cores above, tokens x heads rows a CTA.
   const bool multi_token = p.q_len > 1;
@@ -138,13 +132,10 @@ int decode_kv_align_bytes(const DecodeKernel& k) {
   return k.tensor_cores ? 16 : 8 * static_cast<int>(dtype_size(k.variant.kv_dtype));
 }
 
-// The first 128 rows of a CTA's chunk, and at most 16 MiB in all, so they
-// stay in L2 (40-50 MB on the GPUs we run on) until the wait returns. 128
-// rows measured best for both K/V types on an H100 (docs/PERFORMANCE.md):
-// two 16-bit tiles, one fp8 tile; twice the rows slowed fp8 (the kernel
-// before, still streaming, shares the DRAM), half slowed bf16. The bulk
-// prefetch takes 16-byte aligned rows, which run() guarantees only where the
-// kernel's loads need them too (not CUDA-core fp8).
+// The first 128 rows of a CTA's chunk (the best of the row counts tried for
+// both K/V types), and at most 16 MiB in all, so they stay in L2 until the
+// wait returns. The bulk prefetch takes 16-byte aligned rows, which run()
+// guarantees only where the kernel's loads need them too (not CUDA-core fp8).
 int decode_warmed_rows(const DecodeKernel& k, int chunk, int warming_ctas) {
   constexpr int64_t kRows = 128, kBytesInAll = 16 << 20;
   if (decode_kv_align_bytes(k) % 16 != 0) return 0;

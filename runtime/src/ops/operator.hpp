@@ -1,5 +1,7 @@
-// The operator contract. Every attention operator (single decode today; batch
-// decode and prefill next) is built the same way, in its own files:
+// The operator contract. Every operator (single and batch decode, single and
+// batch prefill, the page helpers, merge_state) is built the same way, in its
+// own folder ops/<op>/; what the attention operators share of their options
+// lives in ops/attention_options/:
 //
 //   Problem      a plain struct: shapes, dtypes, options. Built from tensors
 //                in one place (<op>_problem.cpp) and from its JSON form (the
@@ -15,7 +17,8 @@
 //
 // OperatorEntry is the type-erased face of that contract, for the tools that
 // treat operators alike: the CLI's prewarm, explain and bench, and the
-// compile-every-variant test. ops/registry.cpp lists the entries, one line each.
+// compile-every-variant test. ops/registry.cpp lists the entries, one line
+// each; ops/operator_entries.hpp declares them.
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -59,15 +59,13 @@ int chunk_for(int64_t total_rows, int max_rows, const BatchDecodeLayout& L) {
   return static_cast<int>(std::min<int64_t>(chunk, longest));
 }
 
-// The tail of the partition (see the header). The model, fitted to H200
-// runs (docs/PERFORMANCE.md): at most `slots` items run at once (a wave of
-// CTAs over an item's CTAs) and share the bandwidth; with all slots busy each
-// streams at its share, and with fewer each runs faster, up to kBoost times
-// its share (its own loads in flight bound it: 34 x 4096's last request
-// alone ran at 2x). An item costs its rows, rounded up to the tile, plus
-// kItemCostRows (its prologue's chain of dependent loads and its epilogue,
-// which the other CTA of its SM does not make up: 256 x 1024 with 125 more,
-// shorter items ran 2.6% slower). Items start in list order as slots free up.
+// The tail of the partition (see the header). The model: at most `slots`
+// items run at once (a wave of CTAs over an item's CTAs) and share the
+// bandwidth; with fewer busy each runs faster, up to kBoost times its share
+// (its own loads in flight bound it). An item costs its rows, rounded up to
+// the tile, plus kItemCostRows (its prologue's dependent loads and its
+// epilogue). Items start in list order as slots free up. The constants were
+// fitted to measured runs (docs/PERFORMANCE.md).
 constexpr int64_t kItemCostRows = 64;
 constexpr double kBoost = 2.0;
 constexpr double kMinGain = 0.02;  // a cut the model gains less from is not worth its error
@@ -177,8 +175,7 @@ double uniform_time(int64_t n, int64_t c, int slots) {
   return static_cast<double>(rounds * c) +
          (r ? static_cast<double>(c) / std::min(kBoost, static_cast<double>(slots) / static_cast<double>(r)) : 0.0);
 }
-// The merge kernel that split chunks need, and its wait for the decode grid
-// (about 3-4 us on an H200, in the model's rows).
+// The merge kernel that split chunks need, and its wait for the decode grid, in the model's rows.
 constexpr int64_t kMergeKernelRows = 128;
 constexpr int kMaxUniformSplits = 4;
 
@@ -293,9 +290,7 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
 }
 
 int batch_decode_warmed_rows(const BatchDecodeProblem& p, const BatchDecodeLayout& L, int items) {
-  // fp8 K/V warms only a launch of one wave: at 64 x 4096 (two waves)
-  // warming measured 0.5-1% slower for fp8 and 0.6% faster for bf16 (H200,
-  // four rounds; docs/PERFORMANCE.md), where fp8's margin to its 1.8x target is that thin.
+  // fp8 K/V warms only a launch of one wave: past one wave, warming cost fp8 more than it saved.
   return dtype_size(p.kv_dtype) == 1 && items > L.prefetch_items ? 0 : L.prefetch_rows;
 }
 
@@ -326,9 +321,8 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
   const int chunk = part.chunk_size;
   // Chunks of `chunk` rows (a request's last one shorter), longest first
   // (stable: equal chunks stay in request order), then the tail cut finer
-  // where that fills the last round. (Cutting each request into even pieces
-  // instead measured 2% slower on the skewed batch: one more long piece
-  // held a slot that the short requests' chunks needed.) A request with no
+  // where that fills the last round (even pieces per request would leave a
+  // long piece holding a slot the short requests need). A request with no
   // KV gets one empty item: its CTA writes o = 0 and lse = -inf.
   std::vector<kernels::DecodeWorkItem> chunks;
   chunks.reserve(L.max_items);

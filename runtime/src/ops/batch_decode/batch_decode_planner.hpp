@@ -18,12 +18,10 @@
 //
 // The tail. A batch that fills the GPU a few times over is not split, but
 // its last round may hold only a few items (34 x 4096: 33 items fill a wave
-// and the 34th ran alone, +39% time). A model of the run (a wave's worth of
-// items at a time, fewer running faster, up to 2x; each item costing 64
-// rows more than its own) picks how many of the shortest items to cut into
-// how many pieces, if any cut gains 2% by it (H200, measured: 34 x 4096
-// -28%, 40 x 4096 -25%, 100 x 2000 -10%, 200 x 700 -3%; 256 x 1024 and
-// 512 x 512, whose last rounds stream at full rate, are left whole). Without
+// and the 34th runs alone). A model of the run (a wave's worth of items at
+// a time, fewer running faster, up to 2x; each item costing 64 rows more
+// than its own) picks how many of the shortest items to cut into how many
+// pieces, if any cut gains 2% by it (docs/PERFORMANCE.md). Without
 // CUDA graphs it may add four waves' worth of items; with them only what the
 // fixed grid leaves free, since every padding item is a CTA that starts and
 // exits. batch + wave / ctas (+ the four waves' worth) sizes the workspace

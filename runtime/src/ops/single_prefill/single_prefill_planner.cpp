@@ -94,8 +94,7 @@ int prefill_min_ctas_per_sm(const PrefillKernel& k) {
 // mask, causal, a window without causal, paged or ragged; 2-5 with a soft
 // cap or ALiBi (loops of 900-2300 instructions); 18 with RoPE, 19 with a
 // custom mask, 26 for causal with a window. 256-wide heads: one (O alone is
-// 128 registers). H100, d 128: 32 x 512 320 -> 380 TFLOP/s, 1 x 16384 473
-// -> 514 from one CTA to two (docs/PERFORMANCE.md).
+// 128 registers). Two CTAs beat one where they fit (docs/PERFORMANCE.md).
 int prefill_sm90_ctas_per_sm(const PrefillKernel& k) {
   const auto& v = k.variant;
   const bool spills = v.pos_encoding == PosEncoding::RopeLlama || v.mask == MaskMode::Custom ||
@@ -121,9 +120,7 @@ void choose_prefill_pipeline(PrefillKernel& k) {
 }
 
 // One warpgroup (64 query rows) where 128-row tiles would leave more than
-// half the SMs without a CTA: twice the CTAs for a short prefill. H100, one
-// request of 512 tokens: d 128 (64 CTAs of 128 rows) 132 TFLOP/s against
-// FlashInfer's 143, d 256 (32 CTAs) 86 against 135.
+// half the SMs without a CTA: twice the CTAs for a short prefill.
 void fit_fa3_tile(PrefillKernel& k, int64_t ctas_at_128_rows, int sm_count) {
   if (k.backend == PrefillBackend::Fa3 && !k.warp_specialized && ctas_at_128_rows * 2 <= sm_count) k.frags_m = 1;
 }
@@ -149,13 +146,11 @@ int prefill_ctas_per_sm(const PrefillKernel& k) {
 // The split that minimizes a cost model in microseconds, so that it is taken
 // only where it pays: idle SMs for many KV tiles (an append of a few tokens
 // to a long cache), never for a short square prefill whose CTAs already run
-// in one wave. Splitting everything below a full wave ran 512 x 512 at 60 and
-// 1024 x 1024 at 110 TFLOP/s (d 64, H100) against 146 and 308 unsplit: the
-// second wave and the merge of 16k rows cost more than the idle SMs. The
-// constants are an H100 fa3 CTA's figures (2026-11-25): a 128 x 64 x 128
-// tile's two MMAs in about 1 us, about 3 us of Q load, pipeline fill and
-// epilogue per CTA, and a merge pass of about 4 us plus its partial states
-// written and read at about 2.5 TB/s.
+// in one wave (there the second wave and the merge cost more than the idle
+// SMs). The constants are a Hopper fa3 CTA's: a 128 x 64 x 128 tile's two
+// MMAs in about 1 us, about 3 us of Q load, pipeline fill and epilogue per
+// CTA, and a merge pass of about 4 us plus its partial states written and
+// read at about 2.5 TB/s.
 KVSplit plan_kv_split(const SplitProblem& s) {
   constexpr double kTileFlopsPerUs = 4.2e6, kCtaFixedUs = 3.0, kMergeUs = 4.0, kMergeBytesPerUs = 2.5e6;
   KVSplit best;
