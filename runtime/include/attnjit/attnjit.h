@@ -47,6 +47,10 @@ typedef struct attnjit_runtime attnjit_runtime_t;
 typedef struct attnjit_plan attnjit_plan_t;
 typedef attnjit_plan_t attnjit_single_decode_plan_t; /* the 0.1 name */
 
+/* A user variant (score_mod / mask_mod snippets and their params):
+ * attnjit_variant.h. */
+typedef struct attnjit_variant attnjit_variant_t;
+
 /* Options of single_decode_with_kv_cache. Call attnjit_decode_options_init
  * first; a float left at 0 means "not provided" (FlashInfer's defaults).
  * struct_size comes first and is set by the init function, so fields can be
@@ -62,6 +66,9 @@ typedef struct attnjit_decode_options {
   float logits_soft_cap;
   float sm_scale;
   float rope_scale, rope_theta;
+  /* Added in 0.4 (callers built against older headers get NULL): a user
+   * variant (attnjit_variant.h), or NULL. */
+  const attnjit_variant_t* variant;
 } attnjit_decode_options_t;
 
 /* Options of single_prefill_with_kv_cache, like attnjit_decode_options_t:
@@ -81,6 +88,9 @@ typedef struct attnjit_prefill_options {
   float rope_scale, rope_theta;
   /* Added in 0.3 (callers built against older headers get 0, "auto"). */
   int32_t backend;                   /* attnjit_prefill_backend_t */
+  /* Added in 0.4 (older headers: NULL): a user variant (attnjit_variant.h),
+   * or NULL. A mask_mod is refused with causal=1 or a custom mask. */
+  const attnjit_variant_t* variant;
 } attnjit_prefill_options_t;
 
 /* Prefill kernels: AUTO picks FA3 (Hopper warpgroup MMA) on sm_90 with 16-bit

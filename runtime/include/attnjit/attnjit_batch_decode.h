@@ -49,6 +49,9 @@ typedef struct attnjit_batch_decode_plan_options {
   float logits_soft_cap;     /* 0: no capping */
   float sm_scale;            /* 0: 1/sqrt(head_dim) */
   float rope_scale, rope_theta;
+  /* Added in 0.4 (older headers: NULL): a user variant (attnjit_variant.h),
+   * or NULL; b is the request, q its query token. */
+  const attnjit_variant_t* variant;
 } attnjit_batch_decode_plan_options_t;
 
 /* trtllm_batch_decode_with_kv_cache's optional arguments. */

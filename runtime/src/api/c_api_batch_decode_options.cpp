@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "api/c_api_variant.hpp"
 #include "api/dlpack_codes.hpp"
 #include "attnjit/error.hpp"
 
@@ -97,6 +98,8 @@ BatchDecodeWithPagedKVCacheWrapper::PlanArgs to_plan_args(const attnjit_batch_de
   a.sm_scale = provided(options->sm_scale, "sm_scale");
   a.rope_scale = provided(options->rope_scale, "rope_scale");
   a.rope_theta = provided(options->rope_theta, "rope_theta");
+  if (options->struct_size >= offsetof(attnjit_batch_decode_plan_options_t, variant) + sizeof(void*))
+    a.variant = variant_of(options->variant);
   return a;
 }
 

@@ -162,6 +162,7 @@ attnjit::BatchPrefillPlanOptions plan_options(const attnjit_prefill_options_t* o
   o.sm_scale = po.sm_scale;
   o.rope_scale = po.rope_scale;
   o.rope_theta = po.rope_theta;
+  o.variant = po.variant;
   return o;
 }
 

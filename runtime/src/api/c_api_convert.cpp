@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 
+#include "api/c_api_variant.hpp"
 #include "attnjit/error.hpp"
 
 namespace attnjit::capi {
@@ -67,6 +68,8 @@ SingleDecodeOptions to_options(const attnjit_decode_options_t* options, bool ret
   o.sm_scale = provided(options->sm_scale, "sm_scale");
   o.rope_scale = provided(options->rope_scale, "rope_scale");
   o.rope_theta = provided(options->rope_theta, "rope_theta");
+  if (options->struct_size >= offsetof(attnjit_decode_options_t, variant) + sizeof(void*))
+    o.variant = variant_of(options->variant);
   return o;
 }
 
@@ -126,6 +129,8 @@ PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool
                             options->backend));
     }
   }
+  if (options->struct_size >= offsetof(attnjit_prefill_options_t, variant) + sizeof(void*))
+    o.variant = variant_of(options->variant);
   return o;
 }
 

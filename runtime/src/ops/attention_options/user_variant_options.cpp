@@ -7,8 +7,7 @@
 
 namespace attnjit::ops {
 
-void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool causal, bool custom_mask,
-                        PrefillKernel& k) {
+void check_prefill_user_variant(const VariantSource* v, bool causal, bool custom_mask, bool warp_specialized) {
   if (!v) return;
   const bool mask_mod = !v->mask_mod.empty();
   if (mask_mod && (causal || custom_mask))
@@ -16,13 +15,19 @@ void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool caus
                 fmt::format("{} with a variant's mask_mod is not allowed: the mask_mod decides every pair; write "
                             "the {} test into it",
                             custom_mask ? "custom_mask" : "causal=True", custom_mask ? "mask's" : "causal"));
-  if (mask_mod && k.warp_specialized)
+  if (mask_mod && warp_specialized)
     throw Error(Status::Unsupported,
                 fmt::format("backend='fa3_ws' does not take a variant with a mask_mod (user{}): it tests two rows "
                             "with one row's head; allowed: 'auto', 'fa2', 'fa3'",
                             variant_source_digest(*v)));
+}
+
+void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool causal, bool custom_mask,
+                        PrefillKernel& k) {
+  if (!v) return;
+  check_prefill_user_variant(v.get(), causal, custom_mask, k.warp_specialized);
   k.variant.user = v;
-  if (mask_mod) k.variant.mask = MaskMode::Custom;
+  if (!v->mask_mod.empty()) k.variant.mask = MaskMode::Custom;
 }
 
 void apply_user_variant(const std::shared_ptr<const VariantSource>& v, DecodeKernel& k) {

@@ -21,6 +21,8 @@ namespace attnjit::ops {
 // refuses a mask_mod (Unsupported naming backend and variant). Null: nothing.
 void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool causal, bool custom_mask,
                         PrefillKernel& k);
+// Those refusals alone, for the problem checks that run before any device is asked.
+void check_prefill_user_variant(const VariantSource* v, bool causal, bool custom_mask, bool warp_specialized);
 // Decode: the planned mode stays (none, or causal for several tokens) and
 // decides which keys are visited; a mask_mod replaces its test. Draft
 // (TensorRT-LLM's tree rows) with a mask_mod is refused.

@@ -1,0 +1,56 @@
+/* User attention variants through attnjit's C API (issue 31): a score_mod
+ * and/or mask_mod written as the BODY of a CUDA device function, compiled by
+ * NVRTC into the exact kernels of a plan and cached by hash:
+ *
+ *   float score_mod(float s, int b, int h, int q, int kv, const Params& p)
+ *   bool  mask_mod(int b, int h, int q, int kv, const Params& p)
+ *
+ * s is sm_scale * q.k in natural-log units, the result the logit before
+ * softmax; b the request (0 in the single calls), h the query head, q the
+ * query's index among its request's queries, kv the key's index. Params holds
+ * the declared params: a tensor x of rank R as `const T* x; int64_t
+ * x_shape[R]; int64_t x_stride[R];` and `x_at(i..)`, a scalar as `float x` or
+ * `int32_t x`. The snippets are code run on the GPU with the caller's rights.
+ *
+ * Give a variant to an operator through its options struct's `variant`
+ * field (attnjit_prefill_options_t, attnjit_decode_options_t,
+ * attnjit_batch_decode_plan_options_t). A plan keeps a reference to the
+ * variant (destroying the handle first is allowed) and reads its bound values
+ * at each run: bind new values between runs, no new plan; not while a run
+ * that uses it is being issued. Every declared param must be bound by the
+ * first run. A snippet that does not compile fails the plan with
+ * ATTNJIT_ERROR_INVALID_ARGUMENT and NVRTC's messages at the snippet's own
+ * lines ("mask_mod line 2: ...").
+ *
+ * Errors, handles and streams follow attnjit.h. */
+#ifndef ATTNJIT_VARIANT_H_
+#define ATTNJIT_VARIANT_H_
+
+#include "attnjit/attnjit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* score_mod, mask_mod: the bodies (NULL or "" for none; not both).
+ * params_json: the ordered declaration, a JSON array of
+ * {"name": "doc", "type": "i32", "rank": 1} (types f16, bf16, f32, i32, u8,
+ * i64 for tensors of rank 1..4; f32 or i32 for scalars, rank 0), or NULL /
+ * "" for none. At most 256 bytes of Params. */
+ATTNJIT_API attnjit_status_t attnjit_variant_create(const char* score_mod, const char* mask_mod,
+                                                    const char* params_json, attnjit_variant_t** out);
+/* A declared tensor param: a DLTensor in CUDA memory of its type and rank
+ * (strides in elements; NULL strides mean contiguous). The tensor is not
+ * copied: it must stay alive while runs that read it execute. */
+ATTNJIT_API attnjit_status_t attnjit_variant_bind_tensor(attnjit_variant_t* variant, const char* name,
+                                                         const DLTensor* tensor);
+ATTNJIT_API attnjit_status_t attnjit_variant_bind_f32(attnjit_variant_t* variant, const char* name, float value);
+ATTNJIT_API attnjit_status_t attnjit_variant_bind_i32(attnjit_variant_t* variant, const char* name, int32_t value);
+/* Plans made with it keep what they need; NULL is allowed. */
+ATTNJIT_API attnjit_status_t attnjit_variant_destroy(attnjit_variant_t* variant);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* ATTNJIT_VARIANT_H_ */
