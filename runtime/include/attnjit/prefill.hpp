@@ -29,9 +29,8 @@ struct PrefillOptions {
   bool custom_mask = false;   // a packed custom mask is passed to run()
   KVLayout kv_layout = KVLayout::NHD;
   PosEncoding pos_encoding_mode = PosEncoding::None;
-  // Accepted for FlashInfer compatibility and ignored: q.k always accumulates
-  // in fp32 on the tensor cores (as accurate as the fp16 path or more, and
-  // mma.m16n8k16 runs at the same rate either way).
+  // FlashInfer's option; only false is accepted (true is refused Unsupported):
+  // q.k always accumulates in fp32 on the tensor cores, at the same rate.
   bool allow_fp16_qk_reduction = false;
   int window_left = -1;                         // -1: no sliding window
   std::optional<float> logits_soft_cap;         // unset or 0: no capping
