@@ -16,11 +16,12 @@ from .errors import AttnjitError, Status
 from .merge_state import merge_state, merge_state_in_place, merge_states
 from .page import append_paged_kv_cache, get_batch_indices_positions, get_seq_lens
 from .prefill import single_prefill_with_kv_cache, single_prefill_with_kv_cache_return_lse
+from ._variant import Variant
 
 __all__ = ["AttnjitError", "BatchDecodeWithPagedKVCacheWrapper", "BatchDecodeWithSharedPrefixPagedKVCacheWrapper",
            "BatchPrefillWithPagedKVCacheWrapper", "BatchPrefillWithRaggedKVCacheWrapper",
            "BatchPrefillWithSharedPrefixPagedKVCacheWrapper", "MultiLevelCascadeAttentionWrapper", "Plan",
-           "SingleDecodeWrapper", "Status", "append_paged_kv_cache", "check_tables", "cudnn_batch_decode_with_kv_cache",
+           "SingleDecodeWrapper", "Status", "Variant", "append_paged_kv_cache", "check_tables", "cudnn_batch_decode_with_kv_cache",
            "fast_decode_plan", "get_batch_indices_positions", "get_seq_lens", "merge_state", "merge_state_in_place",
            "merge_states", "single_decode_with_kv_cache", "single_prefill_with_kv_cache",
            "single_prefill_with_kv_cache_return_lse", "trtllm_batch_decode_with_kv_cache", "version", "version_number"]

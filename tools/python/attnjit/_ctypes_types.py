@@ -41,6 +41,7 @@ class DecodeOptions(ctypes.Structure):
         ("sm_scale", ctypes.c_float),
         ("rope_scale", ctypes.c_float),
         ("rope_theta", ctypes.c_float),
+        ("variant", ctypes.c_void_p),  # attnjit_variant_t* or NULL (added in 0.4)
     ]
 
 
@@ -66,6 +67,7 @@ class BatchDecodePlanOptions(ctypes.Structure):
         ("sm_scale", ctypes.c_float),
         ("rope_scale", ctypes.c_float),
         ("rope_theta", ctypes.c_float),
+        ("variant", ctypes.c_void_p),  # attnjit_variant_t* or NULL (added in 0.4)
     ]
 
 
@@ -95,7 +97,8 @@ class PrefillOptions(ctypes.Structure):
         ("sm_scale", ctypes.c_float),
         ("rope_scale", ctypes.c_float),
         ("rope_theta", ctypes.c_float),
-        ("backend", ctypes.c_int32),  # 0 auto, 1 fa2, 2 fa3
+        ("backend", ctypes.c_int32),  # 0 auto, 1 fa2, 2 fa3, 3 fa3_ws
+        ("variant", ctypes.c_void_p),  # attnjit_variant_t* or NULL (added in 0.4)
     ]
 
 

@@ -170,6 +170,14 @@ def _declare(lib):
                     ctypes.POINTER(c_types.TrtllmDecodeOptions), c_void_p, c_int, c_int, c_int, c_void_p, c_void_p,
                     c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
     }
+    # attnjit_variant.h: user variants (score_mod / mask_mod snippets).
+    optional.update({
+        "attnjit_variant_create": (c_int, [c_char_p, c_char_p, c_char_p, pp]),
+        "attnjit_variant_bind_tensor": (c_int, [c_void_p, c_char_p, c_void_p]),
+        "attnjit_variant_bind_f32": (c_int, [c_void_p, c_char_p, ctypes.c_float]),
+        "attnjit_variant_bind_i32": (c_int, [c_void_p, c_char_p, ctypes.c_int32]),
+        "attnjit_variant_destroy": (c_int, [c_void_p]),
+    })
     for name, (restype, argtypes) in optional.items():
         fn = getattr(lib, name, None)
         if fn is not None:

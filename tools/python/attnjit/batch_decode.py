@@ -23,6 +23,7 @@ from ._dlpack import Borrowed, require_torch
 from ._library import check, has, lib
 from ._plan_owner import PlanOwner
 from ._plans import Plan
+from ._variant import variant_handle
 from .errors import invalid_argument
 
 # plan()'s optional arguments after page_size, in the order FlashInfer 0.7.2 still accepts them positionally.
@@ -161,12 +162,15 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
         return self._use_cuda_graph
 
     def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
-             *deprecated_positional_args, **kwargs):
+             *deprecated_positional_args, variant=None, **kwargs):
         """Plans one batch: indptr [batch + 1], indices [indptr[-1]], last_page_len [batch], int32, on any
         device (they are read on the host, as FlashInfer does). The optional arguments are keyword arguments;
-        given positionally after page_size they take FlashInfer's legacy order (deprecated)."""
+        given positionally after page_size they take FlashInfer's legacy order (deprecated). variant (an attnjit
+        extension, keyword-only): an attnjit.Variant for this plan's kernels, its values read at each run()."""
         if deprecated_positional_args:
             kwargs = _merge_legacy_positional(deprecated_positional_args, kwargs)
+        variant_handle(variant)  # checked before anything changes
+        self._variant = variant
         return self._plan_impl(indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
                                **kwargs)
 
@@ -273,7 +277,7 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
         torch = require_torch()
         options = _plan_options(torch, self._pos_encoding_mode, self._window_left, self._cached_q_data_type,
                                 self._cached_kv_data_type, self._logits_soft_cap, self._sm_scale, self._rope_scale,
-                                self._rope_theta)
+                                self._rope_theta, getattr(self, "_variant", None))
         host = self._host_page_table
         self._planned = False
 
@@ -361,7 +365,7 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
 
 
 def _plan_options(torch, pos_encoding_mode, window_left, q_dtype, kv_dtype, logits_soft_cap, sm_scale, rope_scale,
-                  rope_theta):
+                  rope_theta, variant=None):
     """attnjit_batch_decode_plan_options_t of plan()'s options (plan() and workspace_size())."""
     options = c_types.BatchDecodePlanOptions()
     lib().attnjit_batch_decode_plan_options_init(ctypes.byref(options))
@@ -373,6 +377,7 @@ def _plan_options(torch, pos_encoding_mode, window_left, q_dtype, kv_dtype, logi
     options.sm_scale = checks.c_float("sm_scale", sm_scale)
     options.rope_scale = checks.c_float("rope_scale", rope_scale)
     options.rope_theta = checks.c_float("rope_theta", rope_theta)
+    options.variant = variant_handle(variant)
     return options
 
 

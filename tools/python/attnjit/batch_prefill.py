@@ -25,6 +25,7 @@ from ._dlpack import Borrowed, require_torch
 from ._library import check, has, lib
 from ._plan_owner import PlanOwner
 from ._plans import BatchPrefillHandle, Plan
+from ._variant import variant_handle
 from .errors import invalid_argument
 from .prefill import prefill_options
 
@@ -230,7 +231,7 @@ class _BatchPrefill(PlanOwner):
         checks.use_fp16_qk_reduction(self._use_fp16_qk_reduction)
         options = prefill_options(self._causal, self._kv_layout, self._pos_encoding_mode, self._window_left,
                                   self._logits_soft_cap, self._sm_scale, self._rope_scale, self._rope_theta,
-                                  self._backend)
+                                  self._backend, getattr(self, "_variant", None))
         self._planned = False
         if self._generic:
             self._plan_with_room(torch, lambda: self._plan_wrapper(torch, options))
@@ -352,9 +353,12 @@ class BatchPrefillWithRaggedKVCacheWrapper(_BatchPrefill):
              q_data_type="float16", kv_data_type=None, o_data_type=None, non_blocking=True, prefix_len_ptr=None,
              token_pos_in_items_ptr=None, token_pos_in_items_len=0, max_item_len_ptr=None, fixed_split_size=None,
              disable_split_kv=False, seq_lens=None, seq_lens_q=None, max_token_per_sequence=None,
-             max_sequence_kv=None, v_indptr=None, o_indptr=None, uniform_q_len=None):
-        """Plans one batch: qo_indptr and kv_indptr [batch + 1], int32, on any device (read on the host)."""
+             max_sequence_kv=None, v_indptr=None, o_indptr=None, uniform_q_len=None, *, variant=None):
+        """Plans one batch: qo_indptr and kv_indptr [batch + 1], int32, on any device (read on the host).
+        variant (an attnjit extension, keyword-only): an attnjit.Variant for this plan's kernels (b: the
+        request), its values read at each run()."""
         torch = require_torch()
+        variant_handle(variant)  # checked before anything changes
         head_dim = checks.head_dims(head_dim_qk, head_dim_vo)
         checks.refuse_if_given(prefix_len_ptr=prefix_len_ptr, token_pos_in_items_ptr=token_pos_in_items_ptr,
                                max_item_len_ptr=max_item_len_ptr)
@@ -370,10 +374,12 @@ class BatchPrefillWithRaggedKVCacheWrapper(_BatchPrefill):
         kv_lens = _lengths(host["kv_indptr"])
         _check_length_hints(torch, _lengths(host["qo_indptr"]), kv_lens, seq_lens, seq_lens_q,
                             max_token_per_sequence, max_sequence_kv, uniform_q_len)
-        self._plan_batch(self._checked_batch(
+        a = self._checked_batch(
             torch, host, 0, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask, causal,
             pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale, rope_theta,
-            q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens))
+            q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens)
+        self._variant = variant
+        self._plan_batch(a)
 
     begin_forward = plan
 
@@ -430,16 +436,20 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
              o_data_type=None, non_blocking=True, prefix_len_ptr=None, token_pos_in_items_ptr=None,
              token_pos_in_items_len=0, max_item_len_ptr=None, seq_lens=None, seq_lens_q=None, block_tables=None,
              max_token_per_sequence=None, max_sequence_kv=None, fixed_split_size=None, disable_split_kv=False,
-             uniform_q_len=None):
+             uniform_q_len=None, *, variant=None):
         """Plans one batch: qo_indptr and paged_kv_indptr [batch + 1], paged_kv_indices, paged_kv_last_page_len
-        [batch], int32, on any device (read on the host)."""
-        self._plan_batch(self._checked_paged(
+        [batch], int32, on any device (read on the host). variant (an attnjit extension, keyword-only): an
+        attnjit.Variant for this plan's kernels (b: the request), its values read at each run()."""
+        variant_handle(variant)  # checked before anything changes
+        a = self._checked_paged(
             qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
             head_dim_qk, page_size, head_dim_vo, custom_mask, packed_custom_mask, causal, pos_encoding_mode,
             use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale, rope_theta, q_data_type,
             kv_data_type, o_data_type, non_blocking, prefix_len_ptr, token_pos_in_items_ptr, token_pos_in_items_len,
             max_item_len_ptr, seq_lens, seq_lens_q, block_tables, max_token_per_sequence, max_sequence_kv,
-            fixed_split_size, disable_split_kv, uniform_q_len))
+            fixed_split_size, disable_split_kv, uniform_q_len)
+        self._variant = variant
+        self._plan_batch(a)
 
     def workspace_size(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
                        num_kv_heads, head_dim_qk, page_size, head_dim_vo=None, custom_mask=None,

@@ -10,10 +10,11 @@ from ._library import check, lib
 from ._plan_owner import PlanOwner
 from ._plans import Plan
 from ._streams import current_stream
+from ._variant import variant_handle
 
 
 def _options(kv_layout, pos_encoding_mode, use_tensor_cores, q_scale, k_scale, v_scale, window_left,
-             logits_soft_cap, sm_scale, rope_scale, rope_theta):
+             logits_soft_cap, sm_scale, rope_scale, rope_theta, variant=None):
     options = c_types.DecodeOptions()
     lib().attnjit_decode_options_init(ctypes.byref(options))
     options.kv_layout = checks.kv_layout(kv_layout)
@@ -27,12 +28,13 @@ def _options(kv_layout, pos_encoding_mode, use_tensor_cores, q_scale, k_scale, v
     options.sm_scale = checks.c_float("sm_scale", sm_scale)
     options.rope_scale = checks.c_float("rope_scale", rope_scale)
     options.rope_theta = checks.c_float("rope_theta", rope_theta)
+    options.variant = variant_handle(variant)
     return options
 
 
 def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NONE", use_tensor_cores=False,
                                 q_scale=None, k_scale=None, v_scale=None, window_left=-1, logits_soft_cap=None,
-                                sm_scale=None, rope_scale=None, rope_theta=None, return_lse=False):
+                                sm_scale=None, rope_scale=None, rope_theta=None, return_lse=False, *, variant=None):
     """Decode attention of one query token per head against one request's KV cache.
 
     Same arguments and results as flashinfer.decode.single_decode_with_kv_cache:
@@ -45,12 +47,15 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
     stream-ordered allocator, which capture serves from the graph's pool, as
     FlashInfer's does. Raises AttnjitError (MissingDependencyError when torch
     is not installed).
+
+    variant (an attnjit extension, keyword-only): an attnjit.Variant compiled
+    into the kernel (b = 0, q = 0: the one query).
     """
     torch = require_torch()
     for name, value in (("q", q), ("k", k), ("v", v)):
         checks.tensor(torch, name, value)
     options = _options(kv_layout, pos_encoding_mode, use_tensor_cores, q_scale, k_scale, v_scale, window_left,
-                       logits_soft_cap, sm_scale, rope_scale, rope_theta)
+                       logits_soft_cap, sm_scale, rope_scale, rope_theta, variant)
     return_lse = bool(checks.flag("return_lse", return_lse))
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(q.shape[:1], dtype=torch.float32, device=q.device) if return_lse else None

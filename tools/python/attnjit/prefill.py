@@ -11,12 +11,14 @@ from . import _runtime
 from ._dlpack import Borrowed, require_torch
 from ._library import check, lib
 from ._streams import current_stream
+from ._variant import variant_handle
 from .errors import invalid_argument
 
 
 def prefill_options(causal, kv_layout, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, rope_scale,
-                    rope_theta, backend):
-    """attnjit_prefill_options_t from FlashInfer's arguments (use_fp16_qk_reduction is checked by the caller)."""
+                    rope_theta, backend, variant=None):
+    """attnjit_prefill_options_t from FlashInfer's arguments (use_fp16_qk_reduction is checked by the caller) and
+    an attnjit.Variant or None (the caller keeps it alive for the call)."""
     options = c_types.PrefillOptions()
     lib().attnjit_prefill_options_init(ctypes.byref(options))
     options.causal = checks.flag("causal", causal)
@@ -28,6 +30,7 @@ def prefill_options(causal, kv_layout, pos_encoding_mode, window_left, logits_so
     options.rope_scale = checks.c_float("rope_scale", rope_scale)
     options.rope_theta = checks.c_float("rope_theta", rope_theta)
     options.backend = checks.prefill_backend(backend)
+    options.variant = variant_handle(variant)
     return options
 
 
@@ -55,7 +58,7 @@ def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=No
                                  packed_custom_mask=None, causal=False, kv_layout="NHD", pos_encoding_mode="NONE",
                                  use_fp16_qk_reduction=False, sm_scale=None, window_left=-1, logits_soft_cap=None,
                                  rope_scale=None, rope_theta=None, backend="auto", return_lse=False, kv_cache_sf=None,
-                                 k_scale=None, v_scale=None):
+                                 k_scale=None, v_scale=None, *, variant=None):
     """Prefill / append attention of one request, as flashinfer.prefill.single_prefill_with_kv_cache.
 
     q [qo_len, num_qo_heads, head_dim]; k, v [kv_len, num_kv_heads, head_dim]
@@ -67,6 +70,10 @@ def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=No
     [qo_len, num_qo_heads] in base 2. Runs on torch's current stream of q's
     device; records into a CUDA graph (the plan compiles on the first call, so
     make one before capturing). Raises AttnjitError.
+
+    variant (an attnjit extension, keyword-only): an attnjit.Variant whose
+    score_mod / mask_mod is compiled into the kernel; a mask_mod is refused
+    with causal=True or a custom mask, and by backend='fa3_ws'.
     """
     torch = require_torch()
     for name, value in (("q", q), ("k", k), ("v", v)):
@@ -81,7 +88,7 @@ def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=No
         sm_scale = (1.0 / math.sqrt(q.shape[-1]) if sm_scale is None
                     else checks.finite_float("sm_scale", sm_scale)) * k_scale
     options = prefill_options(causal, kv_layout, pos_encoding_mode, window_left, logits_soft_cap, sm_scale,
-                              rope_scale, rope_theta, backend)
+                              rope_scale, rope_theta, backend, variant)
     return_lse = bool(checks.flag("return_lse", return_lse))
     kv_len = k.shape[0] if kv_layout == "NHD" else k.shape[1]
     mask = _packed_mask(torch, custom_mask, packed_custom_mask, q.shape[0], kv_len, q.device)

@@ -36,8 +36,9 @@ def _error():
 def test_struct_layouts_match_the_header():
     assert ctypes.sizeof(c_types.BatchDecodeWrapperOptions) == 5 * 4
     assert c_types.BatchDecodeWrapperOptions.device.offset == 16
-    # struct_size, 2 int32, 2 DLDataType (4 bytes each), 4 floats.
-    assert ctypes.sizeof(c_types.BatchDecodePlanOptions) == 4 + 2 * 4 + 2 * 4 + 4 * 4
+    # struct_size, 2 int32, 2 DLDataType (4 bytes each), 4 floats, then the variant pointer (8-aligned).
+    assert c_types.BatchDecodePlanOptions.variant.offset == 40
+    assert ctypes.sizeof(c_types.BatchDecodePlanOptions) == 48
     assert c_types.BatchDecodePlanOptions.q_data_type.offset == 12
     assert c_types.BatchDecodePlanOptions.logits_soft_cap.offset == 20
     assert ctypes.sizeof(c_types.TrtllmDecodeOptions) == 4 + 4 * 4 + 2 * 4

@@ -29,8 +29,10 @@ def _dltensor(shape, code=2, bits=16, device_type=2, device_id=0):
 def test_struct_layouts_match_the_headers():
     assert ctypes.sizeof(c_types.DLTensor) == 48
     assert c_types.DLTensor.dtype.offset == 20 and c_types.DLTensor.shape.offset == 24
-    # struct_size (uint32) leads, then 4 int32 and 7 floats: attnjit.h's attnjit_decode_options_t.
-    assert ctypes.sizeof(c_types.DecodeOptions) == 4 + 4 * 4 + 7 * 4
+    # struct_size (uint32) leads, then 4 int32 and 7 floats: attnjit.h's attnjit_decode_options_t; then the
+    # variant pointer (added in 0.4) at the next 8-byte boundary.
+    assert c_types.DecodeOptions.variant.offset == 4 + 4 * 4 + 7 * 4
+    assert ctypes.sizeof(c_types.DecodeOptions) == 4 + 4 * 4 + 7 * 4 + 8
     assert c_types.DecodeOptions.kv_layout.offset == 4
 
 

@@ -58,7 +58,13 @@ EXTRAS = {("BatchDecodeWithPagedKVCacheWrapper", "plan_handle")} | {
                                  "BatchDecodeWithSharedPrefixPagedKVCacheWrapper",
                                  "BatchPrefillWithSharedPrefixPagedKVCacheWrapper")}  # device-table checks
 # Exports that are attnjit's own, not FlashInfer names.
-ATTNJIT_ONLY = {"AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "check_tables", "version", "version_number"}
+ATTNJIT_ONLY = {"AttnjitError", "Plan", "SingleDecodeWrapper", "Status", "Variant", "check_tables", "version",
+                "version_number"}
+# attnjit's one extra parameter beside FlashInfer's: a keyword-only `variant=None` (attnjit.Variant, user
+# score_mod / mask_mod snippets), last before **kwargs, on these functions and methods only.
+TAKES_VARIANT = {"single_decode_with_kv_cache", "single_prefill_with_kv_cache",
+                 ("BatchDecodeWithPagedKVCacheWrapper", "plan"), ("BatchPrefillWithPagedKVCacheWrapper", "plan"),
+                 ("BatchPrefillWithRaggedKVCacheWrapper", "plan")}
 
 
 def _page_module_exists():
@@ -132,6 +138,19 @@ def alias_text(value):
     return f"{func}({', '.join(args)})"
 
 
+def without_variant(node):
+    """`node` (one of attnjit's FunctionDefs in TAKES_VARIANT) with its keyword-only `variant=None` taken out, or
+    an assertion error when it does not end its keyword-only parameters."""
+    a = node.args
+    assert a.kwonlyargs and a.kwonlyargs[-1].arg == "variant", f"{node.name}: no keyword-only variant last"
+    assert ast.unparse(a.kw_defaults[-1]) == "None", f"{node.name}: variant's default is not None"
+    stripped = ast.FunctionDef(name=node.name, args=ast.arguments(
+        posonlyargs=a.posonlyargs, args=a.args, vararg=a.vararg, kwonlyargs=a.kwonlyargs[:-1],
+        kw_defaults=a.kw_defaults[:-1], kwarg=a.kwarg, defaults=a.defaults), body=node.body, decorator_list=[],
+        returns=None, type_comment=None)
+    return stripped
+
+
 def attnjit_def(obj):
     """The FunctionDef of one of attnjit's functions, from its source."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
@@ -173,7 +192,8 @@ def test_function_signature(wheel, name):
     theirs = wheel_function(wheel[FUNCTIONS[name]], name)
     assert theirs is not None, f"{name} is not in the wheel's {FUNCTIONS[name]}"
     assert hasattr(attnjit, name), f"attnjit does not export {name}"
-    assert render(attnjit_def(getattr(attnjit, name))) == render(theirs)
+    ours = attnjit_def(getattr(attnjit, name))
+    assert render(without_variant(ours) if name in TAKES_VARIANT else ours) == render(theirs)
 
 
 @pytest.mark.parametrize("name", sorted(PAGE_FUNCTIONS))
@@ -216,6 +236,10 @@ def test_class_members(wheel, name):
         elif kind == "alias":
             if ours != node:
                 differences.append(f"{member} = {ours} in attnjit, {node} in FlashInfer")
+        elif (name, member) in TAKES_VARIANT:
+            if render(without_variant(ours)) != render(node):
+                differences.append(f"{member}{render(ours)} in attnjit (less variant),\n  {member}{render(node)} "
+                                   "in FlashInfer")
         elif render(ours) != render(node):
             differences.append(f"{member}{render(ours)} in attnjit,\n  {member}{render(node)} in FlashInfer")
     for member in sorted(vars_of(cls)):

@@ -1,0 +1,128 @@
+"""attnjit.Variant: a user score_mod / mask_mod (CUDA snippets) and its params, over attnjit_variant.h.
+
+The snippets are the BODIES of device functions with fixed signatures::
+
+    float score_mod(float s, int b, int h, int q, int kv, const Params& p)
+    bool  mask_mod(int b, int h, int q, int kv, const Params& p)
+
+s is sm_scale * q.k (natural-log units), the result the logit before softmax;
+b the request (0 in the single calls), h the query head, q the query's index
+among its request's queries, kv the key's index. A tensor param ``x`` of rank R
+reads as ``x_at(i, ..)`` (also ``x``, ``x_shape[R]``, ``x_stride[R]``); a float
+scalar as ``float x``, an int as ``int32_t x``. The snippets are compiled into
+the exact kernels and run on the GPU with the caller's rights: code, not data.
+
+Params are declared from the values given (a torch tensor: its dtype and rank;
+a float: f32; an int: i32). Plans made with a variant read its bound values at
+each run, so ``variant.bind(name=new_value)`` between runs needs no new plan.
+"""
+
+import ctypes
+import json
+
+from ._library import check, lib
+from .errors import invalid_argument
+
+# torch dtype name -> the declaration's type (attnjit/variant.hpp).
+_TENSOR_TYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "int32": "i32", "uint8": "u8",
+                 "int64": "i64"}
+
+
+def _declare(name, value):
+    """{"name", "type", "rank"} for a value, or an AttnjitError naming the param."""
+    if isinstance(value, bool):
+        raise invalid_argument(f"params['{name}']: a bool is not allowed; allowed: a torch tensor, a float (f32) or "
+                               "an int (i32)")
+    if isinstance(value, int):
+        return {"name": name, "type": "i32", "rank": 0}
+    if isinstance(value, float):
+        return {"name": name, "type": "f32", "rank": 0}
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or not hasattr(value, "dim"):
+        raise invalid_argument(f"params['{name}']: {type(value).__name__} is not allowed; allowed: a torch tensor, "
+                               "a float (f32) or an int (i32)")
+    kind = _TENSOR_TYPES.get(str(dtype).replace("torch.", ""))
+    if kind is None:
+        raise invalid_argument(f"params['{name}']: dtype {dtype} is not allowed; allowed: "
+                               f"{', '.join('torch.' + k for k in _TENSOR_TYPES)}")
+    if not 1 <= value.dim() <= 4:
+        raise invalid_argument(f"params['{name}']: a tensor of rank {value.dim()} is not allowed; allowed: rank 1 "
+                               "to 4 (a python float or int for a scalar)")
+    return {"name": name, "type": kind, "rank": value.dim()}
+
+
+def _text(name, snippet):
+    if snippet is None:
+        return None
+    if not isinstance(snippet, str):
+        raise invalid_argument(f"{name}: expected a str (the body of the device function), got "
+                               f"{type(snippet).__name__}")
+    return snippet.encode("utf-8")
+
+
+class Variant:
+    """A user attention variant: ``Variant(score_mod=..., mask_mod=..., params={name: value})``.
+
+    Pass it as ``variant=`` to the single functions and to the wrappers' plan().
+    ``bind(**values)`` replaces param values (same dtype and rank); the next
+    run of every plan made with this variant reads them. Tensors are kept
+    alive by the variant until rebound.
+    """
+
+    def __init__(self, score_mod=None, mask_mod=None, params=None):
+        params = {} if params is None else params
+        if not isinstance(params, dict):
+            raise invalid_argument(f"params: expected a dict of name -> value, got {type(params).__name__}")
+        declaration = [_declare(name, value) for name, value in params.items()]
+        self._handle = None
+        self._values = {}
+        self.score_mod, self.mask_mod = score_mod, mask_mod
+        self.params = [dict(p) for p in declaration]
+        handle = ctypes.c_void_p()
+        check(lib().attnjit_variant_create(_text("score_mod", score_mod), _text("mask_mod", mask_mod),
+                                           json.dumps(declaration).encode("utf-8"), ctypes.byref(handle)))
+        self._handle = handle
+        self.bind(**params)
+
+    def bind(self, **values):
+        """Binds each named param (declared at construction) to a new value for the next runs."""
+        from ._dlpack import Borrowed
+
+        for name, value in values.items():
+            name_b = name.encode("utf-8")
+            if isinstance(value, bool):
+                raise invalid_argument(f"variant param '{name}': a bool is not allowed; allowed: a torch tensor, a "
+                                       "float or an int, as declared")
+            if isinstance(value, int):
+                check(lib().attnjit_variant_bind_i32(self._handle, name_b, value))
+            elif isinstance(value, float):
+                check(lib().attnjit_variant_bind_f32(self._handle, name_b, value))
+            else:
+                with Borrowed() as borrowed:  # the library keeps the address, shape and strides, not the capsule
+                    check(lib().attnjit_variant_bind_tensor(self._handle, name_b, borrowed.tensor(value, name)))
+            self._values[name] = value
+
+    @property
+    def handle(self):
+        """The attnjit_variant_t* (for options structs)."""
+        return self._handle
+
+    def __repr__(self):
+        return f"Variant(score_mod={self.score_mod!r}, mask_mod={self.mask_mod!r}, params={self.params!r})"
+
+    def __del__(self):
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle is not None and handle.value:
+            try:
+                lib().attnjit_variant_destroy(handle)
+            except Exception:  # interpreter shutdown: the library may be gone
+                pass
+
+
+def variant_handle(variant):
+    """The handle to put in an options struct's `variant` field (None: no variant), or an AttnjitError."""
+    if variant is None:
+        return None
+    if not isinstance(variant, Variant):
+        raise invalid_argument(f"variant: expected an attnjit.Variant, got {type(variant).__name__}")
+    return variant.handle
