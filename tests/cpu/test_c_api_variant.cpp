@@ -26,7 +26,7 @@ struct Handle {
 
 TEST_CASE("C API variant: create from snippets and a declaration; bad ones named", "[capi][user_variant]") {
   Handle h;
-  REQUIRE(attnjit_variant_create(nullptr, "return doc_at(q) == doc_at(kv) && q - kv < w;",
+  REQUIRE(attnjit_variant_create(nullptr, "return p.doc_at(q) == p.doc_at(kv) && q - kv < p.w;",
                                  R"([{"name": "doc", "type": "i32", "rank": 1}, {"name": "w", "type": "i32"}])",
                                  &h.v) == ATTNJIT_OK);
   REQUIRE(h.v);
@@ -48,7 +48,7 @@ TEST_CASE("C API variant: create from snippets and a declaration; bad ones named
 
 TEST_CASE("C API variant: binding checks the declaration and names the param", "[capi][user_variant]") {
   Handle h;
-  REQUIRE(attnjit_variant_create("return s + bias_at(h);", nullptr,
+  REQUIRE(attnjit_variant_create("return s + p.bias_at(h);", nullptr,
                                  R"([{"name": "bias", "type": "f32", "rank": 1}, {"name": "k", "type": "i32"}])",
                                  &h.v) == ATTNJIT_OK);
   DLTensorMaker bias({8}, {kDLFloat, 32, 1});

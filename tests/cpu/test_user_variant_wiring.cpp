@@ -29,11 +29,11 @@ namespace {
 
 std::shared_ptr<const Variant> windowed_docs() {
   return std::make_shared<const Variant>(
-      "", "return doc_at(q) == doc_at(kv) && q - kv < window;",
+      "", "return p.doc_at(q) == p.doc_at(kv) && q - kv < p.window;",
       std::vector<VariantParam>{{"doc", VariantParamType::I32, 1}, {"window", VariantParamType::I32, 0}});
 }
 std::shared_ptr<const Variant> tanh_cap() {
-  return std::make_shared<const Variant>("return cap * tanhf(s / cap);", "",
+  return std::make_shared<const Variant>("return p.cap * tanhf(s / p.cap);", "",
                                          std::vector<VariantParam>{{"cap", VariantParamType::F32, 0}});
 }
 

@@ -7,10 +7,10 @@
  *
  * s is sm_scale * q.k in natural-log units, the result the logit before
  * softmax; b the request (0 in the single calls), h the query head, q the
- * query's index among its request's queries, kv the key's index. Params holds
+ * query's index among its request's queries, kv the key's index. p holds
  * the declared params: a tensor x of rank R as `const T* x; int64_t
  * x_shape[R]; int64_t x_stride[R];` and `x_at(i..)`, a scalar as `float x` or
- * `int32_t x`. The snippets are code run on the GPU with the caller's rights.
+ * `int32_t x`; a snippet reads them as p.x_at(i), p.x. The snippets are code run on the GPU with the caller's rights.
  *
  * Give a variant to an operator through its options struct's `variant`
  * field (attnjit_prefill_options_t, attnjit_decode_options_t,

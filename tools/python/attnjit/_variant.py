@@ -7,9 +7,10 @@ The snippets are the BODIES of device functions with fixed signatures::
 
 s is sm_scale * q.k (natural-log units), the result the logit before softmax;
 b the request (0 in the single calls), h the query head, q the query's index
-among its request's queries, kv the key's index. A tensor param ``x`` of rank R
-reads as ``x_at(i, ..)`` (also ``x``, ``x_shape[R]``, ``x_stride[R]``); a float
-scalar as ``float x``, an int as ``int32_t x``. The snippets are compiled into
+among its request's queries, kv the key's index. The params are members of
+``p``: a tensor param ``x`` of rank R reads as ``p.x_at(i, ..)`` (also ``p.x``,
+``p.x_shape[R]``, ``p.x_stride[R]``); a float scalar as ``p.x`` (float), an int
+as ``p.x`` (int32_t). Example: ``mask_mod="return p.doc_at(q) == p.doc_at(kv);"``. The snippets are compiled into
 the exact kernels and run on the GPU with the caller's rights: code, not data.
 
 Params are declared from the values given (a torch tensor: its dtype and rank;

@@ -68,7 +68,7 @@ DTYPES = [torch.float16, torch.bfloat16]
 def test_soft_cap_as_score_mod_matches_the_builtin_cap(dtype, backend):
     q, k, v = qkv(77, 301, dtype=dtype, seed=1, scale=2.0)  # logits of several units: the cap bites
     cap = 3.0
-    variant = attnjit.Variant(score_mod="return cap * tanhf(s / cap);", params={"cap": cap})
+    variant = attnjit.Variant(score_mod="return p.cap * tanhf(s / p.cap);", params={"cap": cap})
     o, lse = attnjit.single_prefill_with_kv_cache_return_lse(q, k, v, backend=backend, variant=variant)
     twin, twin_lse = attnjit.single_prefill_with_kv_cache_return_lse(q, k, v, backend=backend, logits_soft_cap=cap)
     o_ref, lse_ref = reference(q, k, v, score=lambda s, h, i, j: cap * torch.tanh(s / cap))
@@ -78,7 +78,7 @@ def test_soft_cap_as_score_mod_matches_the_builtin_cap(dtype, backend):
     assert (lse - twin_lse).abs().max().item() < 1e-3
 
 
-ALIBI = "return s + slope_at(h) * float(kv - (q + offset));"
+ALIBI = "return s + p.slope_at(h) * float(kv - (q + p.offset));"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -120,7 +120,7 @@ def test_causal_as_mask_mod_matches_causal_true(dtype, qo, kv, backend):
     if backend == "fa3" and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("backend='fa3' needs sm_90")
     q, k, v = qkv(qo, kv, dtype=dtype, seed=4)
-    variant = attnjit.Variant(mask_mod="return kv <= q + offset;", params={"offset": kv - qo})
+    variant = attnjit.Variant(mask_mod="return kv <= q + p.offset;", params={"offset": kv - qo})
     o, lse = attnjit.single_prefill_with_kv_cache_return_lse(q, k, v, backend=backend, variant=variant)
     twin, twin_lse = attnjit.single_prefill_with_kv_cache_return_lse(q, k, v, backend=backend, causal=True)
     o_ref, _ = reference(q, k, v, visible=lambda h, i, j: j <= i + (kv - qo))
@@ -129,7 +129,7 @@ def test_causal_as_mask_mod_matches_causal_true(dtype, qo, kv, backend):
     assert (lse - twin_lse).abs().max().item() < 1e-3
 
 
-WINDOW_WITH_SINKS = "int pos = q + offset; return kv <= pos && (kv < sinks || pos - kv <= window);"
+WINDOW_WITH_SINKS = "int pos = q + p.offset; return kv <= pos && (kv < p.sinks || pos - kv <= p.window);"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -153,7 +153,7 @@ def test_sliding_window_with_sink_tokens_as_mask_mod(dtype):
     assert rel(o, twin) < TWIN[dtype]
 
 
-DOCUMENTS = "return doc_at(q) == doc_at(kv) && kv <= q;"
+DOCUMENTS = "return p.doc_at(q) == p.doc_at(kv) && kv <= q;"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -180,15 +180,15 @@ def test_document_masking_over_packed_sequences(dtype):
 def test_prefix_lm(dtype):
     n, prefix = 333, 90
     q, k, v = qkv(n, n, dtype=dtype, seed=7)
-    variant = attnjit.Variant(mask_mod="return kv < prefix || kv <= q;", params={"prefix": prefix})
+    variant = attnjit.Variant(mask_mod="return kv < p.prefix || kv <= q;", params={"prefix": prefix})
     o = attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)
     o_ref, _ = reference(q, k, v, visible=lambda h, i, j: (j < prefix) | (j <= i))
     assert rel(o, o_ref) < TOLERANCE[dtype]
 
 
-T5_BIAS = """int r = kv - (q + offset);
-r = r < -reach ? -reach : (r > reach ? reach : r);
-return s + bias_at(h, r + reach);"""
+T5_BIAS = """int r = kv - (q + p.offset);
+r = r < -p.reach ? -p.reach : (r > p.reach ? p.reach : r);
+return s + p.bias_at(h, r + p.reach);"""
 
 
 def t5_reference_score(bias, reach, offset):
@@ -228,8 +228,8 @@ def test_paged_wrapper_reads_rebound_params_at_each_run_without_a_new_plan():
     q = torch.randn(sum(qo_lens), heads, d, dtype=torch.float16, device="cuda")
     shift = torch.zeros(len(qo_lens), dtype=torch.float32, device="cuda")
     bias = torch.randn(heads, 2 * reach + 1, device="cuda")
-    variant = attnjit.Variant(score_mod="int r = kv - q; r = r < -reach ? -reach : (r > reach ? reach : r);\n"
-                                        "return s + bias_at(h, r + reach) + shift_at(b);",
+    variant = attnjit.Variant(score_mod="int r = kv - q; r = r < -p.reach ? -p.reach : (r > p.reach ? p.reach : r);\n"
+                                        "return s + p.bias_at(h, r + p.reach) + p.shift_at(b);",
                               params={"bias": bias, "shift": shift, "reach": reach})
     ws = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
     w = attnjit.BatchPrefillWithPagedKVCacheWrapper(ws)
@@ -272,7 +272,7 @@ def test_batch_decode_wrapper_takes_a_variant_per_request():
     cache = torch.randn(int(indptr[-1]), 2, page, kv_heads, d, dtype=torch.float16, device="cuda")
     q = torch.randn(len(kv_lens), heads, d, dtype=torch.float16, device="cuda")
     temp = torch.tensor([1.0, 0.5, 2.0, 0.25], device="cuda")
-    variant = attnjit.Variant(score_mod="return s * temp_at(b);", params={"temp": temp})
+    variant = attnjit.Variant(score_mod="return s * p.temp_at(b);", params={"temp": temp})
     ws = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
     w = attnjit.BatchDecodeWithPagedKVCacheWrapper(ws)
     w.plan(indptr, indices, last, heads, kv_heads, d, page, variant=variant)
@@ -299,8 +299,8 @@ def test_snippet_errors_and_refusals_name_the_line_and_the_option():
         attnjit.single_prefill_with_kv_cache(q, k, v, backend="fa3_ws", variant=mask)
     assert e.value.status == Status.UNSUPPORTED and "fa3_ws" in str(e.value)
     # Two variants of the same shapes: each its own plan (the memo keys by the source), each right.
-    scaled = attnjit.Variant(score_mod="return s * t;", params={"t": 0.5})
-    shifted = attnjit.Variant(score_mod="return s + t;", params={"t": 0.5})
+    scaled = attnjit.Variant(score_mod="return s * p.t;", params={"t": 0.5})
+    shifted = attnjit.Variant(score_mod="return s + p.t;", params={"t": 0.5})
     o1 = attnjit.single_prefill_with_kv_cache(q, k, v, variant=scaled)
     o2 = attnjit.single_prefill_with_kv_cache(q, k, v, variant=shifted)
     assert rel(o1, reference(q, k, v, score=lambda s, h, i, j: s * 0.5)[0]) < TOLERANCE[torch.float16]

@@ -23,7 +23,7 @@ needs_library = pytest.mark.skipif(not _library_has_variants(), reason="libattnj
 
 @needs_library
 def test_declares_scalars_from_python_values_and_binds_them():
-    v = attnjit.Variant(score_mod="return s * t + shift;", params={"t": 0.5, "shift": 2})
+    v = attnjit.Variant(score_mod="return s * p.t + p.shift;", params={"t": 0.5, "shift": 2})
     assert v.params == [{"name": "t", "type": "f32", "rank": 0}, {"name": "shift", "type": "i32", "rank": 0}]
     v.bind(t=0.25, shift=-1)  # same kinds: fine
     with pytest.raises(AttnjitError) as e:
