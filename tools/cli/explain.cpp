@@ -16,6 +16,7 @@
 #include "common.hpp"
 #include "ops/registry.hpp"
 #include "presets.hpp"
+#include "variant_file.hpp"
 
 namespace attnjit::cli {
 namespace {
@@ -23,7 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ExplainOptions {
-  std::string op = "single_decode", problem, model, q_dtype, kv_dtype, pos_encoding = "NONE", arch, cache_dir;
+  std::string op = "single_decode", problem, model, q_dtype, kv_dtype, pos_encoding = "NONE", arch, cache_dir,
+      variant;
   int head_dim = 0, num_qo_heads = 0, num_kv_heads = 0;
   float soft_cap = 0;
   int64_t kv_len = 0;  // 0: not given (show every kernel the problem may use)
@@ -79,7 +81,11 @@ void list_ops() {
 
 void run_explain(const ExplainOptions& o) {
   if (o.list_ops) return list_ops();
-  const nlohmann::json problem = make_problem(o);
+  nlohmann::json problem = make_problem(o);
+  if (!o.variant.empty() && !add_variant(problem, read_variant_file(o.variant)))
+    throw Error(Status::InvalidArgument, fmt::format("--variant: operator '{}' takes no variant; allowed with "
+                                                     "single_decode, batch_decode, single_prefill, batch_prefill",
+                                                     problem.value("op", "")));
   const ops::OperatorEntry& op = ops::find_operator(problem.at("op").get<std::string>());
   std::vector<KernelSpec> specs = op.kernels_for(problem);  // validates before anything else happens
   if (!o.arch.empty()) introspect::check_arch(o.arch, "--arch");
@@ -161,6 +167,9 @@ void register_explain(CLI::App& app) {
   sub->add_option("--op", o->op, "Operator (see --list-ops)")->capture_default_str();
   sub->add_option("--problem", o->problem, "The problem as JSON (the manifest form), instead of the decode flags");
   sub->add_flag("--list-ops", o->list_ops, "List the operators and exit");
+  sub->add_option("--variant", o->variant,
+                  "JSON file of a user variant ({\"score_mod\", \"mask_mod\", \"params\"}) added to the problem")
+      ->check(CLI::ExistingFile);
   auto* model = sub->add_option("--model", o->model, "Model preset for the head shape and soft cap: " + preset_names());
   auto* hd = sub->add_option("--head-dim", o->head_dim, "Head dimension (64, 128 or 256)");
   auto* qo = sub->add_option("--num-qo-heads", o->num_qo_heads, "Query/output heads");

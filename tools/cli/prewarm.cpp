@@ -24,6 +24,7 @@
 #include "ops/registry.hpp"
 #include "presets.hpp"
 #include "prewarm_report.hpp"
+#include "variant_file.hpp"
 
 namespace attnjit::cli {
 namespace {
@@ -32,7 +33,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 struct PrewarmOptions {
-  std::string model, manifest, arch, cache_dir;
+  std::string model, manifest, arch, cache_dir, variant;
   unsigned jobs = 0;
   bool list_models = false;
   bool allow_memory_only = false;
@@ -83,7 +84,7 @@ auto at_path(const std::string& file, const std::string& where, F&& f) {
   }
 }
 
-KernelList read_manifest(const std::string& file) {
+KernelList read_manifest(const std::string& file, const nlohmann::json* variant) {
   std::ifstream in(file);
   if (!in)
     throw Error(Status::InvalidArgument, fmt::format("--manifest='{}' cannot be opened: {}", file, std::strerror(errno)));
@@ -135,6 +136,7 @@ KernelList read_manifest(const std::string& file) {
       if (!problem.contains("op")) problem["op"] = "single_decode";
       if (!problem["op"].is_string())
         manifest_error(file, where + "/op", fmt::format("expected a string, got {}", problem["op"].dump()));
+      if (variant) add_variant(problem, *variant);
       const auto& op = at_path(file, where + "/op", [&]() -> const ops::OperatorEntry& {
         return ops::find_operator(problem["op"].get<std::string>());
       });
@@ -145,13 +147,14 @@ KernelList read_manifest(const std::string& file) {
   return list;
 }
 
-KernelList kernels_for_model(const std::string& name) {
+KernelList kernels_for_model(const std::string& name, const nlohmann::json* variant) {
   const ModelPreset& m = find_preset(name);
   KernelList list;
   list.label = m.name;
   std::vector<KernelSpec> specs;
   for (const auto& op : ops::operators())
-    for (const auto& problem : op.model_problems(model_shape(m))) {
+    for (auto problem : op.model_problems(model_shape(m))) {
+      if (variant) add_variant(problem, *variant);
       try {
         for (auto& s : op.kernels_for(problem)) specs.push_back(s);
       } catch (const Error& e) {
@@ -208,7 +211,9 @@ void run_prewarm(const PrewarmOptions& o) {
     throw Error(Status::InvalidArgument,
                 fmt::format("prewarm needs exactly one of --model NAME (known: {}) or --manifest FILE.json",
                             preset_names()));
-  KernelList list = o.model.empty() ? read_manifest(o.manifest) : kernels_for_model(o.model);
+  const nlohmann::json variant = o.variant.empty() ? nlohmann::json() : read_variant_file(o.variant);
+  const nlohmann::json* v = o.variant.empty() ? nullptr : &variant;
+  KernelList list = o.model.empty() ? read_manifest(o.manifest, v) : kernels_for_model(o.model, v);
   for (const auto& note : list.notes) fmt::print(stderr, "note: {}\n", note);
 
   // The arch is checked before the cache folder is created or anything compiles.
@@ -310,6 +315,11 @@ void register_prewarm(CLI::App& app) {
   sub->add_option("-j,--jobs", o->jobs, "Parallel compiles (default: the number of hardware threads)")
       ->check(CLI::Range(1u, 1024u));
   add_cache_dir_option(sub, o->cache_dir);
+  sub->add_option("--variant", o->variant,
+                  "JSON file of a user variant, {\"score_mod\": body, \"mask_mod\": body, \"params\": [{\"name\", "
+                  "\"type\", \"rank\"}]}: the attention problems' kernels are compiled with it (a mask_mod "
+                  "replaces causal)")
+      ->check(CLI::ExistingFile);
   sub->add_flag("--list-models", o->list_models, "Print the model presets and exit");
   sub->add_flag("--allow-memory-only", o->allow_memory_only,
                 "Exit 0 even when compiled kernels cannot be stored in the cache (a compile check); by default "
