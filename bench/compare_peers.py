@@ -75,10 +75,11 @@ def prepared(fn, sets, iters, graph=True):
     return plain, "events"
 
 
-def median_us(runs, iters, reps):
-    """Median microseconds per call of each run() in `runs` (name -> run), the contenders interleaved rep
-    by rep, so that clock and thermal drift over a run falls on all of them alike."""
-    for _ in range(3):
+def median_us(runs, iters, reps, warm=3):
+    """Median microseconds per call of each run() in `runs` (name -> run, each `iters` calls), after `warm`
+    calls of each; the contenders interleaved rep by rep, so that clock and thermal drift over a run falls on
+    all of them alike."""
+    for _ in range(warm):
         for run in runs.values():
             run()
     torch.cuda.synchronize()
@@ -499,22 +500,20 @@ def main():
         print(json.dumps(rows[-1]), flush=True)
         rows.append(bench_speculative(32, 8, [4096] * 64, copy))
         print(json.dumps(rows[-1]), flush=True)
+    # FlashAttention's grid points (head dim, tokens, causal): single prefill runs one request of n tokens
+    # with 2048 / d heads; prefill_grid packs requests of n tokens up to a fixed token count.
+    fi_dims = {int(x) for x in args.flashinfer_head_dims.split(",") if x}
+    grid = [(d, n, causal) for d in (int(x) for x in args.grid_head_dims.split(","))
+            for n in (int(x) for x in args.grid_seqlens.split(",")) for causal in (False, True)]
     if args.only in (None, "prefill") and not args.rope:
-        # Single prefill on FlashAttention's grid points: one request of n tokens, 2048 / d heads.
-        fi_dims = {int(x) for x in args.flashinfer_head_dims.split(",") if x}
-        for d in (int(x) for x in args.grid_head_dims.split(",")):
-            for n in (int(x) for x in args.grid_seqlens.split(",")):
-                for causal in (False, True):
-                    rows.append(bench_prefill(2048 // d, n, causal, copy, d=d, with_flashinfer=d in fi_dims,
-                                              backend=args.attnjit_backend))
-                    print(json.dumps(rows[-1]), flush=True)
+        for d, n, causal in grid:
+            rows.append(bench_prefill(2048 // d, n, causal, copy, d=d, with_flashinfer=d in fi_dims,
+                                      backend=args.attnjit_backend))
+            print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "prefill_grid") and not args.rope:
-        fi_dims = {int(x) for x in args.flashinfer_head_dims.split(",") if x}
-        for d in (int(x) for x in args.grid_head_dims.split(",")):
-            for n in (int(x) for x in args.grid_seqlens.split(",")):
-                for causal in (False, True):
-                    rows.append(bench_prefill_grid(d, n, causal, d in fi_dims))
-                    print(json.dumps(rows[-1]), flush=True)
+        for d, n, causal in grid:
+            rows.append(bench_prefill_grid(d, n, causal, d in fi_dims))
+            print(json.dumps(rows[-1]), flush=True)
     if args.only in (None, "paged") and not args.rope:
         # Append (issue 7's target): 32 requests x 128 new tokens on 8k cached each, 32 / 8 heads, causal.
         rows.append(bench_paged_prefill("append 32 x 128 on 8192", [128] * 32, [8192 + 128] * 32, 32, 8, True, True))

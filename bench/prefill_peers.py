@@ -8,7 +8,6 @@ driver can build fa3 and fa2 side by side in child processes before any timing:
   python3 bench/prefill_peers.py --build fa3 --head-dim 128
 """
 import argparse
-import statistics
 import sys
 import time
 
@@ -16,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from compare_peers import prepared  # warm-up, then one CUDA graph of the calls (plain calls if capture fails)
+from compare_peers import median_us, prepared  # graph capture with a plain fallback; interleaved medians
 
 WORKSPACE_BYTES = 256 << 20
 
@@ -31,20 +30,8 @@ def time_interleaved(fns, sets, iters, reps):
         except Exception as e:  # one contender's failure must not hide the others
             torch.cuda.synchronize()
             out[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
-    times = {name: [] for name in runs}
-    for name, run in runs.items():
-        run()  # one warm replay each
-    torch.cuda.synchronize()
-    for _ in range(reps):
-        for name, run in runs.items():
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            run()
-            b.record()
-            b.synchronize()
-            times[name].append(a.elapsed_time(b) * 1000.0 / iters)
-    for name, t in times.items():
-        out[name]["us"] = statistics.median(t)
+    for name, us in median_us(runs, iters, reps, warm=1).items():
+        out[name]["us"] = us
     return out
 
 

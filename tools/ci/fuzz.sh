@@ -11,17 +11,8 @@ cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-60}
 out=build-fuzz
 
-# clang and its runtimes (libclang_rt.fuzzer) from Debian's packages.
-pkgs=(clang libclang-rt-14-dev)
-missing=()
-for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if ((${#missing[@]})); then
-  echo "installing: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-bash tools/setup/deps.sh  # fmt, nlohmann-json, openssl headers
+# fmt, nlohmann-json, openssl headers, and clang with its runtimes (libclang_rt.fuzzer).
+bash tools/setup/deps.sh clang libclang-rt-14-dev
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 
 mkdir -p "$out/artifacts"

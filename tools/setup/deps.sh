@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian packages attnjit builds with (only those missing) and
 # checks for the CUDA toolkit's headers and NVRTC, which come with the toolkit.
-#   deps.sh            everything: library, CLI, tests, Python venv
-#   deps.sh --no-tests the library and CLI only (what prewarm.sh needs)
+#   deps.sh               everything: library, CLI, tests, Python venv
+#   deps.sh --no-tests    the library and CLI only (what prewarm.sh needs)
+#   deps.sh ... PKG...    and these Debian packages too (fuzz.sh: clang)
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libfmt-dev libspdlog-dev nlohmann-json3-dev libdlpack-dev libcli11-dev libssl-dev
       libarchive-dev)
-if [ "${1:-}" != "--no-tests" ]; then
+tests=1
+if [ "${1:-}" = "--no-tests" ]; then
+  tests=0
+  shift
+fi
+pkgs+=("$@")
+if ((tests)); then
   pkgs+=(catch2)
   # The test command makes a venv: Debian's python3 needs python3-venv for
   # that; another python3 (pyenv, conda) brings its own venv module.
