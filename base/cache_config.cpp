@@ -7,17 +7,15 @@
 #include <string>
 
 #include "attnjit/error.hpp"
+#include "enum_names.hpp"
 
 namespace attnjit {
 
 const char* to_string(CacheMode m) noexcept {
-  switch (m) {
-    case CacheMode::ReadWrite: return "readwrite";
-    case CacheMode::ReadOnly: return "readonly";
-    case CacheMode::Off: return "off";
-    case CacheMode::Require: return "require";
-  }
-  return "?";
+  static constexpr EnumName<CacheMode> kNames[] = {
+      {CacheMode::ReadWrite, "readwrite"}, {CacheMode::ReadOnly, "readonly"}, {CacheMode::Off, "off"},
+      {CacheMode::Require, "require"}};
+  return name_in(kNames, m);
 }
 
 CacheMode parse_cache_mode(std::string_view s, std::string_view arg) {

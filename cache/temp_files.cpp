@@ -7,6 +7,8 @@
 #include <climits>
 #include <cstdlib>
 
+#include "enum_names.hpp"
+
 namespace attnjit::cache::temp_files {
 
 const std::string& this_host() {
@@ -49,12 +51,9 @@ WriterState writer_state(const std::string& name) {
 }
 
 const char* to_string(WriterState s) noexcept {
-  switch (s) {
-    case WriterState::Running: return "running";
-    case WriterState::Gone: return "gone";
-    case WriterState::Unknown: return "unknown";
-  }
-  return "?";
+  static constexpr EnumName<WriterState> kNames[] = {
+      {WriterState::Running, "running"}, {WriterState::Gone, "gone"}, {WriterState::Unknown, "unknown"}};
+  return name_in(kNames, s);
 }
 
 }  // namespace attnjit::cache::temp_files

@@ -9,6 +9,7 @@
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
+#include "enum_names.hpp"
 #include "spec/user_variant.hpp"
 #include "log.hpp"
 #include "telemetry.hpp"
@@ -27,12 +28,9 @@ std::string iso_now() {
 }  // namespace
 
 const char* to_string(Origin o) noexcept {
-  switch (o) {
-    case Origin::Memory: return "memory";
-    case Origin::Disk: return "disk";
-    case Origin::Compiled: return "compiled";
-  }
-  return "?";
+  static constexpr EnumName<Origin> kNames[] = {
+      {Origin::Memory, "memory"}, {Origin::Disk, "disk"}, {Origin::Compiled, "compiled"}};
+  return name_in(kNames, o);
 }
 
 Engine::Engine(Config config)

@@ -11,6 +11,7 @@
 #include "cuda/driver.hpp"
 #include "cuda/nvrtc.hpp"
 #include "engine.hpp"
+#include "enum_names.hpp"
 
 namespace attnjit::introspect {
 
@@ -18,12 +19,9 @@ const std::vector<std::string>& known_archs() { return attnjit::known_archs(); }
 void check_arch(std::string_view arch, std::string_view argument) { attnjit::check_arch(arch, argument); }
 
 const char* to_string(Origin origin) noexcept {
-  switch (origin) {
-    case Origin::Memory: return "memory";
-    case Origin::Disk: return "disk";
-    case Origin::Compiled: return "compiled";
-  }
-  return "?";
+  static constexpr EnumName<Origin> kNames[] = {
+      {Origin::Memory, "memory"}, {Origin::Disk, "disk"}, {Origin::Compiled, "compiled"}};
+  return name_in(kNames, origin);
 }
 
 PreparedKernel prepare(const Runtime& rt, const KernelSpec& spec, const std::string& arch) {

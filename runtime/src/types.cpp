@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
+#include "enum_names.hpp"
 
 namespace attnjit {
 
@@ -16,25 +17,18 @@ size_t dtype_size(DType t) noexcept {
 }
 
 const char* to_string(DType t) noexcept {
-  switch (t) {
-    case DType::F16: return "float16";
-    case DType::BF16: return "bfloat16";
-    case DType::F32: return "float32";
-    case DType::E4M3: return "float8_e4m3fn";
-    case DType::E5M2: return "float8_e5m2";
-  }
-  return "?";
+  static constexpr EnumName<DType> kNames[] = {
+      {DType::F16, "float16"}, {DType::BF16, "bfloat16"}, {DType::F32, "float32"}, {DType::E4M3, "float8_e4m3fn"},
+      {DType::E5M2, "float8_e5m2"}};
+  return name_in(kNames, t);
 }
 
 const char* to_string(KVLayout l) noexcept { return l == KVLayout::NHD ? "NHD" : "HND"; }
 
 const char* to_string(PosEncoding p) noexcept {
-  switch (p) {
-    case PosEncoding::None: return "NONE";
-    case PosEncoding::RopeLlama: return "ROPE_LLAMA";
-    case PosEncoding::Alibi: return "ALIBI";
-  }
-  return "?";
+  static constexpr EnumName<PosEncoding> kNames[] = {
+      {PosEncoding::None, "NONE"}, {PosEncoding::RopeLlama, "ROPE_LLAMA"}, {PosEncoding::Alibi, "ALIBI"}};
+  return name_in(kNames, p);
 }
 
 DType parse_dtype(std::string_view s, std::string_view arg) {

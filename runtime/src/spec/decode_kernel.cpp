@@ -4,6 +4,7 @@
 
 #include "attnjit/error.hpp"
 #include "decode_params.h"
+#include "enum_names.hpp"
 #include "spec/json_fields.hpp"
 
 namespace attnjit {
@@ -30,12 +31,10 @@ KVSourceKind parse_source(const std::string& s) {
 }  // namespace
 
 const char* to_string(KVSourceKind k) noexcept {
-  switch (k) {
-    case KVSourceKind::Contiguous: return "contiguous";
-    case KVSourceKind::Paged: return "paged";
-    case KVSourceKind::BlockTable: return "block_table";
-  }
-  return "?";
+  static constexpr EnumName<KVSourceKind> kNames[] = {
+      {KVSourceKind::Contiguous, "contiguous"}, {KVSourceKind::Paged, "paged"},
+      {KVSourceKind::BlockTable, "block_table"}};
+  return name_in(kNames, k);
 }
 
 const char* DecodeKernel::template_name() const {

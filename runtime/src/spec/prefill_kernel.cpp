@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
+#include "enum_names.hpp"
 #include "prefill_params.h"
 #include "prefill_ws_params.h"
 #include "spec/json_fields.hpp"
@@ -10,12 +11,9 @@
 namespace attnjit {
 
 const char* to_string(KVSource s) noexcept {
-  switch (s) {
-    case KVSource::Contiguous: return "contiguous";
-    case KVSource::Ragged: return "ragged";
-    case KVSource::Paged: return "paged";
-  }
-  return "?";
+  static constexpr EnumName<KVSource> kNames[] = {
+      {KVSource::Contiguous, "contiguous"}, {KVSource::Ragged, "ragged"}, {KVSource::Paged, "paged"}};
+  return name_in(kNames, s);
 }
 
 const char* to_string(PrefillBackend b) noexcept { return b == PrefillBackend::Fa3 ? "fa3" : "fa2"; }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "attnjit/error.hpp"
+#include "enum_names.hpp"
 #include "sha256.hpp"
 #include "variant_params.h"
 
@@ -16,15 +17,10 @@ namespace attnjit {
 static_assert(Variant::kMaxParamsBytes == kernels::kUserParamsWords * 8, "the public limit is the kernels' blob");
 
 const char* to_string(VariantParamType t) noexcept {
-  switch (t) {
-    case VariantParamType::F16: return "f16";
-    case VariantParamType::BF16: return "bf16";
-    case VariantParamType::F32: return "f32";
-    case VariantParamType::I32: return "i32";
-    case VariantParamType::U8: return "u8";
-    case VariantParamType::I64: return "i64";
-  }
-  return "?";
+  static constexpr EnumName<VariantParamType> kNames[] = {
+      {VariantParamType::F16, "f16"}, {VariantParamType::BF16, "bf16"}, {VariantParamType::F32, "f32"},
+      {VariantParamType::I32, "i32"}, {VariantParamType::U8, "u8"}, {VariantParamType::I64, "i64"}};
+  return name_in(kNames, t);
 }
 
 VariantParamType parse_variant_param_type(std::string_view s, std::string_view arg) {
