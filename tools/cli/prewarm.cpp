@@ -84,6 +84,21 @@ auto at_path(const std::string& file, const std::string& where, F&& f) {
   }
 }
 
+// fn(where, entry) for each entry of the manifest's list doc[key] (where: its
+// JSON pointer); a list that is not one, or an entry not an object, is an error.
+template <class F>
+void for_each_entry(const json& doc, const char* key, const char* entry_kind, const std::string& file, F&& fn) {
+  const json& list = doc.at(key);
+  const std::string path = std::string("/") + key;
+  if (!list.is_array()) manifest_error(file, path, fmt::format("expected a list, got {}", json_kind(list)));
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string where = fmt::format("{}/{}", path, i);
+    if (!list[i].is_object())
+      manifest_error(file, where, fmt::format("expected {}, got {}", entry_kind, json_kind(list[i])));
+    fn(where, list[i]);
+  }
+}
+
 KernelList read_manifest(const std::string& file, const nlohmann::json* variant) {
   std::ifstream in(file);
   if (!in)
@@ -107,32 +122,23 @@ KernelList read_manifest(const std::string& file, const nlohmann::json* variant)
   if (doc.contains("arch")) list.arch = get_string(doc, "arch", "", file, "");
 
   std::vector<KernelSpec> specs;
-  if (doc.contains("kernels")) {
-    const json& ks = doc.at("kernels");
-    if (!ks.is_array()) manifest_error(file, "/kernels", fmt::format("expected a list, got {}", json_kind(ks)));
-    for (size_t i = 0; i < ks.size(); ++i) {
-      const std::string where = fmt::format("/kernels/{}", i);
-      if (!ks[i].is_object()) manifest_error(file, where, fmt::format("expected a kernel spec object, got {}", json_kind(ks[i])));
+  if (doc.contains("kernels"))
+    for_each_entry(doc, "kernels", "a kernel spec object", file, [&](const std::string& where, const json& entry) {
       // from_json validates every field and rejects keys the family does not have.
-      KernelSpec spec = at_path(file, where, [&] { return KernelSpec::from_json(ks[i]); });
+      KernelSpec spec = at_path(file, where, [&] { return KernelSpec::from_json(entry); });
       at_path(file, where, [&] {
-        for (const auto& item : ks[i].items())
+        for (const auto& item : entry.items())
           if (!spec.to_json().contains(item.key()))
             throw Error(Status::InvalidArgument,
                         fmt::format("\"{}\" is not a field of a {} kernel spec", item.key(), spec.family_name()));
         return 0;
       });
       specs.push_back(std::move(spec));
-    }
-  }
-  if (doc.contains("problems")) {
-    const json& ps = doc.at("problems");
-    if (!ps.is_array()) manifest_error(file, "/problems", fmt::format("expected a list, got {}", json_kind(ps)));
-    for (size_t i = 0; i < ps.size(); ++i) {
-      const std::string where = fmt::format("/problems/{}", i);
-      if (!ps[i].is_object()) manifest_error(file, where, fmt::format("expected an object, got {}", json_kind(ps[i])));
+    });
+  if (doc.contains("problems"))
+    for_each_entry(doc, "problems", "an object", file, [&](const std::string& where, const json& entry) {
       // A problem without "op" is a single decode (the manifests of 0.1).
-      json problem = ps[i];
+      json problem = entry;
       if (!problem.contains("op")) problem["op"] = "single_decode";
       if (!problem["op"].is_string())
         manifest_error(file, where + "/op", fmt::format("expected a string, got {}", problem["op"].dump()));
@@ -141,8 +147,7 @@ KernelList read_manifest(const std::string& file, const nlohmann::json* variant)
         return ops::find_operator(problem["op"].get<std::string>());
       });
       for (auto& s : at_path(file, where, [&] { return op.kernels_for(problem); })) specs.push_back(s);
-    }
-  }
+    });
   list.specs = dedupe_by_name(specs);
   return list;
 }
