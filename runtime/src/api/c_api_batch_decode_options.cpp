@@ -1,5 +1,5 @@
 #include "api/c_api_batch_decode_options.hpp"
-#include "api/c_api_convert.hpp"
+#include "api/c_api_fields.hpp"
 
 #include <fmt/format.h>
 
@@ -15,36 +15,6 @@ namespace attnjit::capi {
 namespace {
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-
-// struct_size tells a caller that skipped the init function (0 or garbage)
-// apart; a later, longer layout is fine (fields past ours are not read) up to
-// a sanity bound.
-KVLayout layout(int32_t value) {
-  switch (value) {
-    case ATTNJIT_KV_LAYOUT_NHD: return KVLayout::NHD;
-    case ATTNJIT_KV_LAYOUT_HND: return KVLayout::HND;
-  }
-  invalid(fmt::format("options->kv_layout={} is not a layout; allowed: 0 (NHD), 1 (HND)", value));
-}
-
-bool flag(int32_t value, const char* field) {
-  if (value != 0 && value != 1)
-    invalid(fmt::format("options->{}={} is not a flag; allowed: 0, 1", field, value));
-  return value == 1;
-}
-
-int window(int32_t value) {
-  if (value < -1)
-    invalid(fmt::format("options->window_left={} is not allowed; allowed: -1 (whole sequence) or >= 0", value));
-  return value;
-}
-
-std::optional<float> provided(float value, const char* field) {
-  if (!std::isfinite(value))
-    invalid(fmt::format("options->{}={} is not finite; allowed: a finite value, or 0 for the default", field, value));
-  if (value == 0.0f) return std::nullopt;
-  return value;
-}
 
 DType dtype(DLDataType t, const char* field) {
   const std::optional<DType> d = dlpack::to_dtype(t);
@@ -62,9 +32,9 @@ WrapperOptions to_wrapper_options(const attnjit_batch_decode_wrapper_options_t* 
   if (options == nullptr) return o;
   check_struct_size(options->struct_size, offsetof(attnjit_batch_decode_wrapper_options_t, device) + sizeof(int32_t),
                     sizeof(*options), "attnjit_batch_decode_wrapper_options_init");
-  o.kv_layout = layout(options->kv_layout);
-  o.use_cuda_graph = flag(options->use_cuda_graph, "use_cuda_graph");
-  o.use_tensor_cores = flag(options->use_tensor_cores, "use_tensor_cores");
+  o.kv_layout = kv_layout_field(options->kv_layout);
+  o.use_cuda_graph = flag_field(options->use_cuda_graph, "use_cuda_graph");
+  o.use_tensor_cores = flag_field(options->use_tensor_cores, "use_tensor_cores");
   if (options->device < 0)
     invalid(fmt::format("options->device={} is not allowed; allowed: a CUDA device ordinal >= 0", options->device));
   o.device = options->device;
@@ -82,22 +52,14 @@ BatchDecodeWithPagedKVCacheWrapper::PlanArgs to_plan_args(const attnjit_batch_de
   if (options == nullptr) return a;
   check_struct_size(options->struct_size, offsetof(attnjit_batch_decode_plan_options_t, rope_theta) + sizeof(float),
                     sizeof(*options), "attnjit_batch_decode_plan_options_init");
-  switch (options->pos_encoding_mode) {
-    case ATTNJIT_POS_ENCODING_NONE: a.pos_encoding_mode = PosEncoding::None; break;
-    case ATTNJIT_POS_ENCODING_ROPE_LLAMA: a.pos_encoding_mode = PosEncoding::RopeLlama; break;
-    case ATTNJIT_POS_ENCODING_ALIBI: a.pos_encoding_mode = PosEncoding::Alibi; break;
-    default:
-      invalid(fmt::format("options->pos_encoding_mode={} is not a positional encoding; allowed: 0 (NONE), "
-                          "1 (ROPE_LLAMA), 2 (ALIBI)",
-                          options->pos_encoding_mode));
-  }
-  a.window_left = window(options->window_left);
+  a.pos_encoding_mode = pos_encoding_field(options->pos_encoding_mode);
+  a.window_left = window_left_field(options->window_left);
   a.q_data_type = dtype(options->q_data_type, "q_data_type");
   if (options->kv_data_type.bits != 0) a.kv_data_type = dtype(options->kv_data_type, "kv_data_type");
-  a.logits_soft_cap = provided(options->logits_soft_cap, "logits_soft_cap");
-  a.sm_scale = provided(options->sm_scale, "sm_scale");
-  a.rope_scale = provided(options->rope_scale, "rope_scale");
-  a.rope_theta = provided(options->rope_theta, "rope_theta");
+  a.logits_soft_cap = provided_field(options->logits_soft_cap, "logits_soft_cap");
+  a.sm_scale = provided_field(options->sm_scale, "sm_scale");
+  a.rope_scale = provided_field(options->rope_scale, "rope_scale");
+  a.rope_theta = provided_field(options->rope_theta, "rope_theta");
   if (options->struct_size >= offsetof(attnjit_batch_decode_plan_options_t, variant) + sizeof(void*))
     a.variant = variant_of(options->variant);
   return a;
@@ -108,10 +70,10 @@ TrtllmDecodeArgs to_trtllm_args(const attnjit_trtllm_decode_options_t* options) 
   if (options == nullptr) return a;
   check_struct_size(options->struct_size, offsetof(attnjit_trtllm_decode_options_t, bmm2_scale) + sizeof(float),
                     sizeof(*options), "attnjit_trtllm_decode_options_init");
-  a.kv_layout = layout(options->kv_layout);
-  a.window_left = window(options->window_left);
-  a.uses_shared_paged_kv_idx = flag(options->uses_shared_paged_kv_idx, "uses_shared_paged_kv_idx");
-  a.use_tensor_cores = flag(options->use_tensor_cores, "use_tensor_cores");
+  a.kv_layout = kv_layout_field(options->kv_layout);
+  a.window_left = window_left_field(options->window_left);
+  a.uses_shared_paged_kv_idx = flag_field(options->uses_shared_paged_kv_idx, "uses_shared_paged_kv_idx");
+  a.use_tensor_cores = flag_field(options->use_tensor_cores, "use_tensor_cores");
   for (auto [value, field] : {std::pair{options->bmm1_scale, "bmm1_scale"}, std::pair{options->bmm2_scale, "bmm2_scale"}})
     if (!std::isfinite(value) || !(value > 0.f))
       invalid(fmt::format("options->{}={} is not allowed; allowed: a finite value > 0 (default 1.0)", field, value));

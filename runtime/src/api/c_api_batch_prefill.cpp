@@ -12,6 +12,7 @@
 
 #include "api/c_api_batch_inputs.hpp"
 #include "api/c_api_convert.hpp"
+#include "api/c_api_fields.hpp"
 #include "api/c_api_guard.hpp"
 #include "api/c_api_handles.hpp"
 #include "api/dlpack_codes.hpp"

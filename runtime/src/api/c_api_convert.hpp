@@ -13,9 +13,6 @@ namespace attnjit::capi {
 // (std::nullopt), as attnjit.h documents. struct_size must be set (by
 // attnjit_decode_options_init); fields past it keep their defaults.
 SingleDecodeOptions to_options(const attnjit_decode_options_t* options, bool return_lse);
-// An options struct's struct_size, set by its init function: at least the
-// first layout's size and plausible, or an error naming `init`.
-void check_struct_size(uint32_t have, size_t first_layout, size_t ours, const char* init);
 // The same rules for attnjit_prefill_options_t.
 PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool return_lse);
 
