@@ -77,9 +77,7 @@ ATTNJIT_DEVICE void single_decode(const kernels::DecodeParams& p) {
   constexpr int kKVBytes = storage_bytes<kv_t>::value;
   constexpr int kF = Tr::kFrags;
 
-  warm_first_rows<typename Tr::KVSource, Tr::kHeadDim>(p);  // while the kernel before finishes
-  pdl_wait();  // q, the cache and the work list may come from the kernel before
-  const kernels::DecodeWorkItem item = decode_work_item(p);
+  const kernels::DecodeWorkItem item = decode_cta_start<typename Tr::KVSource, Tr::kHeadDim>(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
   const int kv_head = decode_kv_head();
   const typename Tr::Rows queries(p, item.request, kv_head);

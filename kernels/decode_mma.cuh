@@ -104,9 +104,7 @@ ATTNJIT_DEVICE void single_decode_mma(const kernels::DecodeParams& p) {
   constexpr int kQSlices = D / 8;                        // the Q tile is staged 8 elements per thread
   constexpr int kRopePartner = Tr::kLanesPerRow / 2;     // the lane holding a K slice's dims +- D/2
 
-  warm_first_rows<typename Tr::KVSource, Tr::kHeadDim>(p);  // while the kernel before finishes
-  pdl_wait();  // q, the cache and the work list may come from the kernel before
-  const kernels::DecodeWorkItem item = decode_work_item(p);
+  const kernels::DecodeWorkItem item = decode_cta_start<typename Tr::KVSource, Tr::kHeadDim>(p);
   if (item.request < 0) return;  // padding of a fixed grid: uniform across the CTA
   const int kv_head = decode_kv_head();
   const typename Tr::Rows queries(p, item.request, kv_head);

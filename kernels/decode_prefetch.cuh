@@ -43,4 +43,14 @@ ATTNJIT_DEVICE void warm_first_rows(const kernels::DecodeParams& p) {
   }
 }
 
+// A decode skeleton's opening: warm the CTA's first rows while the kernel
+// before finishes, wait for it (q, the cache and the work list may come from
+// it), then read the CTA's work item.
+template <class KVSource, int HeadDim>
+ATTNJIT_DEVICE kernels::DecodeWorkItem decode_cta_start(const kernels::DecodeParams& p) {
+  warm_first_rows<KVSource, HeadDim>(p);
+  pdl_wait();
+  return decode_work_item(p);
+}
+
 }  // namespace attnjit

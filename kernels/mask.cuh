@@ -20,15 +20,10 @@
 // and test (custom: every tile), and the window still applies.
 #pragma once
 #include "platform.cuh"
+#include "user_hooks.cuh"
 #include "variant_params.h"
 
 namespace attnjit {
-
-#if defined(ATTNJIT_USER_MASK_MOD)
-constexpr bool kUserMaskMod = true;
-#else
-constexpr bool kUserMaskMod = false;
-#endif
 
 template <int Mode, bool Window>
 struct Mask {

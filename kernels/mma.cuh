@@ -79,6 +79,18 @@ template <> ATTNJIT_DEVICE void mma_16816<bf16>(frag_c& c, const frag_a& a, cons
                : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
 }
 
+// A 16-column block of B (lo: its columns 0-7, hi: 8-15) into accumulators
+// 2 * n16 and 2 * n16 + 1 of each of a warp's FM 16-row fragments of A.
+template <class T, int FM, int N>
+ATTNJIT_DEVICE void mma_16816_rows(frag_c (&c)[FM][N], int n16, const frag_a (&a)[FM], const frag_b& lo,
+                                   const frag_b& hi) {
+#pragma unroll
+  for (int m = 0; m < FM; ++m) {
+    mma_16816<T>(c[m][2 * n16], a[m], lo);
+    mma_16816<T>(c[m][2 * n16 + 1], a[m], hi);
+  }
+}
+
 // Two floats packed as one 32-bit pair of T (low element first).
 template <class T> ATTNJIT_DEVICE uint32_t pack2(float lo, float hi);
 template <> ATTNJIT_DEVICE uint32_t pack2<f16>(float lo, float hi) { return detail::f32_to_f16x2(lo, hi); }

@@ -172,8 +172,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
           if (with_k) kf = load8<typename Tr::kv_t>(at.k);
           if (with_v) vf = load8<typename Tr::kv_t>(at.v + vo0);  // 1-byte elements
         }
-        if (with_k) kt.template store8_at<T>(r, dim0, kf);
-        if (with_v) vt.template store8_at<T>(r, dim0, vf);
+        if (with_k) store_smem8<T>(kt.at(r, dim0), kf);
+        if (with_v) store_smem8<T>(vt.at(r, dim0), vf);
       }
     }
   };
@@ -190,11 +190,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
 #pragma unroll
   for (int m = 0; m < FM; ++m)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      int token, head;
-      token_head(packed_row(m, h), token, head);
-      var[m][h] = Variant(p.var, w.request, head, p.num_qo_heads, kv_len, qo_len, min(token, qo_len - 1));
-    }
+    for (int h = 0; h < 2; ++h) var[m][h] = token_head.variant<Variant>(w.request, packed_row(m, h), kv_len, qo_len);
 
   // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q
   // with the first); with one stage, Q with K 0, then V 0.
@@ -287,11 +283,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       for (int nn = 0; nn < kTKV / 16; ++nn) {
         frag_b lo, hi;
         kt.b_fragments_nk(lo, hi, nn * 16, ks * 16);
-#pragma unroll
-        for (int m = 0; m < FM; ++m) {
-          mma_16816<qk_t>(s[m][2 * nn], qa[m], lo);
-          mma_16816<qk_t>(s[m][2 * nn + 1], qa[m], hi);
-        }
+        mma_16816_rows<qk_t>(s, nn, qa, lo, hi);
       }
     }
 
@@ -356,11 +348,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       for (int nd = 0; nd < DV / 16; ++nd) {
         frag_b lo, hi;
         vt.b_fragments_kn(lo, hi, kk * 16, nd * 16);
-#pragma unroll
-        for (int m = 0; m < FM; ++m) {
-          mma_16816<T>(o[m][2 * nd], pa[m], lo);
-          mma_16816<T>(o[m][2 * nd + 1], pa[m], hi);
-        }
+        mma_16816_rows<T>(o, nd, pa, lo, hi);
       }
     }
 #pragma unroll

@@ -68,6 +68,14 @@ struct PackedRows {
     token = int(tok);
     head = kv_head * group + int(in_group);
   }
+  // Packed row pr's variant: its query head and token (a padding row past
+  // the request's qo_len rows borrows the last token).
+  template <class Variant>
+  ATTNJIT_DEVICE Variant variant(int request, int pr, int kv_len, int qo_len) const {
+    int token, head;
+    (*this)(pr, token, head);
+    return Variant(p.var, request, head, p.num_qo_heads, kv_len, qo_len, min(token, qo_len - 1));
+  }
 };
 
 // The tile's Q rows into `tile` (any shared-memory tile with at(row, col))
@@ -100,9 +108,9 @@ ATTNJIT_DEVICE void prefill_rotate_staged(const Tile& tile, int row_in_pass, int
 #pragma unroll
   for (int s = 0; s < Passes; ++s) {
     const int r = s * RowsPerPass + row_in_pass;
-    frag8 f = tile.template load8_at<T>(r, dim0);
+    frag8 f = load_smem8<T>(tile.at(r, dim0));
     rotate(f, r);
-    tile.template store8_at<StoreT>(r, dim0, f);
+    store_smem8<StoreT>(tile.at(r, dim0), f);
   }
 }
 

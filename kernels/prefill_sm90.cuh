@@ -120,11 +120,7 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
   auto token_of = [&](int pr) { return min(int(p.group.div(pr)), e.qo_len - 1); };
   Variant var[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    int token, head;
-    token_head(packed_row(h), token, head);
-    var[h] = Variant(p.var, w.request, head, p.num_qo_heads, e.kv_len, e.qo_len, min(token, e.qo_len - 1));
-  }
+  for (int h = 0; h < 2; ++h) var[h] = token_head.variant<Variant>(w.request, packed_row(h), e.kv_len, e.qo_len);
 
   // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q with the first).
 #pragma unroll

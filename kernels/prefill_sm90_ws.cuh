@@ -123,7 +123,7 @@ ATTNJIT_DEVICE void prefill_ws_rotate_keys(const Tile& tile, int r0, int pos0, i
   auto walk = var.template key_rotation<Tr::kHeadDim, 4>(pos0, 1, dim0 + Lo);
 #pragma unroll 1  // unrolled, ptxas loads rows ahead into registers the producer lacks
   for (int s = 0; s < Tr::kKVPasses; ++s) {
-    frag8 f = tile.template load8_at<typename Tr::kv_t>(r0 + s, dim0);
+    frag8 f = load_smem8<typename Tr::kv_t>(tile.at(r0 + s, dim0));
     walk.template rotate_and_step<Lo>(f, Tr::kRopePartner);
     st_shared_u32(tile.at(r0 + s, dim0 + Lo), pack2<qk_t>(f.x[Lo], f.x[Lo + 1]));
     st_shared_u32(tile.at(r0 + s, dim0 + Lo + 2), pack2<qk_t>(f.x[Lo + 2], f.x[Lo + 3]));
@@ -255,11 +255,7 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
   auto token_of = [&](int pr) { return min(int(p.group.div(pr)), e.qo_len - 1); };
   Variant var[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    int token, head;
-    token_head(packed_row(h), token, head);
-    var[h] = Variant(p.var, w.request, head, p.num_qo_heads, e.kv_len, e.qo_len, min(token, e.qo_len - 1));
-  }
+  for (int h = 0; h < 2; ++h) var[h] = token_head.variant<Variant>(w.request, packed_row(h), e.kv_len, e.qo_len);
   cp_async_wait<0>();
   if constexpr (Variant::kRope) {
     // Rotate this thread's own staged Q slices (partners by shuffle), once, into qk_t.

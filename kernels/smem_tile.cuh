@@ -52,17 +52,6 @@ struct SmemTile {
     lo = frag_b{{r[0], r[1]}};
     hi = frag_b{{r[2], r[3]}};
   }
-
-  // Eight consecutive elements of type T as floats, and back (the transforms
-  // that run on a staged tile: RoPE).
-  template <class T>
-  ATTNJIT_DEVICE frag8 load8_at(int row, int col) const {
-    return load_smem8<T>(at(row, col));
-  }
-  template <class T>
-  ATTNJIT_DEVICE void store8_at(int row, int col, const frag8& f) const {
-    store_smem8<T>(at(row, col), f);
-  }
 };
 
 }  // namespace attnjit

@@ -37,15 +37,6 @@ struct SwizzledTile {
   // N-major: 64-column blocks kBlockBytes apart (leading), 8-row groups of
   // K 1024 bytes apart (stride).
   ATTNJIT_DEVICE uint64_t mn_major(int k0) const { return wgmma_desc_sw128(base + k0 * 128, kBlockBytes, 1024); }
-
-  template <class T>
-  ATTNJIT_DEVICE frag8 load8_at(int row, int col) const {
-    return load_smem8<T>(at(row, col));
-  }
-  template <class T>
-  ATTNJIT_DEVICE void store8_at(int row, int col, const frag8& f) const {
-    store_smem8<T>(at(row, col), f);
-  }
 };
 
 }  // namespace attnjit

@@ -24,15 +24,10 @@
 #include "math.cuh"
 #include "pos_encoding.cuh"
 #include "softmax_state.cuh"
+#include "user_hooks.cuh"
 #include "variant_params.h"
 
 namespace attnjit {
-
-#if defined(ATTNJIT_USER_SCORE_MOD)
-constexpr bool kUserScoreMod = true;
-#else
-constexpr bool kUserScoreMod = false;
-#endif
 
 template <int PosMode, bool SoftCap, int MaskMode = kernels::kMaskNone, bool Window = false>
 struct AttentionVariant {

@@ -1,13 +1,16 @@
 """Writes kernels/wgmma_ops.cuh: the wgmma.mma_async instructions the Hopper
-prefill skeleton issues, one inline-asm function per (input type, operand
-form, N). Each names every accumulator register, N / 2 of them, which no
-preprocessor loop spells; so they are generated, and the header is checked
-in beside this script (rerun it after editing, never edit the header).
+prefill skeleton issues, one inline-asm function per (operand form, N),
+written once per N as a macro over the input type (the type is the only part
+of the instruction that differs; the macro stringizes it into the opcode)
+and instantiated for f16 and bf16. Each names every accumulator register,
+N / 2 of them, which no preprocessor loop spells; so they are generated, and
+the header is checked in beside this script (rerun it after editing, never
+edit the header).
 
     python3 tools/dev/gen_wgmma.py > kernels/wgmma_ops.cuh
 """
 
-TYPES = {"f16": "f16", "bf16": "bf16"}
+TYPES = ("f16", "bf16")
 NS = (64, 128, 176, 256)
 
 
@@ -19,27 +22,39 @@ def acc_constraints(n):
     return ", ".join(f'"+f"(d[{i // 4}].x[{i % 4}])' for i in range(n // 2))
 
 
-def emit_ss(t, n):
+def macro_name(n):
+    return f"ATTNJIT_WGMMA_M64N{n}K16"
+
+
+def emit_macro(n):
     k = n // 2
-    return f'''template <> struct Wgmma<{t}, {n}> {{
-  // D (+)= A B: A (64 x 16) and B (16 x {n}) from shared memory, both K-major.
-  static ATTNJIT_DEVICE void ss(frag_c (&d)[{n // 8}], uint64_t a, uint64_t b, bool accumulate) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{regs(0, k)}}}, %{k}, %{k + 1}, p, 1, 1, 0, 0;\\n}}\\n"
-        : {acc_constraints(n)}
-        : "l"(a), "l"(b), "r"(int(accumulate)));
-  }}
-  // D (+)= A B: A (64 x 16) from registers, B (16 x {n}) from shared memory, N-major.
-  static ATTNJIT_DEVICE void rs(frag_c (&d)[{n // 8}], const frag_a& a, uint64_t b, bool accumulate) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{regs(0, k)}}}, {{{regs(k, 4)}}}, %{k + 4}, p, 1, 1, 1;\\n}}\\n"
-        : {acc_constraints(n)}
-        : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "l"(b), "r"(int(accumulate)));
-  }}
-}};
-'''
+    lines = [
+        f"// Wgmma<TYPE, {n}>: TYPE is f16 or bf16, also the PTX name of the input type.",
+        f"#define {macro_name(n)}(TYPE)",
+        f"  template <> struct Wgmma<TYPE, {n}> {{",
+        f"    /* D (+)= A B: A (64 x 16) and B (16 x {n}) from shared memory, both K-major. */",
+        f"    static ATTNJIT_DEVICE void ss(frag_c (&d)[{n // 8}], uint64_t a, uint64_t b, bool accumulate) {{",
+        f"      asm volatile(",
+        f'          "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 2}, 0;\\n"',
+        f'          "wgmma.mma_async.sync.aligned.m64n{n}k16.f32." #TYPE "." #TYPE',
+        f'          " {{{regs(0, k)}}}, %{k}, %{k + 1}, p, 1, 1, 0, 0;\\n}}\\n"',
+        f"          : {acc_constraints(n)}",
+        f'          : "l"(a), "l"(b), "r"(int(accumulate)));',
+        f"    }}",
+        f"    /* D (+)= A B: A (64 x 16) from registers, B (16 x {n}) from shared memory, N-major. */",
+        f"    static ATTNJIT_DEVICE void rs(frag_c (&d)[{n // 8}], const frag_a& a, uint64_t b, bool accumulate) {{",
+        f"      asm volatile(",
+        f'          "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"',
+        f'          "wgmma.mma_async.sync.aligned.m64n{n}k16.f32." #TYPE "." #TYPE',
+        f'          " {{{regs(0, k)}}}, {{{regs(k, 4)}}}, %{k + 4}, p, 1, 1, 1;\\n}}\\n"',
+        f"          : {acc_constraints(n)}",
+        f'          : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "l"(b), "r"(int(accumulate)));',
+        f"    }}",
+        f"  }};",
+    ]
+    # Every line of the definition but the comment and the last continues.
+    body = lines[1:]
+    return "\n".join([lines[0]] + [line + " \\" for line in body[:-1]] + [body[-1]]) + "\n"
 
 
 def main():
@@ -52,9 +67,15 @@ def main():
     print()
     print("template <class T, int N> struct Wgmma;")
     print()
-    for t in TYPES:
-        for n in NS:
-            print(emit_ss(t, n))
+    for n in NS:
+        print(emit_macro(n))
+    for n in NS:
+        for t in TYPES:
+            print(f"{macro_name(n)}({t})")
+    print()
+    for n in NS:
+        print(f"#undef {macro_name(n)}")
+    print()
     print("}  // namespace attnjit")
 
 
