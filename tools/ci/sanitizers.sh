@@ -39,7 +39,7 @@ start=$SECONDS
 # Only the files of the tests this job runs: a whole test binary under TSan
 # would add ~20 minutes of compiling on CI's two cores.
 configure build-tsan "-fsanitize=thread" -DATTNJIT_BUILD_CLI=OFF \
-  -DATTNJIT_TEST_SOURCES_REGEX="tests/(main|cpu/test_cache_concurrency|cpu/test_engine_concurrency|cpu/test_nvrtc)\\.cpp$"
+  -DATTNJIT_TEST_SOURCES_REGEX="tests/(main|cache/concurrency_test|runtime/engine_concurrency_test|runtime/nvrtc_test)\\.cpp$"
 cmake --build build-tsan -j"$jobs" --target attnjit_tests
 echo "tsan build: $((SECONDS - start)) s"
 start=$SECONDS

@@ -6,7 +6,7 @@ inputs (odd lengths, grouped heads) and, where attnjit has the same thing built 
 output within rounding): soft cap and ALiBi as score_mod; causal and a sliding window with sink tokens as mask_mod; document masking over packed
 sequences (doc ids in a tensor); prefix-LM; a T5-style relative-position bias table; and params rebound between
 runs of one plan. The speculative-decoding tree mask on batch decode is a Catch2 GPU test
-(tests/gpu/test_user_variant_gpu.cpp): the Python decode wrapper plans one query token per request.
+(tests/user_variant/gpu_test.cpp): the Python decode wrapper plans one query token per request.
 """
 
 import math

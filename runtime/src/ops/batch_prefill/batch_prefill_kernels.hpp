@@ -4,8 +4,8 @@
 // (batch_prefill_planner.cpp): the skeleton (prefill_backend), its query tile
 // (prefill_frags_m, fit_fa3_tile; CUDA-graph mode keeps fa3 at two
 // warpgroups), each through choose_prefill_pipeline, and the merge a KV split
-// adds (never in CUDA-graph mode). test_batch_prefill_entry.cpp plans random
-// batches against this list.
+// adds (never in CUDA-graph mode). tests/batch_prefill/entry_test.cpp plans
+// random batches against this list.
 #pragma once
 #include <vector>
 

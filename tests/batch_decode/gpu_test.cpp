@@ -1,0 +1,487 @@
+// Batch decode on the GPU against the double-precision reference (single
+// decode's, per request, on the request's gathered rows), through all three
+// entry points: page sizes 1 and 16, lengths off page boundaries and of 1,
+// skewed batches, groups 1/4/5/7/8, head dims 64/128/256, f16/bf16 (and fp8
+// KV), NHD/HND, lse by absolute error (base 2); and a CUDA graph captured
+// once and replayed after a new plan. Skips without a GPU.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include "attnjit/attnjit.hpp"
+#include "support/device_buffer.hpp"
+#include "engine.hpp"
+#include "support/gpu_support.hpp"
+#include "support/paged_kv_batch.hpp"
+#include "reference/decode_reference.hpp"
+#include "reference/host_dtypes.hpp"
+
+namespace attnjit::test {
+namespace {
+
+enum class Entry { FlashInfer, TrtLlm, Cudnn };
+const char* name(Entry e) { return e == Entry::FlashInfer ? "flashinfer" : e == Entry::TrtLlm ? "trtllm" : "cudnn"; }
+
+struct Case {
+  Entry entry = Entry::FlashInfer;
+  std::vector<int32_t> lens;
+  int page_size = 16, hq = 8, hkv = 2, d = 128;
+  DType q = DType::BF16, kv = DType::BF16;
+  KVLayout layout = KVLayout::NHD;
+  bool tc = false;
+  int window_left = -1;
+  bool sinks = false;            // TensorRT-LLM only: sink_logit(h) per head
+  std::optional<bool> pdl;       // TensorRT-LLM only: enable_pdl (unset: on from sm_90)
+  bool ragged = false;           // cuDNN only: q and out rows at shuffled batch_offsets_q / _o, padded apart
+  std::string label() const {
+    return fmt::format("{} batch={} ps={} {}q/{}kv d={} {}/{} {} tc={} window={} sinks={} pdl={} ragged={} lens[0]={}",
+                       name(entry), lens.size(), page_size, hq, hkv, d, to_string(q), to_string(kv),
+                       to_string(layout), tc, window_left, sinks, pdl ? (*pdl ? "on" : "off") : "auto", ragged,
+                       lens[0]);
+  }
+};
+
+// The serving shape of issue 6's benchmarks: 32 query / 8 KV heads on tensor cores.
+Case gqa_case(Entry entry, std::vector<int32_t> lens, KVLayout layout) {
+  Case c;
+  c.entry = entry;
+  c.hq = 32;
+  c.hkv = 8;
+  c.tc = true;
+  c.layout = layout;
+  c.lens = std::move(lens);
+  return c;
+}
+
+// Sinks from -2 to 4: against logits of a few units, from negligible to
+// dominating a short request's denominator.
+double sink_logit(int h) { return -2.0 + 1.5 * (h % 5); }
+
+double o_tol(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
+double lse_tol(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
+
+struct Errors {
+  double o_rel = 0, lse_abs = 0;
+};
+
+using Batch = PagedBatch;
+
+Batch make_batch(const Case& c, uint32_t seed) {
+  PagedBatchShape shape;
+  shape.lens = c.lens;
+  shape.page_size = c.page_size;
+  shape.hq = c.hq;
+  shape.hkv = c.hkv;
+  shape.d = c.d;
+  shape.q = c.q;
+  shape.kv = c.kv;
+  shape.layout = c.layout;
+  shape.q_rows = static_cast<int64_t>(c.lens.size());  // one query token per request
+  return make_paged_batch(shape, seed);
+}
+
+// Max over requests of the rel. L2 error of o, and of the abs. error of lse.
+Errors compare(const Case& c, const Batch& b, const std::vector<double>& out, const std::vector<double>* lse) {
+  Errors e;
+  const int H = c.hq, D = c.d;
+  for (size_t r = 0; r < c.lens.size(); ++r) {
+    SingleDecodeProblem sp;
+    sp.num_qo_heads = H;
+    sp.num_kv_heads = c.hkv;
+    sp.head_dim = D;
+    sp.kv_len = c.lens[r];
+    sp.q_dtype = c.q;
+    sp.kv_dtype = c.kv;
+    sp.options.window_left = c.window_left;
+    const std::vector<double> q(b.q.begin() + r * H * D, b.q.begin() + (r + 1) * H * D);
+    std::vector<double> sinks(H);
+    for (int h = 0; h < H; ++h) sinks[h] = sink_logit(h);
+    const auto ref = reference_single_decode(sp, q, b.k_dense[r], b.v_dense[r], c.sinks ? &sinks : nullptr);
+    double num = 0, den = 0;
+    for (int i = 0; i < H * D; ++i) {
+      const double x = out[r * H * D + i];
+      if (!std::isfinite(x)) return {INFINITY, INFINITY};
+      num += (x - ref.o[i]) * (x - ref.o[i]);
+      den += ref.o[i] * ref.o[i];
+    }
+    e.o_rel = std::max(e.o_rel, std::sqrt(num / std::max(den, 1e-30)));
+    if (lse)
+      for (int h = 0; h < H; ++h) e.lse_abs = std::max(e.lse_abs, std::fabs((*lse)[r * H + h] - ref.lse[h]));
+  }
+  return e;
+}
+
+// cuDNN's ragged rows: request b's row of q (out) in slot perm[b] of a
+// buffer whose rows are `stride` elements apart (a gap after each), at element
+// offsets[b] = perm[b] * stride; [batch + 1] entries, cuDNN's cumulative form
+// (the last one is never read).
+struct RaggedRows {
+  int64_t stride;
+  std::vector<int32_t> offsets;
+};
+RaggedRows ragged_rows(int64_t batch, int64_t row_elems, uint32_t seed) {
+  RaggedRows r{row_elems + 24, std::vector<int32_t>(size_t(batch) + 1)};
+  std::vector<int32_t> perm(static_cast<size_t>(batch));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
+  for (int64_t i = 0; i < batch; ++i) r.offsets[size_t(i)] = int32_t(perm[size_t(i)] * r.stride);
+  r.offsets.back() = int32_t(batch * r.stride);
+  return r;
+}
+
+// Rows of `bytes` (row_bytes each, packed) to / from the ragged slots.
+std::vector<uint8_t> scatter_rows(const std::vector<uint8_t>& bytes, const RaggedRows& r, size_t row_bytes,
+                                  size_t elem) {
+  std::vector<uint8_t> big((r.offsets.size() - 1) * r.stride * elem, 0xFF);
+  for (size_t i = 0; i + 1 < r.offsets.size(); ++i)
+    std::memcpy(&big[size_t(r.offsets[i]) * elem], &bytes[i * row_bytes], row_bytes);
+  return big;
+}
+std::vector<uint8_t> gather_rows(const std::vector<uint8_t>& big, const RaggedRows& r, size_t row_bytes, size_t elem) {
+  std::vector<uint8_t> bytes((r.offsets.size() - 1) * row_bytes);
+  for (size_t i = 0; i + 1 < r.offsets.size(); ++i)
+    std::memcpy(&bytes[i * row_bytes], &big[size_t(r.offsets[i]) * elem], row_bytes);
+  return bytes;
+}
+
+// out_bits: the output's bytes as the GPU wrote them (for bitwise comparisons).
+Errors run_case(const Runtime& rt, const Case& c, uint32_t seed, std::vector<uint8_t>* out_bits = nullptr) {
+  cuda::ScopedDevice scope(0);
+  const Batch b = make_batch(c, seed);
+  const int64_t B = c.lens.size(), H = c.hq, Hk = c.hkv, D = c.d, ps = c.page_size, P = b.num_pages;
+  const size_t qe = dtype_size(c.q), row_bytes = size_t(H * D) * qe;
+  const RaggedRows rq = ragged_rows(B, H * D, seed), ro = ragged_rows(B, H * D, seed + 7777);
+  DeviceBuffer dq(c.ragged ? B * rq.stride * qe : b.qb.size()), dk(b.kb.size()), dv(b.vb.size()),
+      dout(c.ragged ? B * ro.stride * qe : B * H * D * qe), dlse(B * H * 4);
+  dq.upload(c.ragged ? scatter_rows(b.qb, rq, row_bytes, qe) : b.qb);
+  dk.upload(b.kb);
+  dv.upload(b.vb);
+  dout.poison();
+  dlse.poison();
+  const bool nhd = c.layout == KVLayout::NHD;
+  // Built inside each call: an initializer_list kept in a variable would
+  // outlive the array behind it.
+  auto cache_view = [&](void* data) {
+    return nhd ? make_tensor(data, c.kv, {P, ps, Hk, D}) : make_tensor(data, c.kv, {P, Hk, ps, D});
+  };
+  TensorView tq = make_tensor(dq.get(), c.q, {B, H, D});
+  const TensorView tk = cache_view(dk.get()), tv = cache_view(dv.get());
+  TensorView to = make_tensor(dout.get(), c.q, {B, H, D});
+  const TensorView tl = make_tensor(dlse.get(), DType::F32, {B, H});
+  if (c.ragged) {  // rows `stride` apart: the offsets stay inside the tensors
+    tq.strides[0] = rq.stride;
+    to.strides[0] = ro.stride;
+  }
+  DeviceBuffer ws(128 << 20);
+  const bool with_lse = c.entry != Entry::Cudnn;
+  if (c.entry == Entry::FlashInfer) {
+    BatchDecodeWithPagedKVCacheWrapper w(rt, ws.get(), ws.bytes(), c.layout, false, c.tc);
+    BatchDecodeWithPagedKVCacheWrapper::PlanArgs a;
+    a.num_qo_heads = c.hq;
+    a.num_kv_heads = c.hkv;
+    a.head_dim = c.d;
+    a.page_size = c.page_size;
+    a.window_left = c.window_left;
+    a.q_data_type = c.q;
+    a.kv_data_type = c.kv;
+    w.plan(b.indptr, b.indices, b.last, a);
+    w.run(tq, tk, tv, to, &tl);
+  } else {
+    const DeviceBuffer table = upload_ints(b.table), lens = upload_ints(c.lens);
+    DeviceBuffer sinks(4 * H);
+    {
+      std::vector<uint8_t> bytes(4 * H);
+      for (int h = 0; h < H; ++h) {
+        const float s = float(sink_logit(h));
+        std::memcpy(&bytes[4 * h], &s, 4);
+      }
+      sinks.upload(bytes);
+    }
+    const int64_t max_len = *std::max_element(c.lens.begin(), c.lens.end());
+    if (c.entry == Entry::TrtLlm) {
+      TrtllmDecodeArgs a;
+      a.block_tables = static_cast<const int32_t*>(table.get());
+      a.max_pages_per_seq = b.max_pages;
+      a.seq_lens = static_cast<const int32_t*>(lens.get());
+      a.max_seq_len = max_len;
+      a.bmm1_scale = 1.f / std::sqrt(float(D));
+      a.window_left = c.window_left;
+      a.kv_layout = c.layout;
+      a.use_tensor_cores = c.tc;
+      a.sinks = c.sinks ? static_cast<const float*>(sinks.get()) : nullptr;
+      a.enable_pdl = c.pdl;
+      trtllm_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to, &tl);
+    } else {
+      CudnnDecodeArgs a;
+      a.scale = 1.f / std::sqrt(float(D));
+      a.max_sequence_kv = max_len;
+      a.actual_seq_lens_kv = static_cast<const int32_t*>(lens.get());
+      a.block_tables = static_cast<const int32_t*>(table.get());
+      a.max_pages_per_seq = b.max_pages;
+      const DeviceBuffer q_offsets = upload_ints(rq.offsets), o_offsets = upload_ints(ro.offsets);
+      if (c.ragged) {
+        a.batch_offsets_q = static_cast<const int32_t*>(q_offsets.get());
+        a.batch_offsets_o = static_cast<const int32_t*>(o_offsets.get());
+      }
+      cudnn_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to);
+      ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the offsets go out of scope
+    }
+    ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the tables go out of scope
+  }
+  ATTNJIT_CU(cuda::driver().CtxSynchronize());
+  std::vector<uint8_t> out_bytes = dout.download();
+  if (c.ragged) {
+    // Nothing but the rows may be written: every gap byte keeps its poison.
+    const auto untouched = scatter_rows(gather_rows(out_bytes, ro, row_bytes, qe), ro, row_bytes, qe);
+    if (untouched != out_bytes) return {INFINITY, INFINITY};
+    out_bytes = gather_rows(out_bytes, ro, row_bytes, qe);
+  }
+  if (out_bits) *out_bits = out_bytes;
+  const auto out = decode(c.q, out_bytes);
+  const auto lse = decode(DType::F32, dlse.download());
+  return compare(c, b, out, with_lse ? &lse : nullptr);
+}
+
+std::vector<Case> grid() {
+  std::vector<Case> cases;
+  int turn = 0;
+  const std::vector<std::vector<int32_t>> batches = {
+      {1, 17, 33, 300, 1000}, {2000, 5, 64, 1, 129}, {3000, 7}, {700}};
+  for (int ps : {1, 16})
+    for (int group : {1, 4, 5, 7, 8})
+      for (int d : {64, 128, 256})
+        for (DType q : {DType::BF16, DType::F16}) {
+          Case c;
+          c.entry = static_cast<Entry>(turn % 3);
+          c.page_size = ps;
+          c.hkv = 1 + turn % 2;
+          c.hq = c.hkv * group;
+          c.d = d;
+          c.q = q;
+          c.kv = turn % 7 == 3 ? DType::E4M3 : q;
+          c.layout = c.entry == Entry::Cudnn ? KVLayout::HND : (turn % 2 ? KVLayout::HND : KVLayout::NHD);
+          c.tc = turn % 4 >= 2;
+          // cuDNN's entry has no sliding window.
+          c.window_left = turn % 5 == 4 && c.entry != Entry::Cudnn ? 100 : -1;
+          c.lens = batches[turn % batches.size()];
+          c.sinks = c.entry == Entry::TrtLlm && turn % 2 == 0;
+          cases.push_back(c);
+          ++turn;
+        }
+  // A last round of few items: with 8 KV heads a wave of 132 SMs runs 33
+  // requests. Host lengths (the FlashInfer wrapper): the planner cuts the
+  // 34th (and the 67th) into pieces that merge in the kernel; lengths on
+  // the device (TensorRT-LLM): every request of 34 x 3000 in four chunks,
+  // merged by the merge kernel (ops/batch_decode/batch_decode_planner.hpp).
+  const size_t tail_cases = cases.size();
+  {
+    Case c = gqa_case(Entry::TrtLlm, std::vector<int32_t>(34, 3000), KVLayout::HND);
+    c.lens[5] = 1;  // shorter than the chunks past its first: empty chunks merge to nothing
+    c.sinks = true;
+    cases.push_back(c);
+  }
+  for (int batch : {34, 67}) {
+    Case c = gqa_case(Entry::FlashInfer, std::vector<int32_t>(batch, batch == 34 ? 600 : 333),
+                      batch == 34 ? KVLayout::NHD : KVLayout::HND);
+    c.kv = batch == 34 ? DType::BF16 : DType::E4M3;
+    cases.push_back(c);
+  }
+  // Skewed: one long request beside many short ones, each entry point.
+  for (Entry e : {Entry::FlashInfer, Entry::TrtLlm, Entry::Cudnn}) {
+    Case c;
+    c.entry = e;
+    c.hq = 32;
+    c.hkv = 8;
+    c.layout = e == Entry::FlashInfer ? KVLayout::NHD : KVLayout::HND;
+    c.tc = e != Entry::Cudnn;
+    c.lens.assign(40, 77);
+    c.lens[3] = 20000;
+    c.sinks = e == Entry::TrtLlm;  // split KV: the merge kernel adds the sinks
+    cases.push_back(c);
+  }
+  // cuDNN's ragged batch_offsets_q / _o: shuffled, padded rows; one fits a
+  // CTA per request, one splits its long request (the merge kernel writes that
+  // row), CUDA and tensor cores.
+  for (bool tc : {false, true}) {
+    Case c;
+    c.entry = Entry::Cudnn;
+    c.layout = KVLayout::HND;
+    c.hq = tc ? 32 : 5;
+    c.hkv = tc ? 8 : 5;
+    c.tc = tc;
+    c.ragged = true;
+    c.lens = tc ? std::vector<int32_t>{9000, 3, 129, 700, 1} : std::vector<int32_t>{17, 300, 1, 64};
+    cases.push_back(c);
+  }
+  // ATTNJIT_TEST_GRID=reduced (compute-sanitizer, 10-100x slower): every
+  // fifth case of the main grid, which cycles entry point, dtype, head dim,
+  // group, page size, tensor cores and fp8, plus every tenth from the ninth
+  // (the windows), the first cut tail and the first skewed batch.
+  if (const char* g = std::getenv("ATTNJIT_TEST_GRID"); g && std::string(g) == "reduced") {
+    std::vector<Case> reduced;
+    for (size_t i = 0; i < tail_cases; ++i)
+      if (i % 5 == 0 || i % 10 == 9) reduced.push_back(cases[i]);
+    reduced.push_back(cases[tail_cases]);
+    reduced.push_back(cases[tail_cases + 1]);
+    reduced.push_back(cases[cases.size() - 5]);
+    reduced.push_back(cases.back());  // ragged, split
+    return reduced;
+  }
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("batch decode matches the float64 reference through all three entry points", "[gpu][batch_decode]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  const auto cases = grid();
+  std::map<std::string, Errors> worst;
+  size_t passed = 0;
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    INFO(c.label());
+    const Errors e = run_case(rt, c, seed++);
+    CHECK(e.o_rel <= o_tol(c.q));
+    CHECK(e.lse_abs <= lse_tol(c.q));
+    if (e.o_rel <= o_tol(c.q) && e.lse_abs <= lse_tol(c.q)) ++passed;
+    auto& w = worst[fmt::format("{} {}/{}", name(c.entry), to_string(c.q), to_string(c.kv))];
+    w.o_rel = std::max(w.o_rel, e.o_rel);
+    w.lse_abs = std::max(w.lse_abs, e.lse_abs);
+  }
+  std::string table = fmt::format("batch decode grid: {}/{} cases within tolerance\n", passed, cases.size());
+  for (auto& [k, e] : worst)
+    table += fmt::format("  {:<34} worst rel L2 err(o) {:.2e}  worst abs err(lse, base 2) {:.2e}\n", k, e.o_rel, e.lse_abs);
+  WARN(table);
+}
+
+TEST_CASE("TensorRT-LLM batch decode gives the same bits with programmatic dependent launch on and off",
+          "[gpu][batch_decode][pdl]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  if (std::atoi(rt.engine().arch_of(0).c_str() + 3) < 90) {
+    WARN("PDL needs sm_90: enable_pdl=true must be refused here");
+    Case c;
+    c.entry = Entry::TrtLlm;
+    c.lens = {100};
+    c.pdl = true;
+    CHECK_THROWS(run_case(rt, c, 1));
+    return;
+  }
+  // Split KV (decode then merge kernel, both launched with the attribute),
+  // sinks, fp8 and bf16, CUDA and tensor cores.
+  for (DType kv : {DType::BF16, DType::E4M3})
+    for (bool tc : {false, true}) {
+      Case c = gqa_case(Entry::TrtLlm, std::vector<int32_t>(24, 300), KVLayout::HND);
+      c.kv = kv;
+      c.tc = tc;
+      c.sinks = true;
+      c.lens[5] = 9000;
+      INFO(c.label());
+      std::vector<uint8_t> off, on;
+      c.pdl = false;
+      const Errors e_off = run_case(rt, c, 21, &off);
+      c.pdl = true;
+      const Errors e_on = run_case(rt, c, 21, &on);
+      CHECK(e_off.o_rel <= o_tol(c.q));
+      CHECK(e_off.lse_abs <= lse_tol(c.q));
+      CHECK(e_on.o_rel == e_off.o_rel);
+      CHECK(on == off);
+    }
+}
+
+TEST_CASE("batch decode in a CUDA graph replays correctly after a new plan", "[gpu][batch_decode][graph]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(0);
+  constexpr int kMaxBatch = 16, kMaxPages = 4096;
+  Case c;
+  c.hq = 16;
+  c.hkv = 4;
+  c.tc = true;
+  c.lens = {5000, 1, 33, 900, 16};
+  Case c2 = c;
+  c2.lens = {7, 12000, 64, 65, 300, 2, 1, 4000, 17};
+  const Batch b1 = make_batch(c, 11), b2 = make_batch(c2, 12);
+  // One cache big enough for both batches' pages; each batch's rows at its own page ids.
+  const int64_t H = c.hq, Hk = c.hkv, D = c.d, ps = c.page_size;
+  const int64_t P = std::max(b1.num_pages, b2.num_pages);
+  const size_t page_bytes = size_t(ps) * Hk * D * 2;
+  DeviceBuffer dk(P * page_bytes), dv(P * page_bytes), dq(kMaxBatch * H * D * 2), dout(kMaxBatch * H * D * 2),
+      dlse(kMaxBatch * H * 4), ws(64 << 20), indptr(4 * (kMaxBatch + 1)), indices(4 * kMaxPages), last(4 * kMaxBatch);
+  BatchDecodeWithPagedKVCacheWrapper w(rt, ws.get(), ws.bytes(), KVLayout::NHD, true, true,
+                                       static_cast<int32_t*>(indptr.get()), static_cast<int32_t*>(indices.get()),
+                                       static_cast<int32_t*>(last.get()), kMaxBatch, kMaxPages);
+  BatchDecodeWithPagedKVCacheWrapper::PlanArgs a;
+  a.num_qo_heads = c.hq;
+  a.num_kv_heads = c.hkv;
+  a.head_dim = c.d;
+  a.page_size = c.page_size;
+  a.q_data_type = a.kv_data_type.emplace(DType::BF16);
+
+  CUstream stream;
+  ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  auto load = [&](const Batch& b) {
+    std::vector<uint8_t> k(P * page_bytes, 0), v(P * page_bytes, 0);
+    std::copy(b.kb.begin(), b.kb.end(), k.begin());
+    std::copy(b.vb.begin(), b.vb.end(), v.begin());
+    dk.upload(k);
+    dv.upload(v);
+    std::vector<uint8_t> q(dq.bytes(), 0);
+    std::copy(b.qb.begin(), b.qb.end(), q.begin());
+    dq.upload(q);
+    dout.poison();
+    dlse.poison();
+  };
+  // Tensors over the fixed buffers; q/out/lse views of the current batch share their base pointers.
+  auto views = [&](int batch) {
+    return std::array<TensorView, 5>{make_tensor(dq.get(), DType::BF16, {batch, H, D}),
+                                     make_tensor(dk.get(), DType::BF16, {P, ps, Hk, D}),
+                                     make_tensor(dv.get(), DType::BF16, {P, ps, Hk, D}),
+                                     make_tensor(dout.get(), DType::BF16, {batch, H, D}),
+                                     make_tensor(dlse.get(), DType::F32, {batch, H})};
+  };
+
+  load(b1);
+  w.plan(b1.indptr, b1.indices, b1.last, a, stream);
+  ATTNJIT_CU(cu.StreamSynchronize(stream));
+  auto t = views(static_cast<int>(c.lens.size()));
+  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  w.run(t[0], t[1], t[2], t[3], &t[4], {}, {}, stream);
+  CUgraph graph;
+  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
+  CUgraphExec exec;
+  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
+  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  ATTNJIT_CU(cu.StreamSynchronize(stream));
+  auto check = [&](const Case& cc, const Batch& b) {
+    const auto out = decode(DType::BF16, dout.download());
+    const auto lse = decode(DType::F32, dlse.download());
+    const Errors e = compare(cc, b, out, &lse);
+    INFO(cc.label());
+    CHECK(e.o_rel <= o_tol(DType::BF16));
+    CHECK(e.lse_abs <= lse_tol(DType::BF16));
+  };
+  check(c, b1);
+
+  // A new plan (larger batch, other lengths and pages), then the same graph.
+  load(b2);
+  w.plan(b2.indptr, b2.indices, b2.last, a, stream);
+  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  ATTNJIT_CU(cu.StreamSynchronize(stream));
+  check(c2, b2);
+  cu.GraphExecDestroy(exec);
+  cu.GraphDestroy(graph);
+  cu.StreamDestroy(stream);
+}
+
+}  // namespace attnjit::test

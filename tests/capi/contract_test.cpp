@@ -1,0 +1,332 @@
+// The C API's contract without a GPU: status codes and their strings, the
+// thread-local errno-like last error, NULL handles and out pointers, bad
+// enums and flags, and DLTensors that disagree, each refused with a message
+// naming the parameter. Nothing here reaches a kernel: every call fails in
+// validation before the plan would compile anything.
+#include "support/dltensor_maker.hpp"  // first: includes dlpack through the compat shim
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "api/c_api_convert.hpp"
+#include "ops/single_decode/single_decode_problem.hpp"
+#include "attnjit/attnjit.h"
+#include "attnjit/attnjit_fp8.h"
+#include "attnjit/version.h"
+
+using attnjit::test::DLTensorMaker;
+using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
+namespace t = attnjit::test;
+
+namespace {
+
+std::string last_error() { return attnjit_last_error(); }
+
+// A Runtime handle for the tests that must get past the `rt` check.
+struct RuntimeHandle {
+  attnjit_runtime_t* rt = nullptr;
+  RuntimeHandle() {
+    const attnjit_status_t s = attnjit_runtime_create(&rt);
+    INFO(attnjit_last_error());
+    REQUIRE(s == ATTNJIT_OK);
+    REQUIRE(rt != nullptr);
+  }
+  ~RuntimeHandle() { attnjit_runtime_destroy(rt); }
+};
+
+// q [8, 128], k and v [1000, 2, 128] NHD, fp16: a valid problem to spoil one field at a time.
+struct DecodeInputs {
+  DLTensorMaker q{{8, 128}}, k{{1000, 2, 128}}, v{{1000, 2, 128}};
+  attnjit_decode_options_t options{};
+  DecodeInputs() { attnjit_decode_options_init(&options); }
+
+  attnjit_status_t plan(attnjit_runtime_t* rt) {
+    auto* p = reinterpret_cast<attnjit_single_decode_plan_t*>(uintptr_t{0x1});  // must come back NULL
+    const attnjit_status_t s = attnjit_single_decode_plan(rt, q.get(), k.get(), v.get(), &options, 0, &p);
+    CHECK(p == nullptr);  // set to NULL on failure, whatever it held
+    if (s == ATTNJIT_OK) attnjit_single_decode_plan_destroy(p);
+    return s;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("version string and number agree with version.h", "[capi]") {
+  CHECK(attnjit_version_number() == ATTNJIT_VERSION_NUMBER);
+  CHECK_THAT(std::string(attnjit_version()),
+             Equals(fmt::format("{}.{}.{}", ATTNJIT_VERSION_MAJOR, ATTNJIT_VERSION_MINOR, ATTNJIT_VERSION_PATCH)));
+}
+
+TEST_CASE("every status has its own static string", "[capi]") {
+  std::set<std::string> seen;
+  for (int s = ATTNJIT_OK; s <= ATTNJIT_ERROR_INTERNAL; ++s) {
+    const char* text = attnjit_status_string(static_cast<attnjit_status_t>(s));
+    REQUIRE(text != nullptr);
+    CHECK(std::string(text) != "unknown status");
+    CHECK(seen.insert(text).second);
+  }
+  CHECK_THAT(attnjit_status_string(ATTNJIT_OK), Equals("ok"));
+  CHECK_THAT(attnjit_status_string(ATTNJIT_ERROR_INVALID_ARGUMENT), Equals("invalid argument"));
+  CHECK_THAT(attnjit_status_string(static_cast<attnjit_status_t>(42)), Equals("unknown status"));
+  CHECK_THAT(attnjit_status_string(static_cast<attnjit_status_t>(-1)), Equals("unknown status"));
+}
+
+TEST_CASE("decode options init sets FlashInfer's defaults", "[capi]") {
+  attnjit_decode_options_t o;
+  std::memset(&o, 0x7f, sizeof o);
+  attnjit_decode_options_init(&o);
+  CHECK(o.kv_layout == ATTNJIT_KV_LAYOUT_NHD);
+  CHECK(o.pos_encoding_mode == ATTNJIT_POS_ENCODING_NONE);
+  CHECK(o.use_tensor_cores == 0);
+  CHECK(o.window_left == -1);
+  for (float f : {o.q_scale, o.k_scale, o.v_scale, o.logits_soft_cap, o.sm_scale, o.rope_scale, o.rope_theta})
+    CHECK(f == 0.0f);
+  attnjit_decode_options_init(nullptr);  // void: nothing to report, must not crash
+}
+
+TEST_CASE("NULL handles and out pointers are refused, naming the parameter", "[capi]") {
+  CHECK(attnjit_runtime_create(nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_runtime_create: out is NULL"));
+
+  DecodeInputs in;
+  attnjit_single_decode_plan_t* plan = nullptr;
+  CHECK(attnjit_single_decode_plan(nullptr, in.q.get(), in.k.get(), in.v.get(), &in.options, 0, &plan) ==
+        ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_single_decode_plan: rt is NULL; expected an attnjit_runtime_t*"));
+
+  size_t bytes = 0;
+  CHECK(attnjit_single_decode_plan_workspace_bytes(nullptr, &bytes) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_plan_workspace_bytes: plan is NULL"));
+
+  DLTensorMaker o({8, 128});
+  CHECK(attnjit_single_decode_run(nullptr, in.q.get(), in.k.get(), in.v.get(), o.get(), nullptr, nullptr, 0,
+                                  nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_single_decode_run: plan is NULL"));
+
+  CHECK(attnjit_single_decode_with_kv_cache(nullptr, in.q.get(), in.k.get(), in.v.get(), o.get(), nullptr,
+                                            &in.options, nullptr, 0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_single_decode_with_kv_cache: rt is NULL"));
+
+  // Destroying nothing is fine, as with free(NULL).
+  CHECK(attnjit_runtime_destroy(nullptr) == ATTNJIT_OK);
+  CHECK(attnjit_single_decode_plan_destroy(nullptr) == ATTNJIT_OK);
+}
+
+TEST_CASE("plan refuses a NULL out pointer and a non-flag return_lse", "[capi]") {
+  RuntimeHandle h;
+  DecodeInputs in;
+  CHECK(attnjit_single_decode_plan(h.rt, in.q.get(), in.k.get(), in.v.get(), &in.options, 0, nullptr) ==
+        ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_single_decode_plan: out is NULL"));
+  attnjit_single_decode_plan_t* plan = nullptr;
+  CHECK(attnjit_single_decode_plan(h.rt, in.q.get(), in.k.get(), in.v.get(), &in.options, 2, &plan) ==
+        ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Equals("attnjit_single_decode_plan: return_lse=2 is not a flag; allowed: 0, 1"));
+}
+
+TEST_CASE("plan refuses bad option values, naming the field", "[capi]") {
+  RuntimeHandle h;
+  DecodeInputs in;
+  SECTION("kv_layout") {
+    in.options.kv_layout = 7;
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("options->kv_layout=7 is not a layout; allowed: 0 (NHD), 1 (HND)"));
+  }
+  SECTION("pos_encoding_mode") {
+    in.options.pos_encoding_mode = -1;
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("options->pos_encoding_mode=-1 is not a positional encoding; allowed: 0 "
+                                      "(NONE), 1 (ROPE_LLAMA), 2 (ALIBI)"));
+  }
+  SECTION("use_tensor_cores") {
+    in.options.use_tensor_cores = 3;
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("options->use_tensor_cores=3 is not a flag; allowed: 0, 1"));
+  }
+  SECTION("window_left") {
+    in.options.window_left = -2;
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("options->window_left=-2 is not allowed; allowed: -1 (whole sequence) or >= 0"));
+  }
+  SECTION("a non-finite float") {
+    in.options.sm_scale = std::numeric_limits<float>::quiet_NaN();
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("options->sm_scale=nan is not finite"));
+    in.options.sm_scale = 0;
+    in.options.rope_theta = std::numeric_limits<float>::infinity();
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("options->rope_theta=inf is not finite"));
+  }
+}
+
+TEST_CASE("plan refuses DLTensors that are wrong or disagree, naming the argument", "[capi]") {
+  RuntimeHandle h;
+  DecodeInputs in;
+  SECTION("q NULL") {
+    attnjit_single_decode_plan_t* plan = nullptr;
+    CHECK(attnjit_single_decode_plan(h.rt, nullptr, in.k.get(), in.v.get(), &in.options, 0, &plan) ==
+          ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("q: is NULL; expected a DLTensor*"));
+  }
+  SECTION("q in host memory") {
+    in.q.device({kDLCPU, 0});
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("q: device_type=1 (kDLCPU) is not supported; allowed: kDLCUDA (CUDA device memory)"));
+  }
+  SECTION("q of rank 3") {
+    in.q = DLTensorMaker({1, 8, 128});
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("q: ndim=3 (shape [1, 8, 128]) is not allowed; allowed: 2, [num_qo_heads, head_dim]"));
+  }
+  SECTION("k of rank 2, described per layout") {
+    in.k = DLTensorMaker({1000, 128});
+    in.options.kv_layout = ATTNJIT_KV_LAYOUT_HND;
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("k: ndim=2 (shape [1000, 128]) is not allowed; allowed: 3, "
+                                    "[num_kv_heads, kv_len, head_dim] for kv_layout HND"));
+  }
+  SECTION("v shape differs from k") {
+    in.v = DLTensorMaker({999, 2, 128});
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("v: shape [999, 2, 128] differs from k's shape [1000, 2, 128]; they must be equal"));
+  }
+  SECTION("v dtype differs from k") {
+    in.v.dtype(t::kBF16);
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Equals("v: dtype bfloat16 differs from k's dtype float16; they must be equal"));
+  }
+  SECTION("head_dim of k differs from q") {
+    in.k = DLTensorMaker({1000, 2, 64});
+    in.v = DLTensorMaker({1000, 2, 64});
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("k: head_dim (shape[2])=64 differs from q's head_dim (shape[1])=128"));
+  }
+  SECTION("k on another device") {
+    in.k.device({kDLCUDA, 1});
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("k: device cuda:1 differs from q's device cuda:0"));
+  }
+  SECTION("an unsupported dtype") {
+    in.k.dtype(t::kU8);
+    CHECK(in.plan(h.rt) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Contains("k: dtype (code=1 kDLUInt, bits=8, lanes=1) is not supported"));
+  }
+}
+
+TEST_CASE("with_kv_cache refuses a bad output tensor before running", "[capi]") {
+  RuntimeHandle h;
+  DecodeInputs in;
+  DLTensorMaker o({8, 128}, t::kF16, {kDLCPU, 0});
+  CHECK(attnjit_single_decode_with_kv_cache(h.rt, in.q.get(), in.k.get(), in.v.get(), o.get(), nullptr, nullptr,
+                                            nullptr, 0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("o: device_type=1 (kDLCPU)"));
+  DLTensorMaker o_ok({8, 128}), lse({8}, t::kF32, {kDLCUDAManaged, 0});
+  CHECK(attnjit_single_decode_with_kv_cache(h.rt, in.q.get(), in.k.get(), in.v.get(), o_ok.get(), lse.get(),
+                                            nullptr, nullptr, 0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("lse: device_type=13 (kDLCUDAManaged)"));
+}
+
+TEST_CASE("options and shapes convert to the C++ problem", "[capi]") {
+  attnjit_decode_options_t c;
+  attnjit_decode_options_init(&c);
+  c.kv_layout = ATTNJIT_KV_LAYOUT_HND;
+  c.pos_encoding_mode = ATTNJIT_POS_ENCODING_ROPE_LLAMA;
+  c.use_tensor_cores = 1;
+  c.window_left = 128;
+  c.logits_soft_cap = 30.0f;
+  c.rope_theta = 5e5f;
+  const attnjit::SingleDecodeOptions o = attnjit::capi::to_options(&c, true);
+  CHECK(o.kv_layout == attnjit::KVLayout::HND);
+  CHECK(o.pos_encoding_mode == attnjit::PosEncoding::RopeLlama);
+  CHECK(o.use_tensor_cores);
+  CHECK(o.window_left == 128);
+  CHECK(o.return_lse);
+  CHECK(o.logits_soft_cap == 30.0f);
+  CHECK(o.rope_theta == 5e5f);
+  // 0 means "not provided": FlashInfer's defaults apply downstream.
+  CHECK_FALSE(o.sm_scale.has_value());
+  CHECK_FALSE(o.q_scale.has_value());
+  CHECK_FALSE(o.rope_scale.has_value());
+
+  const attnjit::SingleDecodeOptions defaults = attnjit::capi::to_options(nullptr, false);
+  CHECK(defaults.kv_layout == attnjit::KVLayout::NHD);
+  CHECK(defaults.window_left == -1);
+  CHECK_FALSE(defaults.return_lse);
+
+  // HND: k is [num_kv_heads, kv_len, head_dim].
+  DLTensorMaker q({32, 64}, t::kBF16, {kDLCUDA, 2}), k({8, 77, 64}, t::kE4M3, {kDLCUDA, 2}),
+      v({8, 77, 64}, t::kE4M3, {kDLCUDA, 2});
+  const attnjit::SingleDecodeProblem p = attnjit::ops::single_decode_problem_from_tensors(
+      attnjit::from_dlpack(q.get(), "q"), attnjit::from_dlpack(k.get(), "k"), attnjit::from_dlpack(v.get(), "v"), o);
+  CHECK(p.num_qo_heads == 32);
+  CHECK(p.head_dim == 64);
+  CHECK(p.num_kv_heads == 8);
+  CHECK(p.kv_len == 77);
+  CHECK(p.q_dtype == attnjit::DType::BF16);
+  CHECK(p.kv_dtype == attnjit::DType::E4M3);
+  CHECK(p.device == 2);
+  CHECK(p.options.return_lse);
+
+  // NHD: k is [kv_len, num_kv_heads, head_dim].
+  const attnjit::SingleDecodeProblem n = attnjit::ops::single_decode_problem_from_tensors(
+      attnjit::from_dlpack(q.get(), "q"), attnjit::from_dlpack(k.get(), "k"), attnjit::from_dlpack(v.get(), "v"),
+      defaults);
+  CHECK(n.num_kv_heads == 77);
+  CHECK(n.kv_len == 8);
+}
+
+TEST_CASE("the last error is per thread and kept until the next failure", "[capi]") {
+  std::string fresh_thread_error = "unset", other_thread_error;
+  std::thread([&] { fresh_thread_error = last_error(); }).join();
+  CHECK(fresh_thread_error.empty());
+
+  REQUIRE(attnjit_runtime_create(nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  const std::string mine = last_error();
+  CHECK_THAT(mine, Contains("attnjit_runtime_create: out is NULL"));
+
+  std::thread([&] {
+    other_thread_error = last_error();  // this thread has not failed yet
+    attnjit_single_decode_plan_workspace_bytes(nullptr, nullptr);
+  }).join();
+  CHECK(other_thread_error.empty());
+  CHECK(last_error() == mine);  // the other thread's failure did not touch ours
+
+  // A success does not clear it (errno-like).
+  CHECK(attnjit_single_decode_plan_destroy(nullptr) == ATTNJIT_OK);
+  CHECK(last_error() == mine);
+}
+
+TEST_CASE("attnjit_dltensor_view_as re-labels raw bytes as fp8", "[capi]") {
+  DLTensorMaker bytes({1000, 2, 128}, t::kU8);
+  bytes.byte_offset(256);
+  DLTensor out{};
+  REQUIRE(attnjit_dltensor_view_as(bytes.get(), "float8_e4m3fn", &out) == ATTNJIT_OK);
+  CHECK(out.dtype.code == ATTNJIT_DLPACK_FLOAT8_E4M3FN);
+  CHECK(out.dtype.bits == 8);
+  CHECK(out.dtype.lanes == 1);
+  CHECK(out.shape == bytes.get()->shape);  // a view: src's arrays, not copies
+  CHECK(out.byte_offset == 256);
+  CHECK(attnjit::from_dlpack(&out, "k").dtype == attnjit::DType::E4M3);
+
+  REQUIRE(attnjit_dltensor_view_as(bytes.get(), "e5m2", &out) == ATTNJIT_OK);
+  CHECK(out.dtype.code == ATTNJIT_DLPACK_FLOAT8_E5M2);
+
+  DLTensorMaker half({8, 128}, t::kF16);
+  CHECK(attnjit_dltensor_view_as(half.get(), "float8_e4m3fn", &out) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_dltensor_view_as: src dtype (code=2 kDLFloat, bits=16, lanes=1) "
+                                    "cannot be viewed as float8_e4m3fn"));
+  CHECK(attnjit_dltensor_view_as(bytes.get(), "float9", &out) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("dtype='float9' is not a dtype; allowed:"));
+  CHECK(attnjit_dltensor_view_as(bytes.get(), "e4m3", nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_dltensor_view_as: out is NULL"));
+  CHECK(attnjit_dltensor_view_as(nullptr, "e4m3", &out) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Contains("attnjit_dltensor_view_as: src is NULL"));
+}
