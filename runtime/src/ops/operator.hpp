@@ -89,4 +89,11 @@ struct OperatorEntry {
   BenchFigures (*bench)(const Runtime& rt, const nlohmann::json& problem, int device, void* stream);
 };
 
+// An entry's kernels_for where the operator's kernel list takes the whole
+// problem: read it from JSON (normalized and validated), then list.
+template <auto ProblemFromJson, auto KernelsOf>
+std::vector<KernelSpec> kernels_from_json(const nlohmann::json& problem) {
+  return KernelsOf(ProblemFromJson(problem));
+}
+
 }  // namespace attnjit::ops

@@ -7,10 +7,6 @@ namespace attnjit::ops {
 
 namespace {
 
-std::vector<KernelSpec> kernels_for(const nlohmann::json& problem) {
-  return batch_decode_kernels(batch_decode_problem_from_json(problem));
-}
-
 nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& device) {
   const BatchDecodeProblem p = batch_decode_problem_from_json(problem);
   const BatchDecodeLayout L = plan_batch_decode(p, device);
@@ -96,7 +92,7 @@ OperatorEntry batch_decode_entry() {
   return {"batch_decode",
           "one query token per head (or several: speculative decoding) for a batch of requests over a paged KV cache "
           "(flashinfer BatchDecodeWithPagedKVCacheWrapper, trtllm / cudnn batch decode)",
-          kernels_for,
+          kernels_from_json<batch_decode_problem_from_json, batch_decode_kernels>,
           explain,
           variant_grid,
           model_problems,

@@ -8,10 +8,6 @@ namespace attnjit::ops {
 
 namespace {
 
-std::vector<KernelSpec> kernels_for(const nlohmann::json& problem) {
-  return batch_prefill_kernels(batch_prefill_problem_from_json(problem));
-}
-
 // The plan for the problem's lengths, as the wrapper's plan() makes it (in
 // CUDA-graph mode, its first plan: later ones keep that plan's query tile).
 nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& device) {
@@ -91,7 +87,7 @@ OperatorEntry batch_prefill_entry() {
   return {"batch_prefill",
           "many query tokens of each request in a batch against its ragged or paged KV, on tensor cores "
           "(flashinfer BatchPrefillWithRaggedKVCacheWrapper, BatchPrefillWithPagedKVCacheWrapper)",
-          kernels_for,
+          kernels_from_json<batch_prefill_problem_from_json, batch_prefill_kernels>,
           explain,
           variant_grid,
           model_problems,

@@ -7,10 +7,6 @@ namespace attnjit::ops {
 
 namespace {
 
-std::vector<KernelSpec> kernels_for(const nlohmann::json& problem) {
-  return page_kernels(page_problem_from_json(problem));
-}
-
 nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& device) {
   const PageProblem p = page_problem_from_json(problem);
   return std::visit(
@@ -61,7 +57,7 @@ OperatorEntry page_entry() {
   return {"page",
           "FlashInfer's page helpers: append_paged_kv_cache writes K/V rows into a paged cache, "
           "get_batch_indices_positions maps a ragged append to requests and positions (flashinfer.page)",
-          kernels_for,
+          kernels_from_json<page_problem_from_json, page_kernels>,
           explain,
           variant_grid,
           model_problems,

@@ -7,10 +7,6 @@ namespace attnjit::ops {
 
 namespace {
 
-std::vector<KernelSpec> kernels_for(const nlohmann::json& problem) {
-  return single_decode_kernels(single_decode_problem_from_json(problem));
-}
-
 nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& device) {
   const SingleDecodeProblem p = single_decode_problem_from_json(problem);
   nlohmann::json j = plan_single_decode(p, device).to_json();
@@ -73,7 +69,7 @@ std::vector<nlohmann::json> model_problems(const ModelShape& m) {
 OperatorEntry single_decode_entry() {
   return {"single_decode",
           "one query token per head against one request's KV cache (flashinfer.single_decode_with_kv_cache)",
-          kernels_for,
+          kernels_from_json<single_decode_problem_from_json, single_decode_kernels>,
           explain,
           variant_grid,
           model_problems,

@@ -7,10 +7,6 @@ namespace attnjit::ops {
 
 namespace {
 
-std::vector<KernelSpec> kernels_for(const nlohmann::json& problem) {
-  return single_prefill_kernels(single_prefill_problem_from_json(problem));
-}
-
 nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& device) {
   const SinglePrefillProblem p = single_prefill_problem_from_json(problem);
   nlohmann::json j = plan_single_prefill(p, device).to_json();
@@ -77,7 +73,7 @@ OperatorEntry single_prefill_entry() {
   return {"single_prefill",
           "many query tokens of one request against its KV, on tensor cores "
           "(flashinfer.single_prefill_with_kv_cache)",
-          kernels_for,
+          kernels_from_json<single_prefill_problem_from_json, single_prefill_kernels>,
           explain,
           variant_grid,
           model_problems,
