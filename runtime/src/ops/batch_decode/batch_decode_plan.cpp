@@ -18,6 +18,7 @@
 #include "ops/batch_decode/batch_decode_plan_internals.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
+#include "ops/plan_fill.hpp"
 #include "ops/tensor_checks.hpp"
 
 namespace attnjit {
@@ -212,9 +213,9 @@ void BatchDecodePlanInternals::run(const BatchDecodePlan& plan, const TensorView
   dp.q = q.data;
   dp.o = o.data;
   dp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-  const bool slots = L.workspace.has("partial_o");
-  dp.partial_o = slots ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
-  dp.partial_lse = slots ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
+  const ops::PartialStates partial = ops::partial_states(workspace, L.workspace, L.workspace.has("partial_o"));
+  dp.partial_o = partial.o;
+  dp.partial_lse = partial.lse;
   const CUdeviceptr memory = I.memory->base();
   dp.work = P.host_lengths ? ops::plan_ptr<const kernels::DecodeWorkItem>(memory, L.workspace.region("work")) : nullptr;
   dp.q_stride_b = q.strides[0];
@@ -353,10 +354,7 @@ std::pair<TensorView, TensorView> kv_cache_halves(void* data, DType dtype, const
 }
 
 size_t batch_decode_workspace_bytes(const Runtime& rt, const BatchDecodeProblem& problem) {
-  ops::DeviceFigures figures;
-  figures.sm_count = rt.engine().sm_count(problem.device);
-  figures.smem_per_block = rt.engine().smem_per_block(problem.device);
-  return ops::plan_batch_decode(problem, figures).workspace.float_bytes();
+  return detail::BatchDecodePlanInternals::layout_for(rt, problem).workspace.float_bytes();
 }
 
 }  // namespace attnjit

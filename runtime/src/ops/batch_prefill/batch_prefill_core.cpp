@@ -12,6 +12,7 @@
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "launcher.hpp"
+#include "ops/plan_fill.hpp"
 #include "ops/prefill_launch.hpp"
 #include "merge_params.h"
 #include "ops/attention_options/prefill_options.hpp"
@@ -116,12 +117,7 @@ BatchPrefillCore::Prepared BatchPrefillCore::prepare(BatchPrefillShape s, int64_
     check_graph_plan(s, extent);
   }
   validate_batch_prefill(s);
-  auto& engine = rt->engine();
-  DeviceFigures figures;
-  figures.sm_count = engine.sm_count(device);
-  figures.arch = engine.arch_of(device);
-  figures.smem_per_block = engine.smem_per_block(device);  // head_dim 512 is refused where it does not fit
-  r.layout = plan_batch_prefill(s, figures);
+  r.layout = plan_batch_prefill(s, device_figures(*rt, device));
   if (captured && r.layout.prefill.spec.name() != captured->name())
     invalid(fmt::format("plan(): the kernel would change from {} to {} (mask, positional encoding, soft cap, window or "
                         "dtypes differ) after a run() of this wrapper with use_cuda_graph=true, which a CUDA graph "
@@ -268,9 +264,9 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   p.q = q.data;
   p.o = o.data;
   p.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-  const bool split = layout.num_chunks > 1;
-  p.partial_o = split ? scratch_ptr<float>(workspace, layout.workspace.region("partial_o")) : nullptr;
-  p.partial_lse = split ? scratch_ptr<float>(workspace, layout.workspace.region("partial_lse")) : nullptr;
+  const PartialStates partial = partial_states(workspace, layout.workspace, layout.num_chunks > 1);
+  p.partial_o = partial.o;
+  p.partial_lse = partial.lse;
   p.q_stride_n = q.strides[0];
   p.q_stride_h = q.strides[1];
   p.o_stride_n = o.strides[0];
@@ -313,14 +309,8 @@ void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView&
   if (layout.num_work == 0 && !graph) return;
   launch_prefill(*prefill, layout.prefill.shape, p, stream);
   if (layout.merge) {
-    kernels::MergeParams mp{};
-    mp.partial_o = p.partial_o;
-    mp.partial_lse = p.partial_lse;
-    mp.o = o.data;
-    mp.lse = p.lse;
-    mp.o_stride_row = o.strides[1];
-    mp.num_rows = p.num_rows;
-    mp.num_splits = layout.num_chunks;
+    const kernels::MergeParams mp = packed_split_merge({p.partial_o, p.partial_lse}, o, p.lse, o.strides[1], p.num_rows,
+                                                       layout.num_chunks);
     detail::launch(*merge, layout.merge->shape, &mp, stream);
   }
   memory->table_check().after_run(rt->engine().config().check_every_run, reinterpret_cast<CUstream>(stream));

@@ -8,6 +8,7 @@
 #include "attnjit/batch_prefill.hpp"
 #include "attnjit/error.hpp"
 #include "ops/batch_prefill/batch_prefill_core.hpp"
+#include "ops/plan_fill.hpp"
 #include "ops/tensor_checks.hpp"
 
 namespace attnjit {
@@ -116,13 +117,8 @@ void BatchPrefillWithRaggedKVCacheWrapper::run(const TensorView& q, const Tensor
   const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{N, Hk, D} : std::vector<int64_t>{Hk, N, D};
   ops::check_tensor(k, "k", c.shape.kv_dtype, c.device, kv_shape, 16);
   ops::check_tensor(v, "v", c.shape.kv_dtype, c.device, kv_shape, 16);
-  p.kv.k = k.data;
-  p.kv.v = v.data;
-  p.kv.k_stride_row = nhd ? k.strides[0] : k.strides[1];
-  p.kv.k_stride_head = nhd ? k.strides[1] : k.strides[0];
-  p.kv.v_stride_row = nhd ? v.strides[0] : v.strides[1];
-  p.kv.v_stride_head = nhd ? v.strides[1] : v.strides[0];
-  p.kv.kv_len = static_cast<int32_t>(N);  // the tensor's rows: the extent of the TMA maps (ops/prefill_launch.cpp)
+  // kv_len: the tensor's rows, the extent of the TMA maps (ops/prefill_launch.cpp).
+  ops::set_contiguous_kv(p.kv, k, v, c.kv_layout, N);
   c.launch(p, o, stream);
 }
 

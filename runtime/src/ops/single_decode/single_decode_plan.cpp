@@ -13,6 +13,7 @@
 #include "merge_params.h"
 #include "ops/attention_options/user_variant_options.hpp"
 #include "ops/decode_choice.hpp"
+#include "ops/plan_fill.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 #include "ops/tensor_checks.hpp"
@@ -35,10 +36,7 @@ SingleDecodePlan::SingleDecodePlan(const Runtime& rt, const SingleDecodeProblem&
     : impl_(std::make_unique<Impl>()) {
   auto& engine = rt.engine();
   impl_->problem = problem;
-  ops::DeviceFigures figures;
-  figures.sm_count = engine.sm_count(problem.device);
-  figures.smem_per_block = engine.smem_per_block(problem.device);
-  impl_->layout = ops::plan_single_decode(problem, figures);  // validates
+  impl_->layout = ops::plan_single_decode(problem, ops::device_figures(rt, problem.device));  // validates
   impl_->decode = engine.load_on_device(impl_->layout.decode.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
   impl_->pdl = has_pdl(engine.arch_of(problem.device));
@@ -94,17 +92,12 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.o = o.data;
   dp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
   const bool split = L.num_splits > 1;
-  dp.partial_o = split ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
-  dp.partial_lse = split ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
+  const ops::PartialStates partial = ops::partial_states(workspace, L.workspace, split);
+  dp.partial_o = partial.o;
+  dp.partial_lse = partial.lse;
   dp.q_stride_h = q.strides[0];
   dp.o_stride_h = o.strides[0];
-  dp.kv.k = k.data;
-  dp.kv.v = v.data;
-  dp.kv.k_stride_row = nhd ? k.strides[0] : k.strides[1];
-  dp.kv.k_stride_head = nhd ? k.strides[1] : k.strides[0];
-  dp.kv.v_stride_row = nhd ? v.strides[0] : v.strides[1];
-  dp.kv.v_stride_head = nhd ? v.strides[1] : v.strides[0];
-  dp.kv.kv_len = static_cast<int32_t>(N);
+  ops::set_contiguous_kv(dp.kv, k, v, P.options.kv_layout, N);
   dp.var.sm_scale = L.sm_scale;
   dp.var.v_scale = L.v_scale;
   dp.var.soft_cap = L.soft_cap;
@@ -126,15 +119,9 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   cuda::ScopedDevice scope(P.device);
   detail::launch(*impl_->decode, L.decode.shape, &dp, stream, impl_->pdl);
   if (split) {
-    kernels::MergeParams mp{};
-    mp.partial_o = dp.partial_o;
-    mp.partial_lse = dp.partial_lse;
-    mp.o = o.data;
-    mp.lse = dp.lse;
-    mp.o_stride_row = o.strides[0];
-    mp.num_rows = static_cast<int32_t>(H);
+    kernels::MergeParams mp =
+        ops::packed_split_merge(partial, o, dp.lse, o.strides[0], static_cast<int32_t>(H), L.num_splits);
     mp.rows_per_request = static_cast<int32_t>(H);  // one request
-    mp.num_splits = L.num_splits;
     detail::launch(*impl_->merge, L.merge->shape, &mp, stream, impl_->pdl);
   }
 }

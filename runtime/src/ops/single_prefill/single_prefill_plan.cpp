@@ -8,6 +8,7 @@
 #include "engine.hpp"
 #include "launcher.hpp"
 #include "ops/attention_options/user_variant_options.hpp"
+#include "ops/plan_fill.hpp"
 #include "ops/prefill_launch.hpp"
 #include "merge_params.h"
 #include "ops/single_prefill/single_prefill_planner.hpp"
@@ -28,11 +29,7 @@ SinglePrefillPlan::SinglePrefillPlan(const Runtime& rt, const SinglePrefillProbl
   ops::validate(problem);  // before the device is asked anything: bad input fails the same everywhere
   auto& engine = rt.engine();
   impl_->problem = problem;
-  ops::DeviceFigures figures;
-  figures.sm_count = engine.sm_count(problem.device);
-  figures.arch = engine.arch_of(problem.device);
-  figures.smem_per_block = engine.smem_per_block(problem.device);  // head_dim 512 is refused where it does not fit
-  impl_->layout = ops::plan_single_prefill(problem, figures);  // validates
+  impl_->layout = ops::plan_single_prefill(problem, ops::device_figures(rt, problem.device));  // validates
   impl_->prefill = engine.load_on_device(impl_->layout.prefill.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
 }
@@ -96,19 +93,14 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   pp.o = o.data;
   pp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
   const bool split = L.num_chunks > 1;
-  pp.partial_o = split ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_o")) : nullptr;
-  pp.partial_lse = split ? ops::scratch_ptr<float>(workspace, L.workspace.region("partial_lse")) : nullptr;
+  const ops::PartialStates partial = ops::partial_states(workspace, L.workspace, split);
+  pp.partial_o = partial.o;
+  pp.partial_lse = partial.lse;
   pp.q_stride_n = q.strides[0];
   pp.q_stride_h = q.strides[1];
   pp.o_stride_n = o.strides[0];
   pp.o_stride_h = o.strides[1];
-  pp.kv.k = k.data;
-  pp.kv.v = v.data;
-  pp.kv.k_stride_row = nhd ? k.strides[0] : k.strides[1];
-  pp.kv.k_stride_head = nhd ? k.strides[1] : k.strides[0];
-  pp.kv.v_stride_row = nhd ? v.strides[0] : v.strides[1];
-  pp.kv.v_stride_head = nhd ? v.strides[1] : v.strides[0];
-  pp.kv.kv_len = static_cast<int32_t>(N);
+  ops::set_contiguous_kv(pp.kv, k, v, P.options.kv_layout, N);
   pp.var = L.var;
   pp.var.custom_mask = P.options.custom_mask ? static_cast<const uint8_t*>(mask->data) : nullptr;
   ops::pack_user_params(P.options.variant ? &P.options.variant->source() : nullptr,
@@ -125,14 +117,8 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   cuda::ScopedDevice scope(P.device);
   ops::launch_prefill(*impl_->prefill, L.prefill.shape, pp, stream);
   if (split) {
-    kernels::MergeParams mp{};
-    mp.partial_o = pp.partial_o;
-    mp.partial_lse = pp.partial_lse;
-    mp.o = o.data;
-    mp.lse = pp.lse;
-    mp.o_stride_row = o.strides[1];
-    mp.num_rows = pp.num_rows;
-    mp.num_splits = L.num_chunks;
+    const kernels::MergeParams mp =
+        ops::packed_split_merge(partial, o, pp.lse, o.strides[1], pp.num_rows, L.num_chunks);
     detail::launch(*impl_->merge, L.merge->shape, &mp, stream);
   }
 }

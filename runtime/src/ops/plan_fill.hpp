@@ -1,0 +1,37 @@
+// What the operators' plans share when they plan on a device and fill their
+// kernels' params: the device's figures, the split states in the caller's
+// workspace, a contiguous K/V pair, and the merge of packed KV splits.
+#pragma once
+#include "attnjit/tensor.hpp"
+#include "kv_source_params.h"
+#include "merge_params.h"
+#include "ops/operator.hpp"
+
+namespace attnjit {
+class Runtime;
+}
+
+namespace attnjit::ops {
+
+// SM count, the arch its kernels compile for, and the opt-in shared memory per block.
+DeviceFigures device_figures(const Runtime& rt, int device);
+
+// The "partial_o" and "partial_lse" scratch regions in the caller's
+// workspace, or nulls when the plan has none (no KV split).
+struct PartialStates {
+  float* o = nullptr;
+  float* lse = nullptr;
+};
+PartialStates partial_states(void* workspace, const WorkspaceLayout& layout, bool has_them);
+
+// One request's K and V as [rows, heads, dim] (NHD) or [heads, rows, dim] (HND):
+// the contiguous source's pointers, strides and length.
+void set_contiguous_kv(kernels::KVSourceParams& kv, const TensorView& k, const TensorView& v, KVLayout layout,
+                       int64_t rows);
+
+// The merge of num_splits packed split states per row into o and lse (null:
+// none), rows o_stride_row apart; the caller adds what its layout has more.
+kernels::MergeParams packed_split_merge(const PartialStates& partial, const TensorView& o, float* lse,
+                                        int64_t o_stride_row, int32_t num_rows, int32_t num_splits);
+
+}  // namespace attnjit::ops
