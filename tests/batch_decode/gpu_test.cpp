@@ -18,7 +18,6 @@
 
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
-#include "engine.hpp"
 #include "support/gpu_support.hpp"
 #include "support/paged_kv_batch.hpp"
 #include "reference/decode_reference.hpp"
@@ -367,7 +366,7 @@ TEST_CASE("TensorRT-LLM batch decode gives the same bits with programmatic depen
           "[gpu][batch_decode][pdl]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  if (std::atoi(rt.engine().arch_of(0).c_str() + 3) < 90) {
+  if (std::atoi(rt.default_arch().c_str() + 3) < 90) {
     WARN("PDL needs sm_90: enable_pdl=true must be refused here");
     Case c;
     c.entry = Entry::TrtLlm;

@@ -12,10 +12,10 @@
 
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
-#include "engine.hpp"
 #include "support/gpu_support.hpp"
 #include "reference/host_dtypes.hpp"
 #include "reference/prefill_reference.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 
@@ -28,16 +28,10 @@ TEST_CASE("ragged batch prefill at head_dim 512 in CUDA-graph mode replays after
   const auto& cu = cuda::driver();
   cuda::ScopedDevice scope(0);
   std::mt19937 rng(512);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto randv = [&](size_t n, float scale) {
-    std::vector<float> x(n);
-    for (auto& e : x) e = uni(rng) * scale;
-    return x;
-  };
   std::vector<uint8_t> qb, kb, vb;
-  const auto q = encode(DType::F16, randv(kMaxRows * kHq * kD, 2.f), qb);
-  const auto k = encode(DType::F16, randv(kMaxKV * kHk * kD, 2.f), kb);
-  const auto v = encode(DType::F16, randv(kMaxKV * kHk * kD, 1.f), vb);
+  const auto q = encode(DType::F16, random_values(rng, kMaxRows * kHq * kD, 2.f), qb);
+  const auto k = encode(DType::F16, random_values(rng, kMaxKV * kHk * kD, 2.f), kb);
+  const auto v = encode(DType::F16, random_values(rng, kMaxKV * kHk * kD, 1.f), vb);
   DeviceBuffer dq(qb.size()), dk(kb.size()), dv(vb.size()), qo_buf(4 * 4), kv_buf(4 * 4), ws(64 << 20),
       out(kMaxRows * kHq * kD * 2), lse(kMaxRows * kHq * 4);
   dq.upload(qb);

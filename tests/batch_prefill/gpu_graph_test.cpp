@@ -13,10 +13,10 @@
 
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
-#include "engine.hpp"
 #include "support/gpu_support.hpp"
 #include "reference/host_dtypes.hpp"
 #include "reference/prefill_reference.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -40,17 +40,11 @@ struct Pool {
 
 Pool make_pool(DType kv_dtype, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto randv = [&](size_t n, float scale) {
-    std::vector<float> x(n);
-    for (auto& e : x) e = uni(rng) * scale;
-    return x;
-  };
   Pool p;
   std::vector<uint8_t> qb, kb, vb;
-  p.q = encode(DType::BF16, randv(kMaxRows * kHq * kD, 2.f), qb);
-  p.k = encode(kv_dtype, randv(kPoolRows * kHk * kD, 2.f), kb);
-  p.v = encode(kv_dtype, randv(kPoolRows * kHk * kD, 1.f), vb);
+  p.q = encode(DType::BF16, random_values(rng, kMaxRows * kHq * kD, 2.f), qb);
+  p.k = encode(kv_dtype, random_values(rng, kPoolRows * kHk * kD, 2.f), kb);
+  p.v = encode(kv_dtype, random_values(rng, kPoolRows * kHk * kD, 1.f), vb);
   p.dq = DeviceBuffer(qb.size());
   p.dk = DeviceBuffer(kb.size());
   p.dv = DeviceBuffer(vb.size());
@@ -148,7 +142,7 @@ TEST_CASE("batch prefill in CUDA-graph mode replays correctly after new plans", 
   Runtime rt;
   // The planner's choice, and the warp-specialized Hopper skeleton by name (its own item loop).
   const std::string backend = GENERATE(as<std::string>{}, "auto", "fa3_ws");
-  if (backend == "fa3_ws" && rt.engine().arch_of(0) != "sm_90a") return;
+  if (backend == "fa3_ws" && rt.default_arch() != "sm_90a") return;
   INFO("backend " << backend);
   const auto& cu = cuda::driver();
   cuda::ScopedDevice scope(0);

@@ -8,16 +8,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 #include <optional>
 #include <random>
 
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
-#include "engine.hpp"
 #include "support/gpu_support.hpp"
 #include "reference/host_dtypes.hpp"
 #include "reference/prefill_reference.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -63,16 +64,10 @@ BatchOutcome run_batch(const Runtime& rt, const BatchCase& c, uint32_t seed) {
   }
   const int64_t nnz_qo = qo_indptr.back(), nnz_kv = kv_indptr.back();
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto randv = [&](size_t n, float scale) {
-    std::vector<float> x(n);
-    for (auto& e : x) e = uni(rng) * scale;
-    return x;
-  };
   std::vector<uint8_t> qb, kb, vb;
-  const auto q = encode(c.dt, randv(nnz_qo * H * D, 2.f), qb);
-  const auto k = encode(c.dt, randv(nnz_kv * Hk * D, 2.f), kb);  // logical [nnz_kv, Hk, D]
-  const auto v = encode(c.dt, randv(nnz_kv * Hk * D, 1.f), vb);
+  const auto q = encode(c.dt, random_values(rng, nnz_qo * H * D, 2.f), qb);
+  const auto k = encode(c.dt, random_values(rng, nnz_kv * Hk * D, 2.f), kb);  // logical [nnz_kv, Hk, D]
+  const auto v = encode(c.dt, random_values(rng, nnz_kv * Hk * D, 1.f), vb);
 
   BatchPrefillPlanOptions opts;
   opts.causal = c.causal;
@@ -196,14 +191,12 @@ double lse_tol(const BatchCase& c) {
   return c.dt == DType::BF16 ? (rope ? 5e-2 : 2e-2) : (rope ? 1e-2 : 4e-3);
 }
 
-}  // namespace
-
-TEST_CASE("batch prefill, ragged and paged, matches the float64 reference", "[gpu][prefill][batch]") {
-  ATTNJIT_REQUIRE_GPU();
-  Runtime rt;
+// A skewed batch (lengths 1 to 4096) at each page size (0: ragged), causal or
+// not, both layouts; then an append of 32 x 16 tokens on 2k cached (split KV).
+std::vector<BatchCase> skewed_batches(std::initializer_list<int> page_sizes) {
   std::vector<BatchCase> cases;
   const std::vector<int32_t> skew_q = {1, 7, 128, 300, 1}, skew_kv = {4096, 7, 1000, 300, 17};
-  for (int page : {0, 1, 16})
+  for (int page : page_sizes)
     for (bool causal : {false, true})
       for (KVLayout layout : {KVLayout::NHD, KVLayout::HND}) {
         BatchCase c;
@@ -215,7 +208,7 @@ TEST_CASE("batch prefill, ragged and paged, matches the float64 reference", "[gp
         c.dt = causal ? DType::BF16 : DType::F16;
         cases.push_back(c);
       }
-  BatchCase append;  // 32 requests x 16 new tokens on 2k cached: split KV
+  BatchCase append;
   append.qo_lens.assign(32, 16);
   append.kv_lens.assign(32, 2048);
   append.page_size = 16;
@@ -223,6 +216,15 @@ TEST_CASE("batch prefill, ragged and paged, matches the float64 reference", "[gp
   append.hq = 32;
   append.hk = 8;
   cases.push_back(append);
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("batch prefill, ragged and paged, matches the float64 reference", "[gpu][prefill][batch]") {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
+  std::vector<BatchCase> cases = skewed_batches({0, 1, 16});
   for (int d : {64, 256}) {
     BatchCase c;
     c.qo_lens = {50, 3};
@@ -271,32 +273,11 @@ TEST_CASE("batch prefill, ragged and paged, matches the float64 reference", "[gp
 TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 reference", "[gpu][prefill][batch][fa3_ws]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  if (rt.engine().arch_of(0) != "sm_90a") {
-    WARN("fa3_ws needs sm_90a; this device is " << rt.engine().arch_of(0));
+  if (rt.default_arch() != "sm_90a") {
+    WARN("fa3_ws needs sm_90a; this device is " << rt.default_arch());
     return;
   }
-  std::vector<BatchCase> cases;
-  const std::vector<int32_t> skew_q = {1, 7, 128, 300, 1}, skew_kv = {4096, 7, 1000, 300, 17};
-  for (int page : {0, 1, 16, 5})
-    for (bool causal : {false, true})
-      for (KVLayout layout : {KVLayout::NHD, KVLayout::HND}) {
-        BatchCase c;
-        c.qo_lens = skew_q;
-        c.kv_lens = skew_kv;
-        c.page_size = page;
-        c.causal = causal;
-        c.layout = layout;
-        c.dt = causal ? DType::BF16 : DType::F16;
-        cases.push_back(c);
-      }
-  BatchCase append;  // 32 requests x 16 new tokens on 2k cached: split KV
-  append.qo_lens.assign(32, 16);
-  append.kv_lens.assign(32, 2048);
-  append.page_size = 16;
-  append.causal = true;
-  append.hq = 32;
-  append.hk = 8;
-  cases.push_back(append);
+  std::vector<BatchCase> cases = skewed_batches({0, 1, 16, 5});
   for (int d : {64, 256})
     for (int page : {0, 16}) {
       BatchCase c;
@@ -365,7 +346,7 @@ TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 re
 TEST_CASE("batch prefill fa3_ws, small cases for the sanitizers", "[gpu][fa3_ws_small]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  if (rt.engine().arch_of(0) != "sm_90a") return;
+  if (rt.default_arch() != "sm_90a") return;
   std::vector<BatchCase> cases;
   for (int page : {0, 16, 5}) {
     BatchCase c;
@@ -510,12 +491,10 @@ TEST_CASE("merge_state_in_place merges where the mask says and leaves the other 
   cuda::ScopedDevice scope(0);
   const int64_t seq = 20, H = 2, D = 64;
   std::mt19937 rng(9);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto randv = [&](size_t n, float sc) { std::vector<float> x(n); for (auto& e : x) e = sc * uni(rng); return x; };
   std::vector<uint8_t> ab, bb;
-  const auto va = encode(DType::F16, randv(seq * H * D, 1.f), ab);
-  const auto vb = encode(DType::F16, randv(seq * H * D, 1.f), bb);
-  const auto sa = randv(seq * H, 3.f), sb = randv(seq * H, 3.f);
+  const auto va = encode(DType::F16, random_values(rng, seq * H * D, 1.f), ab);
+  const auto vb = encode(DType::F16, random_values(rng, seq * H * D, 1.f), bb);
+  const auto sa = random_values(rng, seq * H, 3.f), sb = random_values(rng, seq * H, 3.f);
   std::vector<uint8_t> mask(seq);
   for (int64_t i = 0; i < seq; ++i) mask[i] = i % 3 != 0;
   auto bytes = [](const std::vector<float>& f) {
@@ -559,12 +538,10 @@ TEST_CASE("batch prefill run() is captured in a CUDA graph and replays to the sa
   const std::vector<int32_t> qo_indptr = {0, 5, 9}, kv_indptr = {0, 3000, 9000};  // short queries: split + merge
   const int64_t H = 8, Hk = 2, D = 128, nq = 9, nk = 9000;
   std::mt19937 rng(4);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto randv = [&](size_t n) { std::vector<float> x(n); for (auto& e : x) e = uni(rng); return x; };
   std::vector<uint8_t> qb, kb, vb;
-  encode(DType::BF16, randv(nq * H * D), qb);
-  encode(DType::BF16, randv(nk * Hk * D), kb);
-  encode(DType::BF16, randv(nk * Hk * D), vb);
+  encode(DType::BF16, random_values(rng, nq * H * D, 1.f), qb);
+  encode(DType::BF16, random_values(rng, nk * Hk * D, 1.f), kb);
+  encode(DType::BF16, random_values(rng, nk * Hk * D, 1.f), vb);
   DeviceBuffer dq(qb.size()), dk(kb.size()), dv(vb.size()), o1(nq * H * D * 2), o2(nq * H * D * 2), ws(32 << 20);
   dq.upload(qb);
   dk.upload(kb);

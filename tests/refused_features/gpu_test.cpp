@@ -29,6 +29,7 @@
 #include "support/paged_kv_batch.hpp"
 #include "reference/host_dtypes.hpp"
 #include "reference/prefill_reference.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -371,16 +372,10 @@ TEST_CASE("decode at head_dim 512 matches the float64 reference", "[gpu][refused
     cuda::ScopedDevice scope(0);
     const int H = 8, Hk = 2, D = 512;
     std::mt19937 rng(kv_len);
-    std::uniform_real_distribution<float> uni(-1.f, 1.f);
-    auto randv = [&](size_t n, float s) {
-      std::vector<float> x(n);
-      for (auto& v : x) v = s * uni(rng);
-      return x;
-    };
     std::vector<uint8_t> qb, kb, vb;
-    const auto q = encode(DType::BF16, randv(H * D, 2.f), qb);
-    const auto k = encode(DType::BF16, randv(size_t(kv_len) * Hk * D, 2.f), kb);
-    const auto v = encode(DType::BF16, randv(size_t(kv_len) * Hk * D, 1.f), vb);
+    const auto q = encode(DType::BF16, random_values(rng, H * D, 2.f), qb);
+    const auto k = encode(DType::BF16, random_values(rng, size_t(kv_len) * Hk * D, 2.f), kb);
+    const auto v = encode(DType::BF16, random_values(rng, size_t(kv_len) * Hk * D, 1.f), vb);
     DeviceBuffer dq(qb.size()), dk(kb.size()), dv(vb.size()), dout(H * D * 2), dlse(H * 4);
     dq.upload(qb);
     dk.upload(kb);
@@ -518,16 +513,10 @@ Check run_prefill(const Runtime& rt, const PrefillCase& c, uint32_t seed) {
   }
   const int64_t nq = qo_indptr.back(), nkv = kv_indptr.back();
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto randv = [&](size_t n, float s) {
-    std::vector<float> x(n);
-    for (auto& e : x) e = s * uni(rng);
-    return x;
-  };
   std::vector<uint8_t> qb, kb, vb;
-  const auto q = encode(c.dt, randv(nq * H * D, 2.f), qb);
-  const auto k = encode(c.dt, randv(std::max<int64_t>(nkv, 1) * Hk * D, 2.f), kb);
-  const auto v = encode(c.dt, randv(std::max<int64_t>(nkv, 1) * Hk * D, 1.f), vb);
+  const auto q = encode(c.dt, random_values(rng, nq * H * D, 2.f), qb);
+  const auto k = encode(c.dt, random_values(rng, std::max<int64_t>(nkv, 1) * Hk * D, 2.f), kb);
+  const auto v = encode(c.dt, random_values(rng, std::max<int64_t>(nkv, 1) * Hk * D, 1.f), vb);
   DeviceBuffer dq(qb.size()), dout(nq * H * D * es), dlse(nq * H * 4), ws(128 << 20), dk(kb.size()), dv(vb.size());
   dq.upload(qb);
   dk.upload(kb);

@@ -6,17 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <exception>
 #include <future>
 #include <map>
-#include <mutex>
 #include <random>
-#include <thread>
 
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
-#include "engine.hpp"
 #include "support/gpu_support.hpp"
+#include "support/parallel_prewarm.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "reference/decode_grid.hpp"
 #include "reference/decode_reference.hpp"
@@ -89,31 +86,12 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
   return e;
 }
 
-// Compiles every kernel of the grid up front, in parallel, so the test's time
-// goes to checking rather than to serial NVRTC runs.
+// Every kernel of the grid, compiled up front in parallel.
 void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
-  std::map<std::string, KernelSpec> specs;
+  std::vector<KernelSpec> specs;
   for (const auto& c : cases)
-    for (const auto& s : ops::single_decode_kernels(c.p)) specs.emplace(s.name(), s);
-  const std::string arch = rt.engine().arch_of(0);
-  std::vector<KernelSpec> list;
-  for (auto& [n, s] : specs) list.push_back(s);
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
-  std::mutex failed_mutex;
-  std::exception_ptr failed;  // a compile error reaches the test, not std::terminate
-  for (unsigned w = 0; w < workers; ++w)
-    pool.emplace_back([&] {
-      try {
-        for (size_t i; (i = next++) < list.size();) rt.engine().prepare(list[i], arch);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(failed_mutex);
-        if (!failed) failed = std::current_exception();
-      }
-    });
-  for (auto& t : pool) t.join();
-  if (failed) std::rethrow_exception(failed);
+    for (const auto& s : ops::single_decode_kernels(c.p)) specs.push_back(s);
+  prewarm_in_parallel(rt, specs);
 }
 
 }  // namespace

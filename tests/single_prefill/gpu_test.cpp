@@ -5,22 +5,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <exception>
 #include <map>
-#include <mutex>
 #include <random>
-#include <thread>
 
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
-#include "engine.hpp"
 #include "support/gpu_support.hpp"
+#include "support/parallel_prewarm.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "reference/host_dtypes.hpp"
 #include "reference/prefill_reference.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -72,16 +69,10 @@ Outcome run_case(const Runtime& rt, const Case& c, uint32_t seed) {
   const int64_t H = p.num_qo_heads, Hk = p.num_kv_heads, D = p.head_dim, M = p.qo_len, N = p.kv_len;
   cuda::ScopedDevice scope(p.device);
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto randv = [&](size_t n, float scale) {
-    std::vector<float> x(n);
-    for (auto& e : x) e = uni(rng) * scale;
-    return x;
-  };
   std::vector<uint8_t> qb, kb, vb;
-  const auto q = encode(p.q_dtype, randv(M * H * D, c.qk_amplitude), qb);
-  const auto k = encode(p.kv_dtype, randv(N * Hk * D, c.qk_amplitude), kb);  // logical [N, Hk, D]
-  const auto v = encode(p.kv_dtype, randv(N * Hk * D, 1.f), vb);
+  const auto q = encode(p.q_dtype, random_values(rng, M * H * D, c.qk_amplitude), qb);
+  const auto k = encode(p.kv_dtype, random_values(rng, N * Hk * D, c.qk_amplitude), kb);  // logical [N, Hk, D]
+  const auto v = encode(p.kv_dtype, random_values(rng, N * Hk * D, 1.f), vb);
   const bool nhd = p.options.kv_layout == KVLayout::NHD;
   auto to_layout = [&](const std::vector<uint8_t>& b) {
     if (nhd) return b;
@@ -226,29 +217,12 @@ std::vector<Case> prefill_grid() {
   return out;
 }
 
+// Every kernel of the grid, compiled up front in parallel.
 void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
-  std::map<std::string, KernelSpec> specs;
+  std::vector<KernelSpec> specs;
   for (const auto& c : cases)
-    for (const auto& s : ops::single_prefill_kernels(c.p)) specs.emplace(s.name(), s);
-  const std::string arch = rt.engine().arch_of(0);
-  std::vector<KernelSpec> list;
-  for (auto& [n, s] : specs) list.push_back(s);
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
-  std::mutex failed_mutex;
-  std::exception_ptr failed;  // a compile error reaches the test, not std::terminate
-  for (unsigned w = 0; w < workers; ++w)
-    pool.emplace_back([&] {
-      try {
-        for (size_t i; (i = next++) < list.size();) rt.engine().prepare(list[i], arch);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(failed_mutex);
-        if (!failed) failed = std::current_exception();
-      }
-    });
-  for (auto& t : pool) t.join();
-  if (failed) std::rethrow_exception(failed);
+    for (const auto& s : ops::single_prefill_kernels(c.p)) specs.push_back(s);
+  prewarm_in_parallel(rt, specs);
 }
 
 }  // namespace
@@ -263,7 +237,7 @@ TEST_CASE("single prefill matches the float64 reference across the grid", "[gpu]
   auto cases = prefill_grid();
   for (auto& c : cases) c.p.options.backend = backend;
   prewarm(rt, cases);
-  const bool hopper = rt.engine().arch_of(0) == "sm_90a";
+  const bool hopper = rt.default_arch() == "sm_90a";
   std::map<std::string, std::pair<double, double>> worst;
   size_t passed = 0, split_cases = 0;
   uint32_t seed = 1;
@@ -298,8 +272,8 @@ TEST_CASE("single prefill matches the float64 reference across the grid", "[gpu]
 TEST_CASE("single prefill on the warp-specialized skeleton matches the float64 reference", "[gpu][prefill][fa3_ws]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  if (rt.engine().arch_of(0) != "sm_90a") {
-    WARN("fa3_ws needs sm_90a; this device is " << rt.engine().arch_of(0));
+  if (rt.default_arch() != "sm_90a") {
+    WARN("fa3_ws needs sm_90a; this device is " << rt.default_arch());
     return;
   }
   std::vector<Case> cases;
@@ -380,7 +354,7 @@ TEST_CASE("single prefill on the warp-specialized skeleton matches the float64 r
 TEST_CASE("single prefill with RoPE at long positions: lse within the bound without RoPE", "[gpu][prefill][rope_exact]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  const bool hopper = rt.engine().arch_of(0) == "sm_90a";
+  const bool hopper = rt.default_arch() == "sm_90a";
   std::vector<Case> cases;
   auto add = [&](const char* backend, int head_dim, int qo_heads) {
     for (PosEncoding pe : {PosEncoding::None, PosEncoding::RopeLlama}) {

@@ -22,7 +22,6 @@
 
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
-#include "engine.hpp"
 #include "support/error_capture.hpp"
 #include "support/gpu_support.hpp"
 #include "reference/host_dtypes.hpp"
@@ -265,7 +264,7 @@ TEST_CASE("batch prefill in CUDA-graph mode: a bad qo_indptr or ragged kv_indptr
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
   cuda::ScopedDevice scope(0);
-  const bool hopper = rt.engine().arch_of(0) == "sm_90a";
+  const bool hopper = rt.default_arch() == "sm_90a";
   for (const char* backend : {"fa2", "fa3", "fa3_ws"}) {
     if (std::string(backend) != "fa2" && !hopper) continue;
     for (bool paged : {false, true}) check_spoils(rt, paged, backend, 128, paged ? 41 : 42);

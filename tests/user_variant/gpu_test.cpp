@@ -23,11 +23,11 @@
 #include "attnjit/attnjit.hpp"
 #include "cuda/driver.hpp"
 #include "support/device_buffer.hpp"
-#include "engine.hpp"
 #include "support/gpu_support.hpp"
 #include "support/paged_kv_batch.hpp"
 #include "reference/host_dtypes.hpp"
 #include "reference/prefill_reference.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -93,17 +93,12 @@ TEST_CASE("user variant, single prefill: document mask_mod + ALiBi score_mod aga
   const DLTensor tslopes = dl_of(dslopes.get(), {kDLFloat, 32, 1}, slope_shape);
 
   std::vector<std::string> backends = {"fa2", "auto"};
-  if (rt.engine().arch_of(0) == "sm_90a") backends.push_back("fa3");
+  if (rt.default_arch() == "sm_90a") backends.push_back("fa3");
   for (DType dt : {DType::F16, DType::BF16})
     for (const std::string& backend : backends) {
       INFO(to_string(dt) << " backend=" << backend);
       std::mt19937 rng(17);
-      std::uniform_real_distribution<float> uni(-1.f, 1.f);
-      auto randv = [&](size_t n) {
-        std::vector<float> x(n);
-        for (auto& e : x) e = 2.f * uni(rng);
-        return x;
-      };
+      auto randv = [&](size_t n) { return random_values(rng, n, 2.f); };
       std::vector<uint8_t> qb, kb, vb;
       const auto q = encode(dt, randv(N * H * D), qb);
       const auto k = encode(dt, randv(N * Hk * D), kb);
