@@ -11,4 +11,10 @@ nlohmann::json launch_json(const KernelLaunch& k) {
           {"smem_bytes", k.shape.smem_bytes}};
 }
 
+nlohmann::json kernels_json(const KernelLaunch& main, const std::optional<KernelLaunch>& merge) {
+  nlohmann::json kernels = nlohmann::json::array({launch_json(main)});
+  if (merge) kernels.push_back(launch_json(*merge));
+  return kernels;
+}
+
 }  // namespace attnjit::ops

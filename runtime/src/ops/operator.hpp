@@ -22,6 +22,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,8 @@ struct KernelLaunch {
 };
 // A launch as the planners' JSON (explain, bench) shows it: role, kernel name, spec, grid, threads, smem.
 nlohmann::json launch_json(const KernelLaunch& k);
+// A plan's kernels as explain shows them: its main launch, then the merge if it has one.
+nlohmann::json kernels_json(const KernelLaunch& main, const std::optional<KernelLaunch>& merge);
 
 // The attention shape of a model (prewarm --model): each operator turns it into
 // the problems a deployment of that model can hit.

@@ -10,37 +10,20 @@
 
 #include "attnjit/error.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
-#include "ops/attention_options/user_variant_options.hpp"
+#include "ops/attention_options/decode_options.hpp"
 #include "ops/decode_choice.hpp"
+#include "ops/split_states.hpp"
 
 namespace attnjit::ops {
 
 namespace {
 
 DecodeKernel decode_spec(const BatchDecodeProblem& p, const DeviceFigures& device) {
-  DecodeShape s;
-  s.smem_per_block = device.smem_per_block;
-  s.num_qo_heads = p.num_qo_heads;
-  s.num_kv_heads = p.num_kv_heads;
-  s.head_dim = p.head_dim;
-  s.q_dtype = p.q_dtype;
-  s.kv_dtype = p.kv_dtype;
-  s.o_dtype = p.o_dtype;
-  s.pos_encoding = p.options.pos_encoding_mode;
-  s.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
-  s.use_tensor_cores = p.options.use_tensor_cores;
-  s.q_len = max_query_tokens(p);
-  s.draft_mask = p.draft_mask;
-  s.user = user_source(p.options.variant);
-  return choose_decode_kernel(s, p.page_table == PageTable::BlockTable ? KVSourceKind::BlockTable : KVSourceKind::Paged);
-}
-
-MergeKernel merge_spec(const BatchDecodeProblem& p) {
-  MergeKernel s;
-  s.head_dim = p.head_dim;
-  s.o_dtype = p.o_dtype;
-  s.warps = 4;
-  return s;
+  DecodeShape shape = decode_shape(p, p.o_dtype, device);
+  shape.q_len = max_query_tokens(p);
+  shape.draft_mask = p.draft_mask;
+  return choose_decode_kernel(shape,
+                              p.page_table == PageTable::BlockTable ? KVSourceKind::BlockTable : KVSourceKind::Paged);
 }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -209,7 +192,7 @@ int batch_decode_rows(const BatchDecodeProblem& p, int64_t len) {
 std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p) {
   validate(p);
   if (p.host_lengths) return {decode_spec(p, DeviceFigures{})};
-  return {decode_spec(p, DeviceFigures{}), merge_spec(p)};
+  return {decode_spec(p, DeviceFigures{}), split_merge_kernel(p.head_dim, p.o_dtype)};
 }
 
 BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFigures& device) {
@@ -259,18 +242,11 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
   L.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
 
   if (!p.host_lengths && L.uniform_splits > 1) {
-    const MergeKernel merge = merge_spec(p);
-    KernelLaunch m{"merge", merge, {}};
-    m.shape.threads = merge.threads();
-    m.shape.grid[0] = B * q_len * H;  // one row per (request, token, head)
-    L.merge = m;
+    L.merge = merge_launch(p.head_dim, p.o_dtype, B * q_len * H);  // one row per (request, token, head)
   }
 
-  if (L.max_slots > 0) {
-    // A slot holds the most tokens a request has (kernels/decode_params.h).
-    L.workspace.add_float("partial_o", size_t(L.max_slots) * q_len * H * p.head_dim * sizeof(float));
-    L.workspace.add_float("partial_lse", size_t(L.max_slots) * q_len * H * sizeof(float));
-  }
+  // A slot holds the most tokens a request has (kernels/decode_params.h).
+  if (L.max_slots > 0) add_split_states(L.workspace, L.max_slots, size_t(q_len) * H, p.head_dim);
   if (p.host_lengths) {
     L.workspace.add_int("work", size_t(L.max_items) * sizeof(kernels::DecodeWorkItem));
     L.workspace.add_int("merge_indptr", size_t(B + 1) * sizeof(int32_t));
@@ -279,13 +255,7 @@ BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFig
     L.workspace.add_int("merge_counters", size_t(B) * p.num_kv_heads * query_blocks * sizeof(int32_t));
   }
 
-  const auto& o = p.options;
-  const float q_scale = o.q_scale.value_or(1.f), k_scale = o.k_scale.value_or(1.f);
-  L.sm_scale = o.sm_scale.value_or(1.f / std::sqrt(float(p.head_dim))) * q_scale * k_scale;
-  L.v_scale = o.v_scale.value_or(1.f);
-  L.soft_cap = o.logits_soft_cap.value_or(0.f);
-  L.rope_rcp_scale = 1.f / o.rope_scale.value_or(1.f);
-  L.rope_log2_theta = std::log2(o.rope_theta.value_or(1e4f));
+  set_decode_scales(L, p.options, p.head_dim);
   return L;
 }
 
@@ -359,9 +329,7 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
 }
 
 nlohmann::json BatchDecodeLayout::to_json() const {
-  nlohmann::json kernels = nlohmann::json::array({launch_json(decode)});
-  if (merge) kernels.push_back(launch_json(*merge));
-  return {{"kernels", kernels},
+  return {{"kernels", kernels_json(decode, merge)},
           {"max_work_items", max_items},
           {"ctas_per_item", ctas_per_item},
           {"wave", wave},

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "ops/attention_options/prefill_options.hpp"
+#include "ops/split_states.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 
 namespace attnjit::ops {
@@ -44,10 +45,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   }
   // A KV split merges its partial states (fp32) into o; CUDA-graph mode never splits.
   if (!p.use_cuda_graph) {
-    MergeKernel m;
-    m.head_dim = p.head_dim;
-    m.o_dtype = p.q_dtype;
-    out.emplace_back(m);
+    out.emplace_back(split_merge_kernel(p.head_dim, p.q_dtype));
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "attnjit/error.hpp"
+#include "ops/split_states.hpp"
 #include "ops/attention_options/prefill_options.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 
@@ -200,15 +201,8 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
 
   const size_t rows = size_t(nnz_qo) * s.num_qo_heads;
   if (L.num_chunks > 1) {
-    MergeKernel m;
-    m.head_dim = s.head_dim;
-    m.o_dtype = s.q_dtype;
-    KernelLaunch ml{"merge", m, {}};
-    ml.shape.threads = m.threads();
-    ml.shape.grid[0] = static_cast<uint32_t>(rows);
-    L.merge = ml;
-    L.workspace.add_float("partial_o", size_t(L.num_chunks) * rows * s.head_dim * sizeof(float));
-    L.workspace.add_float("partial_lse", size_t(L.num_chunks) * rows * sizeof(float));
+    L.merge = merge_launch(s.head_dim, s.q_dtype, static_cast<uint32_t>(rows));
+    add_split_states(L.workspace, L.num_chunks, rows, s.head_dim);
   }
   L.workspace.add_int("work", L.work.size() * sizeof(int32_t));
   L.workspace.add_int("qo_indptr", (batch + 1) * sizeof(int32_t));
@@ -225,9 +219,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
 }
 
 nlohmann::json BatchPrefillLayout::to_json() const {
-  nlohmann::json kernels = nlohmann::json::array({launch_json(prefill)});
-  if (merge) kernels.push_back(launch_json(*merge));
-  return {{"kernels", kernels},
+  return {{"kernels", kernels_json(prefill, merge)},
           {"cuda_graph", !tile_indptr.empty()},
           {"num_work", num_work},
           {"num_chunks", num_chunks},

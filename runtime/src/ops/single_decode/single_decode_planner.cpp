@@ -7,8 +7,9 @@
 #include <limits>
 
 #include "attnjit/error.hpp"
-#include "ops/attention_options/user_variant_options.hpp"
+#include "ops/attention_options/decode_options.hpp"
 #include "ops/decode_choice.hpp"
+#include "ops/split_states.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 
 namespace attnjit::ops {
@@ -16,34 +17,14 @@ namespace attnjit::ops {
 namespace {
 
 DecodeKernel decode_spec(const SingleDecodeProblem& p, const DeviceFigures& device) {
-  DecodeShape shape;
-  shape.smem_per_block = device.smem_per_block;
-  shape.num_qo_heads = p.num_qo_heads;
-  shape.num_kv_heads = p.num_kv_heads;
-  shape.head_dim = p.head_dim;
-  shape.q_dtype = p.q_dtype;
-  shape.kv_dtype = p.kv_dtype;
-  shape.o_dtype = p.q_dtype;
-  shape.pos_encoding = p.options.pos_encoding_mode;
-  shape.soft_cap = p.options.logits_soft_cap.value_or(0.f) > 0.f;
-  shape.use_tensor_cores = p.options.use_tensor_cores;
-  shape.user = user_source(p.options.variant);
-  return choose_decode_kernel(shape, KVSourceKind::Contiguous);
-}
-
-MergeKernel merge_spec(const SingleDecodeProblem& p) {
-  MergeKernel s;
-  s.head_dim = p.head_dim;
-  s.o_dtype = p.q_dtype;
-  s.warps = 4;
-  return s;
+  return choose_decode_kernel(decode_shape(p, p.q_dtype, device), KVSourceKind::Contiguous);
 }
 
 }  // namespace
 
 std::vector<KernelSpec> single_decode_kernels(const SingleDecodeProblem& p) {
   validate(p);
-  return {decode_spec(p, DeviceFigures{}), merge_spec(p)};
+  return {decode_spec(p, DeviceFigures{}), split_merge_kernel(p.head_dim, p.q_dtype)};
 }
 
 SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const DeviceFigures& device) {
@@ -84,28 +65,15 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   L.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
 
   if (splits > 1) {
-    const MergeKernel merge = merge_spec(p);
-    KernelLaunch m{"merge", merge, {}};
-    m.shape.threads = merge.threads();
-    m.shape.grid[0] = p.num_qo_heads;  // one CTA per output row
-    L.merge = m;
-    L.workspace.add_float("partial_o", size_t(splits) * p.num_qo_heads * p.head_dim * sizeof(float));
-    L.workspace.add_float("partial_lse", size_t(splits) * p.num_qo_heads * sizeof(float));
+    L.merge = merge_launch(p.head_dim, p.q_dtype, p.num_qo_heads);  // one CTA per output row
+    add_split_states(L.workspace, splits, p.num_qo_heads, p.head_dim);
   }
-
-  const float q_scale = o.q_scale.value_or(1.f), k_scale = o.k_scale.value_or(1.f);
-  L.sm_scale = o.sm_scale.value_or(1.f / std::sqrt(float(p.head_dim))) * q_scale * k_scale;
-  L.v_scale = o.v_scale.value_or(1.f);
-  L.soft_cap = o.logits_soft_cap.value_or(0.f);
-  L.rope_rcp_scale = 1.f / o.rope_scale.value_or(1.f);
-  L.rope_log2_theta = std::log2(o.rope_theta.value_or(1e4f));
+  set_decode_scales(L, o, p.head_dim);
   return L;
 }
 
 nlohmann::json SingleDecodeLayout::to_json() const {
-  nlohmann::json kernels = nlohmann::json::array({launch_json(decode)});
-  if (merge) kernels.push_back(launch_json(*merge));
-  return {{"kernels", kernels},
+  return {{"kernels", kernels_json(decode, merge)},
           {"num_splits", num_splits},
           {"chunk_size", chunk_size},
           {"kv_begin", kv_begin},

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "attnjit/error.hpp"
+#include "ops/split_states.hpp"
 #include "ops/attention_options/prefill_options.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
 
@@ -24,13 +25,6 @@ bool fit_per_sm(int smem_bytes, int ctas) {
   return ctas * (smem_bytes + kReservedPerCta) <= kSmemPerSm;
 }
 
-MergeKernel merge_spec(int head_dim, DType o_dtype) {
-  MergeKernel s;
-  s.head_dim = head_dim;
-  s.o_dtype = o_dtype;
-  s.warps = 4;
-  return s;
-}
 
 }  // namespace
 
@@ -204,7 +198,7 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
       out.emplace_back(k);
     }
   }
-  out.emplace_back(merge_spec(p.head_dim, p.q_dtype));
+  out.emplace_back(split_merge_kernel(p.head_dim, p.q_dtype));
   return out;
 }
 
@@ -244,23 +238,16 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const Dev
   L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 
   if (L.num_chunks > 1) {
-    const MergeKernel merge = merge_spec(p.head_dim, p.q_dtype);
-    KernelLaunch m{"merge", merge, {}};
-    m.shape.threads = merge.threads();
-    m.shape.grid[0] = static_cast<uint32_t>(p.qo_len * p.num_qo_heads);  // one CTA per output row
-    L.merge = m;
     const size_t rows = size_t(p.qo_len) * p.num_qo_heads;
-    L.workspace.add_float("partial_o", size_t(L.num_chunks) * rows * p.head_dim * sizeof(float));
-    L.workspace.add_float("partial_lse", size_t(L.num_chunks) * rows * sizeof(float));
+    L.merge = merge_launch(p.head_dim, p.q_dtype, static_cast<uint32_t>(rows));  // one CTA per output row
+    add_split_states(L.workspace, L.num_chunks, rows, p.head_dim);
   }
   L.var = prefill_variant_params(p.options, p.head_dim);
   return L;
 }
 
 nlohmann::json SinglePrefillLayout::to_json() const {
-  nlohmann::json kernels = nlohmann::json::array({launch_json(prefill)});
-  if (merge) kernels.push_back(launch_json(*merge));
-  return {{"kernels", kernels},
+  return {{"kernels", kernels_json(prefill, merge)},
           {"num_q_tiles", num_q_tiles},
           {"tiles_fastest", tiles_fastest},
           {"num_chunks", num_chunks},
