@@ -141,6 +141,15 @@ def soft_cap(value, name="logits_soft_cap"):
     return value
 
 
+def set_score_options(options, logits_soft_cap, sm_scale, rope_scale, rope_theta):
+    """The score fields every attention options struct has: soft cap, softmax scale, RoPE scale and theta (0.0 for
+    None: the library's default)."""
+    options.logits_soft_cap = soft_cap(logits_soft_cap)
+    options.sm_scale = c_float("sm_scale", sm_scale)
+    options.rope_scale = c_float("rope_scale", rope_scale)
+    options.rope_theta = c_float("rope_theta", rope_theta)
+
+
 def scale(torch, name, value):
     """An optional calibration scale: None (1.0), or a finite Python float > 0; a tensor is UNSUPPORTED."""
     if value is None:

@@ -94,6 +94,18 @@ class PlanOwner:
         if not self._planned:
             raise AttnjitError(Status.NOT_PLANNED, f"run() before plan(): call {how} first")
 
+    def _check_run_against_plan(self, torch, window_left, q):
+        """A run()'s window_left (None or the planned one: the kernels take it at plan time) and q's dtype
+        (plan()'s q_data_type)."""
+        if window_left is not None and checks.window(window_left) != self._window_left:
+            raise checks.unsupported(f"window_left={window_left} is not supported: it differs from plan()'s "
+                                     f"window_left={self._window_left}, which the kernels take at plan time; "
+                                     "allowed: None or the planned value")
+        checks.tensor(torch, "q", q)
+        if q.dtype != self._cached_q_data_type:
+            raise invalid_argument(f"q: dtype {q.dtype} is not allowed; allowed: {self._cached_q_data_type} "
+                                   "(plan()'s q_data_type)")
+
     @contextlib.contextmanager
     def _stream(self, torch, device=None):
         """torch's current stream on `device` (the wrapper's by default), inside that device's context."""

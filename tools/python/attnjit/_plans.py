@@ -11,7 +11,29 @@ import ctypes
 from ._library import check, lib
 
 
-class Plan:
+class _OwnedHandle:
+    """A C handle destroyed once: when asked, or when the object goes away."""
+
+    _destroy_function = None  # the C function's name
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def destroy(self):
+        if self.handle:
+            getattr(lib(), self._destroy_function)(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+
+class Plan(_OwnedHandle):
+    _destroy_function = "attnjit_plan_destroy"
+
     def __init__(self, handle):
         self.handle = handle
         size = ctypes.c_size_t()
@@ -27,35 +49,11 @@ class Plan:
         check(lib().attnjit_plan_describe(self.handle, buf, needed.value, None))
         return buf.value.decode()
 
-    def destroy(self):
-        if self.handle:
-            lib().attnjit_plan_destroy(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.destroy()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
-
     def __repr__(self):
         return f"<attnjit.Plan {self.operator}: {self.describe() if self.handle else 'destroyed'}>"
 
 
-class BatchPrefillHandle:
-    """attnjit_batch_prefill_t, the batch prefill wrappers' C handle (attnjit.h's batch prefill functions):
-    like a Plan, destroyed once, when asked or when it goes away."""
+class BatchPrefillHandle(_OwnedHandle):
+    """attnjit_batch_prefill_t, the batch prefill wrappers' C handle (attnjit.h's batch prefill functions)."""
 
-    def __init__(self, handle):
-        self.handle = handle
-
-    def destroy(self):
-        if self.handle:
-            lib().attnjit_batch_prefill_destroy(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.destroy()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
+    _destroy_function = "attnjit_batch_prefill_destroy"

@@ -181,22 +181,22 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
                    q_data_type="float16", kv_data_type=None, o_data_type=None, data_type=None, sm_scale=None,
                    rope_scale=None, rope_theta=None, non_blocking=True, block_tables=None, seq_lens=None,
                    fixed_split_size=None, disable_split_kv=False, q_len_per_req=1, is_causal=None):
-        a = self._checked_plan_args(indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
-                                    pos_encoding_mode, window_left, window_right, logits_soft_cap, q_data_type,
-                                    kv_data_type, o_data_type, data_type, sm_scale, rope_scale, rope_theta,
-                                    non_blocking, block_tables, seq_lens, fixed_split_size, disable_split_kv,
-                                    q_len_per_req, is_causal)
-        self._host_page_table = a.host
-        self._batch_size, self._num_qo_heads, self._num_kv_heads = a.batch, num_qo_heads, num_kv_heads
+        plan_args = self._checked_plan_args(
+            indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size, pos_encoding_mode,
+            window_left, window_right, logits_soft_cap, q_data_type, kv_data_type, o_data_type, data_type, sm_scale,
+            rope_scale, rope_theta, non_blocking, block_tables, seq_lens, fixed_split_size, disable_split_kv,
+            q_len_per_req, is_causal)
+        self._host_page_table = plan_args.host
+        self._batch_size, self._num_qo_heads, self._num_kv_heads = plan_args.batch, num_qo_heads, num_kv_heads
         self._head_dim, self._page_size = head_dim, page_size
-        self._cached_q_data_type, self._cached_kv_data_type, self._cached_o_data_type = a.q_dtype, a.kv_dtype, \
-            a.o_dtype
+        self._cached_q_data_type, self._cached_kv_data_type = plan_args.q_dtype, plan_args.kv_dtype
+        self._cached_o_data_type = plan_args.o_dtype
         self._q_len_per_req, self._is_causal = 1, False
         # FlashInfer's plan state, which run() reads and forward() overwrites.
-        self._pos_encoding_mode, self._window_left, self._window_right = a.pos_encoding_mode, a.window_left, \
-            a.window_right
-        self._logits_soft_cap, self._sm_scale = a.soft_cap, a.sm_scale
-        self._rope_scale, self._rope_theta = a.rope_scale, a.rope_theta
+        self._pos_encoding_mode = plan_args.pos_encoding_mode
+        self._window_left, self._window_right = plan_args.window_left, plan_args.window_right
+        self._logits_soft_cap, self._sm_scale = plan_args.soft_cap, plan_args.sm_scale
+        self._rope_scale, self._rope_theta = plan_args.rope_scale, plan_args.rope_theta
         self._plan_page_table()
 
     def _checked_plan_args(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
@@ -248,21 +248,22 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
         fills (what an int_workspace_buffer must hold). plan()'s checks and errors; nothing is allocated and the
         current plan stays as it was."""
         torch = require_torch()
-        a = self._checked_plan_args(indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
-                                    pos_encoding_mode, window_left, 0, logits_soft_cap, q_data_type, kv_data_type,
-                                    o_data_type, data_type, sm_scale, rope_scale, rope_theta, True, block_tables,
-                                    seq_lens, fixed_split_size, disable_split_kv, q_len_per_req, None)
+        plan_args = self._checked_plan_args(
+            indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size, pos_encoding_mode,
+            window_left, 0, logits_soft_cap, q_data_type, kv_data_type, o_data_type, data_type, sm_scale, rope_scale,
+            rope_theta, True, block_tables, seq_lens, fixed_split_size, disable_split_kv, q_len_per_req, None)
         if not has("attnjit_batch_decode_wrapper_workspace_bytes"):
             raise checks.unsupported("workspace_size() needs a libattnjit with "
                                      "attnjit_batch_decode_wrapper_workspace_bytes")
-        options = _plan_options(torch, a.pos_encoding_mode, a.window_left, a.q_dtype, a.kv_dtype, a.soft_cap,
-                                a.sm_scale, a.rope_scale, a.rope_theta)
+        options = _plan_options(torch, plan_args.pos_encoding_mode, plan_args.window_left, plan_args.q_dtype,
+                                plan_args.kv_dtype, plan_args.soft_cap, plan_args.sm_scale, plan_args.rope_scale,
+                                plan_args.rope_theta)
         float_bytes, int_bytes = ctypes.c_size_t(), ctypes.c_size_t()
         with Borrowed() as borrowed, self._stream(torch):
             check(lib().attnjit_batch_decode_wrapper_workspace_bytes(
-                self._plan.handle, borrowed.tensor(a.host["indptr"], "indptr"),
-                borrowed.tensor(a.host["indices"], "indices"),
-                borrowed.tensor(a.host["last_page_len"], "last_page_len"), num_qo_heads, num_kv_heads, head_dim,
+                self._plan.handle, borrowed.tensor(plan_args.host["indptr"], "indptr"),
+                borrowed.tensor(plan_args.host["indices"], "indices"),
+                borrowed.tensor(plan_args.host["last_page_len"], "last_page_len"), num_qo_heads, num_kv_heads, head_dim,
                 page_size, ctypes.byref(options), ctypes.byref(float_bytes), ctypes.byref(int_bytes)))
         return float_bytes.value, int_bytes.value
 
@@ -337,14 +338,7 @@ class BatchDecodeWithPagedKVCacheWrapper(PlanOwner):
             warnings.warn("Passing q_len_per_req to BatchDecodeWithPagedKVCacheWrapper.run() is deprecated; pass it "
                           "to plan() instead.", DeprecationWarning, stacklevel=2)
             checks.refuse_unless("q_len_per_req", q_len_per_req, (1,), "the wrapper decodes one token per request")
-        if window_left is not None and checks.window(window_left) != self._window_left:
-            raise checks.unsupported(f"window_left={window_left} is not supported: it differs from plan()'s "
-                                     f"window_left={self._window_left}, which the kernels take at plan time; "
-                                     "allowed: None or the planned value")
-        checks.tensor(torch, "q", q)
-        if q.dtype != self._cached_q_data_type:
-            raise invalid_argument(f"q: dtype {q.dtype} is not allowed; allowed: {self._cached_q_data_type} "
-                                   "(plan()'s q_data_type)")
+        self._check_run_against_plan(torch, window_left, q)
         checks.cuda_tensor(torch, "q", q)
         q_scale, k_scale, v_scale = (checks.scale(torch, name, value) for name, value in
                                      (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)))
@@ -373,10 +367,7 @@ def _plan_options(torch, pos_encoding_mode, window_left, q_dtype, kv_dtype, logi
     options.window_left = checks.window(window_left)
     options.q_data_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "q_data_type", q_dtype), 1)
     options.kv_data_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "kv_data_type", kv_dtype), 1)
-    options.logits_soft_cap = checks.soft_cap(logits_soft_cap)
-    options.sm_scale = checks.c_float("sm_scale", sm_scale)
-    options.rope_scale = checks.c_float("rope_scale", rope_scale)
-    options.rope_theta = checks.c_float("rope_theta", rope_theta)
+    checks.set_score_options(options, logits_soft_cap, sm_scale, rope_scale, rope_theta)
     options.variant = variant_handle(variant)
     return options
 

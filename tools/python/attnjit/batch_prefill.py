@@ -159,34 +159,37 @@ class _BatchPrefill(PlanOwner):
             pos_encoding_mode=pos_encoding_mode, window_left=window_left, soft_cap=checks.soft_cap(logits_soft_cap),
             sm_scale=sm_scale, rope_scale=rope_scale, rope_theta=rope_theta)
 
-    def _plan_batch(self, a):
-        """Keeps the checked plan arguments `a` as the plan state (FlashInfer's attribute names) and plans."""
-        self._host_plan = a.host
-        self._page_size, self._num_qo_heads, self._num_kv_heads, self._head_dim = a.page_size, a.num_qo_heads, \
-            a.num_kv_heads, a.head_dim
-        self._batch_size = a.batch
-        self._qo_indptr_last = int(a.host["qo_indptr"][-1])
-        self._cached_q_data_type, self._cached_kv_data_type, self._cached_o_data_type = a.q_dtype, a.kv_dtype, \
-            a.o_dtype
+    def _plan_batch(self, plan_args):
+        """Keeps the checked plan arguments as the plan state (FlashInfer's attribute names) and plans."""
+        self._host_plan = plan_args.host
+        self._page_size, self._num_qo_heads = plan_args.page_size, plan_args.num_qo_heads
+        self._num_kv_heads, self._head_dim = plan_args.num_kv_heads, plan_args.head_dim
+        self._batch_size = plan_args.batch
+        self._qo_indptr_last = int(plan_args.host["qo_indptr"][-1])
+        self._cached_q_data_type, self._cached_kv_data_type = plan_args.q_dtype, plan_args.kv_dtype
+        self._cached_o_data_type = plan_args.o_dtype
         # FlashInfer's plan state, which run() reads and forward() overwrites.
-        self._causal, self._pos_encoding_mode, self._use_fp16_qk_reduction = a.causal, a.pos_encoding_mode, False
-        self._window_left, self._logits_soft_cap, self._sm_scale = a.window_left, a.soft_cap, a.sm_scale
-        self._rope_scale, self._rope_theta = a.rope_scale, a.rope_theta
+        self._causal, self._pos_encoding_mode = plan_args.causal, plan_args.pos_encoding_mode
+        self._use_fp16_qk_reduction = False
+        self._window_left, self._logits_soft_cap = plan_args.window_left, plan_args.soft_cap
+        self._sm_scale, self._rope_scale = plan_args.sm_scale, plan_args.rope_scale
+        self._rope_theta = plan_args.rope_theta
         self._plan_index_arrays()
 
-    def _sizes_for(self, torch, a):
-        """(float, int) bytes a plan() of the checked arguments `a` needs (attnjit_batch_prefill_wrapper_workspace_bytes)."""
+    def _sizes_for(self, torch, plan_args):
+        """(float, int) bytes a plan() of the checked arguments needs (attnjit_batch_prefill_wrapper_workspace_bytes)."""
         if not (self._generic and has("attnjit_batch_prefill_wrapper_workspace_bytes")):
             raise checks.unsupported("workspace_size() needs a libattnjit with "
                                      "attnjit_batch_prefill_wrapper_workspace_bytes")
-        options = prefill_options(a.causal, self._kv_layout, a.pos_encoding_mode, a.window_left, a.soft_cap,
-                                  a.sm_scale, a.rope_scale, a.rope_theta, self._backend)
+        options = prefill_options(plan_args.causal, self._kv_layout, plan_args.pos_encoding_mode,
+                                  plan_args.window_left, plan_args.soft_cap, plan_args.sm_scale, plan_args.rope_scale,
+                                  plan_args.rope_theta, self._backend)
         float_bytes, int_bytes = ctypes.c_size_t(), ctypes.c_size_t()
         with Borrowed() as borrowed, self._stream(torch):
             check(lib().attnjit_batch_prefill_wrapper_workspace_bytes(
-                self._plan.handle, *self._c_plan_args(torch, borrowed, a), ctypes.byref(options),
-                *self._c_plan_dtypes(torch, a), self._c_mask(torch, borrowed, a), ctypes.byref(float_bytes),
-                ctypes.byref(int_bytes)))
+                self._plan.handle, *self._c_plan_args(torch, borrowed, plan_args), ctypes.byref(options),
+                *self._c_plan_dtypes(torch, plan_args), self._c_mask(torch, borrowed, plan_args),
+                ctypes.byref(float_bytes), ctypes.byref(int_bytes)))
         return float_bytes.value, int_bytes.value
 
     @staticmethod
@@ -243,31 +246,32 @@ class _BatchPrefill(PlanOwner):
 
     def _plan_wrapper(self, torch, options):
         """attnjit_batch_prefill_wrapper_plan: the host arrays as DLTensors."""
-        a = types.SimpleNamespace(host=self._host_plan, page_size=self._page_size, num_qo_heads=self._num_qo_heads,
-                                  num_kv_heads=self._num_kv_heads, head_dim=self._head_dim,
-                                  q_dtype=self._cached_q_data_type, kv_dtype=self._cached_kv_data_type)
+        plan_args = types.SimpleNamespace(host=self._host_plan, page_size=self._page_size,
+                                          num_qo_heads=self._num_qo_heads, num_kv_heads=self._num_kv_heads,
+                                          head_dim=self._head_dim, q_dtype=self._cached_q_data_type,
+                                          kv_dtype=self._cached_kv_data_type)
         with Borrowed() as borrowed, self._stream(torch) as stream:
             check(lib().attnjit_batch_prefill_wrapper_plan(
-                self._plan.handle, *self._c_plan_args(torch, borrowed, a), ctypes.byref(options),
-                *self._c_plan_dtypes(torch, a), self._c_mask(torch, borrowed, a), stream))
+                self._plan.handle, *self._c_plan_args(torch, borrowed, plan_args), ctypes.byref(options),
+                *self._c_plan_dtypes(torch, plan_args), self._c_mask(torch, borrowed, plan_args), stream))
 
-    def _c_plan_args(self, torch, borrowed, a):
+    def _c_plan_args(self, torch, borrowed, plan_args):
         """The index arrays, page size, heads and head_dim of attnjit_batch_prefill_wrapper_plan (and _workspace_bytes)."""
-        host = a.host
+        host = plan_args.host
         return (borrowed.tensor(host["qo_indptr"], "qo_indptr"),
                 borrowed.tensor(host["kv_indptr"], "paged_kv_indptr" if self._paged else "kv_indptr"),
                 borrowed.optional(host.get("indices"), "paged_kv_indices"),
-                borrowed.optional(host.get("last_page_len"), "paged_kv_last_page_len"), a.page_size,
-                a.num_qo_heads, a.num_kv_heads, a.head_dim)
+                borrowed.optional(host.get("last_page_len"), "paged_kv_last_page_len"), plan_args.page_size,
+                plan_args.num_qo_heads, plan_args.num_kv_heads, plan_args.head_dim)
 
     @staticmethod
-    def _c_plan_dtypes(torch, a):
-        return (c_types.DLDataType(*checks.dlpack_dtype(torch, "q_data_type", a.q_dtype), 1),
-                c_types.DLDataType(*checks.dlpack_dtype(torch, "kv_data_type", a.kv_dtype), 1))
+    def _c_plan_dtypes(torch, plan_args):
+        return (c_types.DLDataType(*checks.dlpack_dtype(torch, "q_data_type", plan_args.q_dtype), 1),
+                c_types.DLDataType(*checks.dlpack_dtype(torch, "kv_data_type", plan_args.kv_dtype), 1))
 
     @staticmethod
-    def _c_mask(torch, borrowed, a):
-        mask = a.host["mask"]
+    def _c_mask(torch, borrowed, plan_args):
+        mask = plan_args.host["mask"]
         return borrowed.optional(None if mask is None else torch.from_numpy(mask), "custom_mask")
 
     def _plan_handle(self, torch, options):
@@ -294,14 +298,7 @@ class _BatchPrefill(PlanOwner):
         checks.refuse_unless("enable_pdl", checks.tri_state("enable_pdl", enable_pdl), (-1, 0),
                              "batch prefill launches without programmatic dependent launch (its output is the same)")
         self._require_planned()
-        if window_left is not None and checks.window(window_left) != self._window_left:
-            raise checks.unsupported(f"window_left={window_left} is not supported: it differs from plan()'s "
-                                     f"window_left={self._window_left}, which the kernels take at plan time; "
-                                     "allowed: None or the planned value")
-        checks.tensor(torch, "q", q)
-        if q.dtype != self._cached_q_data_type:
-            raise invalid_argument(f"q: dtype {q.dtype} is not allowed; allowed: {self._cached_q_data_type} "
-                                   "(plan()'s q_data_type)")
+        self._check_run_against_plan(torch, window_left, q)
         # In CUDA-graph mode q may have more rows than this plan uses (a graph captured once serves smaller plans).
         if q.shape[0] != self._qo_indptr_last and not (self._use_cuda_graph and q.shape[0] > self._qo_indptr_last):
             raise invalid_argument(f"q: {q.shape[0]} rows is not allowed; allowed: qo_indptr[-1] = "
@@ -374,12 +371,12 @@ class BatchPrefillWithRaggedKVCacheWrapper(_BatchPrefill):
         kv_lens = _lengths(host["kv_indptr"])
         _check_length_hints(torch, _lengths(host["qo_indptr"]), kv_lens, seq_lens, seq_lens_q,
                             max_token_per_sequence, max_sequence_kv, uniform_q_len)
-        a = self._checked_batch(
+        plan_args = self._checked_batch(
             torch, host, 0, num_qo_heads, num_kv_heads, head_dim, custom_mask, packed_custom_mask, causal,
             pos_encoding_mode, use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale, rope_theta,
             q_data_type, kv_data_type, o_data_type, non_blocking, kv_lens)
         self._variant = variant
-        self._plan_batch(a)
+        self._plan_batch(plan_args)
 
     begin_forward = plan
 
@@ -441,7 +438,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
         [batch], int32, on any device (read on the host). variant (an attnjit extension, keyword-only): an
         attnjit.Variant for this plan's kernels (b: the request), its values read at each run()."""
         variant_handle(variant)  # checked before anything changes
-        a = self._checked_paged(
+        plan_args = self._checked_paged(
             qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
             head_dim_qk, page_size, head_dim_vo, custom_mask, packed_custom_mask, causal, pos_encoding_mode,
             use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale, rope_theta, q_data_type,
@@ -449,7 +446,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
             max_item_len_ptr, seq_lens, seq_lens_q, block_tables, max_token_per_sequence, max_sequence_kv,
             fixed_split_size, disable_split_kv, uniform_q_len)
         self._variant = variant
-        self._plan_batch(a)
+        self._plan_batch(plan_args)
 
     def workspace_size(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
                        num_kv_heads, head_dim_qk, page_size, head_dim_vo=None, custom_mask=None,
@@ -463,14 +460,14 @@ class BatchPrefillWithPagedKVCacheWrapper(_BatchPrefill):
         FlashInfer's: the scratch of float_workspace_buffer (plan() refuses a smaller one) and the plan memory it
         fills (what an int_workspace_buffer must hold). plan()'s checks and errors (in CUDA-graph mode against the
         runs so far); nothing is allocated and the current plan stays as it was."""
-        a = self._checked_paged(
+        plan_args = self._checked_paged(
             qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
             head_dim_qk, page_size, head_dim_vo, custom_mask, packed_custom_mask, causal, pos_encoding_mode,
             use_fp16_qk_reduction, sm_scale, window_left, logits_soft_cap, rope_scale, rope_theta, q_data_type,
             kv_data_type, o_data_type, True, prefix_len_ptr, token_pos_in_items_ptr, token_pos_in_items_len,
             max_item_len_ptr, seq_lens, seq_lens_q, block_tables, max_token_per_sequence, max_sequence_kv,
             fixed_split_size, disable_split_kv, uniform_q_len)
-        return self._sizes_for(require_torch(), a)
+        return self._sizes_for(require_torch(), plan_args)
 
     def _checked_paged(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
                        num_kv_heads, head_dim_qk, page_size, head_dim_vo, custom_mask, packed_custom_mask, causal,

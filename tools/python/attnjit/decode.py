@@ -24,10 +24,7 @@ def _options(kv_layout, pos_encoding_mode, use_tensor_cores, q_scale, k_scale, v
     options.q_scale = checks.c_float("q_scale", q_scale)
     options.k_scale = checks.c_float("k_scale", k_scale)
     options.v_scale = checks.c_float("v_scale", v_scale)
-    options.logits_soft_cap = checks.soft_cap(logits_soft_cap)
-    options.sm_scale = checks.c_float("sm_scale", sm_scale)
-    options.rope_scale = checks.c_float("rope_scale", rope_scale)
-    options.rope_theta = checks.c_float("rope_theta", rope_theta)
+    checks.set_score_options(options, logits_soft_cap, sm_scale, rope_scale, rope_theta)
     options.variant = variant_handle(variant)
     return options
 

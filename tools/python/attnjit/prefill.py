@@ -25,10 +25,7 @@ def prefill_options(causal, kv_layout, pos_encoding_mode, window_left, logits_so
     options.kv_layout = checks.kv_layout(kv_layout)
     options.pos_encoding_mode = checks.pos_encoding(pos_encoding_mode)
     options.window_left = checks.window(window_left)
-    options.logits_soft_cap = checks.soft_cap(logits_soft_cap)
-    options.sm_scale = checks.c_float("sm_scale", sm_scale)
-    options.rope_scale = checks.c_float("rope_scale", rope_scale)
-    options.rope_theta = checks.c_float("rope_theta", rope_theta)
+    checks.set_score_options(options, logits_soft_cap, sm_scale, rope_scale, rope_theta)
     options.backend = checks.prefill_backend(backend)
     options.variant = variant_handle(variant)
     return options
