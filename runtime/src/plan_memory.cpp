@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
@@ -18,32 +20,101 @@ size_t rounded(size_t bytes) {
   while (r < bytes) r *= 2;
   return r;
 }
+
+// A graph's references: the device block (type-erased, its deleter kept) and the record.
+struct GraphHeld {
+  std::shared_ptr<void> block;
+  std::shared_ptr<TableCheck> check;
+};
+
+// What destroyed graphs let go of, waiting for release_graph_held(). Never
+// destroyed: the driver may call back while the process exits.
+struct Released {
+  std::mutex mutex;
+  std::vector<GraphHeld*> held;
+};
+Released& released() {
+  static auto* r = new Released;
+  return *r;
+}
+
+// The user object's destructor, on the driver's internal thread: no CUDA
+// call is allowed there, so it only hands the references on.
+void CUDA_CB on_graph_release(void* held) {
+  Released& r = released();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.held.push_back(static_cast<GraphHeld*>(held));
+}
 }  // namespace
 
-PlanMemory::~PlanMemory() {
-  if ((!device_ptr_ || borrowed_) && !staging_[0].host && !staging_[1].host) return;  // nothing of ours
-  try {
-    const auto& cu = cuda::driver();
-    cuda::ScopedDevice scope(device_);
-    release_device();
-    for (auto& s : staging_) {
-      if (s.pending) cu.EventSynchronize(s.copied);
-      if (s.copied) cu.EventDestroy(s.copied);
-      if (s.host) cu.MemFreeHost(s.host);
+void release_graph_held() {
+  std::vector<GraphHeld*> held;
+  {
+    Released& r = released();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    held.swap(r.held);
+  }
+  for (GraphHeld* h : held) delete h;  // the last holder frees (DeviceBlock, ~TableCheck)
+}
+
+struct PlanMemory::DeviceBlock {
+  int device;
+  CUdeviceptr ptr = 0;
+  ~DeviceBlock() {
+    if (!ptr) return;
+    try {
+      // Launches already enqueued (on any stream) may still read the plan: the
+      // memory goes back only once the device is idle.
+      cuda::ScopedDevice scope(device);
+      cuda::driver().CtxSynchronize();
+      cuda::driver().MemFree(ptr);
+    } catch (...) {  // a destructor reports nothing: the process may be exiting
     }
+  }
+};
+
+PlanMemory::~PlanMemory() {
+  try {
+    block_.reset();  // freed here unless a graph holds it
+    table_check_.reset();
+    if (staging_[0].host || staging_[1].host) {
+      const auto& cu = cuda::driver();
+      cuda::ScopedDevice scope(device_);
+      for (auto& s : staging_) {
+        if (s.pending) cu.EventSynchronize(s.copied);
+        if (s.copied) cu.EventDestroy(s.copied);
+        if (s.host) cu.MemFreeHost(s.host);
+      }
+    }
+    release_graph_held();
   } catch (...) {  // a destructor reports nothing: the process may be exiting
   }
 }
 
 void PlanMemory::release_device() {
-  if (!device_ptr_ || borrowed_) return;
-  // Launches already enqueued (on any stream) may still read the plan: the
-  // memory goes back only once the device is idle.
-  const auto& cu = cuda::driver();
-  cu.CtxSynchronize();
-  cu.MemFree(device_ptr_);
+  block_.reset();  // freed once no graph holds it either
   device_ptr_ = 0;
   device_bytes_ = 0;
+}
+
+void PlanMemory::retain_while_captured(CUstream stream) {
+  const auto& cu = cuda::driver();
+  cuda::ScopedDevice scope(device_);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t capture = 0;
+  CUgraph graph = nullptr;
+  ATTNJIT_CU(cu.StreamGetCaptureInfo(stream, &status, &capture, &graph, nullptr, nullptr));
+  // An invalidated capture ends in an error and no graph.
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph) return;
+  if (capture == retained_capture_) return;  // this graph holds a reference already
+  auto held = std::make_unique<GraphHeld>(GraphHeld{block_, table_check_});
+  CUuserObject object = nullptr;
+  ATTNJIT_CU(cu.UserObjectCreate(&object, held.get(), on_graph_release, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  held.release();  // the user object owns it now
+  const CUresult r = cu.GraphRetainUserObject(graph, object, 1, CU_GRAPH_USER_OBJECT_MOVE);
+  if (r != CUDA_SUCCESS) cu.UserObjectRelease(object, 1);
+  ATTNJIT_CU(r);
+  retained_capture_ = capture;
 }
 
 void PlanMemory::borrow(void* buffer, size_t bytes) {
@@ -53,10 +124,7 @@ void PlanMemory::borrow(void* buffer, size_t bytes) {
     throw Error(Status::InvalidArgument,
                 fmt::format("int_workspace_buffer={} is not allowed; allowed: a 256-byte aligned device address",
                             buffer));
-  if (device_ptr_ && !borrowed_) {
-    cuda::ScopedDevice scope(device_);
-    release_device();
-  }
+  release_device();
   device_ptr_ = reinterpret_cast<CUdeviceptr>(buffer);
   device_bytes_ = bytes;
   borrowed_ = true;
@@ -86,11 +154,14 @@ void PlanMemory::reserve(size_t bytes, CUstream stream) {
                             "wrapper was made for",
                             bytes, device_bytes_));
   require_not_capturing(stream, "plan()");
-  const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(device_);
+  release_graph_held();
   release_device();
+  cuda::ScopedDevice scope(device_);
   const size_t want = rounded(bytes);
-  ATTNJIT_CU(cu.MemAlloc(&device_ptr_, want));
+  auto block = std::make_shared<DeviceBlock>(DeviceBlock{device_});
+  ATTNJIT_CU(cuda::driver().MemAlloc(&block->ptr, want));
+  block_ = std::move(block);
+  device_ptr_ = block_->ptr;
   device_bytes_ = want;
 }
 

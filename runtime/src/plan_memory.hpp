@@ -8,12 +8,20 @@
 // to every wrapper and plan them all before running any. attnjit follows the
 // same contract: the caller's workspace holds partial states only, and
 // everything a later run() needs lives here.
+//
+// A CUDA graph that captured a run reads the device block and writes the
+// table-check record at every replay, however long after the plan is gone:
+// both are shared, and retain_while_captured() gives the graph a reference
+// (a CUDA user object). The driver drops it from an internal thread where no
+// CUDA call is allowed, so the reference lands on a list that the library
+// empties (freeing what no one else holds) at a later PlanMemory call.
 #pragma once
 #include <cuda.h>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "table_check.hpp"
 
@@ -52,7 +60,13 @@ class PlanMemory {
   // Where this plan's kernels record a bad device-table entry (a page id,
   // a length), and where plan(), run() and check() look for one. Kept apart
   // from the device buffer: borrow() does not move it.
-  TableCheck& table_check() { return table_check_; }
+  TableCheck& table_check() { return *table_check_; }
+
+  // Every run() calls it before its launches: when `stream` captures a graph,
+  // the graph keeps this plan's device block (the library's own, not a
+  // borrowed one) and its table-check record alive until it is destroyed.
+  // Nothing when `stream` does not capture.
+  void retain_while_captured(CUstream stream);
 
   CUdeviceptr base() const { return device_ptr_; }
   size_t capacity() const { return device_bytes_; }
@@ -69,10 +83,13 @@ class PlanMemory {
     CUevent copied = nullptr;  // recorded behind the last copy that read `host`
     bool pending = false;
   };
+  struct DeviceBlock;  // memory of the library's own; freed when the last holder lets go
   void release_device();
 
   int device_;
-  TableCheck table_check_{device_};
+  std::shared_ptr<TableCheck> table_check_ = std::make_shared<TableCheck>(device_);
+  std::shared_ptr<DeviceBlock> block_;  // null when borrowed or not yet reserved
+  uint64_t retained_capture_ = 0;       // the capture that last got a reference (ids start at 1)
   CUdeviceptr device_ptr_ = 0;
   size_t device_bytes_ = 0;
   bool borrowed_ = false, frozen_ = false;
@@ -82,5 +99,10 @@ class PlanMemory {
   size_t staged_bytes_ = 0;
   size_t used_ = 0;
 };
+
+// Frees what graphs destroyed since the last call held alone. PlanMemory's
+// reserve() and destructor call it; a test calls it to see the memory go.
+// Not while a stream of the calling thread captures (it may synchronize).
+void release_graph_held();
 
 }  // namespace attnjit::detail

@@ -46,6 +46,7 @@ struct DriverApi {
   decltype(&::cuMemFree) MemFree = nullptr;
   decltype(&::cuMemAllocHost) MemAllocHost = nullptr;  // pinned staging of a plan's uploads
   decltype(&::cuMemFreeHost) MemFreeHost = nullptr;
+  decltype(&::cuMemGetInfo) MemGetInfo = nullptr;  // tests: memory a graph held is freed
   decltype(&::cuMemHostGetDevicePointer) MemHostGetDevicePointer = nullptr;  // the table-check record (table_check.hpp)
   decltype(&::cuMemcpyHtoD) MemcpyHtoD = nullptr;
   decltype(&::cuMemcpyDtoH) MemcpyDtoH = nullptr;
@@ -59,6 +60,13 @@ struct DriverApi {
   decltype(&::cuStreamEndCapture) StreamEndCapture = nullptr;
   decltype(&::cuStreamIsCapturing) StreamIsCapturing = nullptr;
   decltype(&::cuThreadExchangeStreamCaptureMode) ThreadExchangeStreamCaptureMode = nullptr;
+  // The 12.0 ABI (cuStreamGetCaptureInfo_v2, no edge data); cuda.h's name is the 12.3 form.
+  CUresult(CUDAAPI* StreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
+                                          const CUgraphNode**, size_t*) = nullptr;
+  // A captured graph keeps a plan's memory alive (PlanMemory::retain_while_captured).
+  decltype(&::cuUserObjectCreate) UserObjectCreate = nullptr;
+  decltype(&::cuUserObjectRelease) UserObjectRelease = nullptr;
+  decltype(&::cuGraphRetainUserObject) GraphRetainUserObject = nullptr;
   decltype(&::cuGraphInstantiate) GraphInstantiate = nullptr;
   decltype(&::cuGraphLaunch) GraphLaunch = nullptr;
   decltype(&::cuGraphExecDestroy) GraphExecDestroy = nullptr;

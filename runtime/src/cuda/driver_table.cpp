@@ -55,6 +55,7 @@ ATTNJIT_ABI_AT_12000(MemAlloc, PFN_cuMemAlloc_v3020);                          /
 ATTNJIT_ABI_AT_12000(MemFree, PFN_cuMemFree_v3020);                            // = cuMemFree_v2
 ATTNJIT_ABI_AT_12000(MemAllocHost, PFN_cuMemAllocHost_v3020);                  // = cuMemAllocHost_v2
 ATTNJIT_ABI_AT_12000(MemFreeHost, PFN_cuMemFreeHost_v2000);
+ATTNJIT_ABI_AT_12000(MemGetInfo, PFN_cuMemGetInfo_v3020);                      // = cuMemGetInfo_v2
 ATTNJIT_ABI_AT_12000(MemHostGetDevicePointer, PFN_cuMemHostGetDevicePointer_v3020);  // = _v2
 ATTNJIT_ABI_AT_12000(MemcpyHtoD, PFN_cuMemcpyHtoD_v3020);                      // = _v2
 ATTNJIT_ABI_AT_12000(MemcpyDtoH, PFN_cuMemcpyDtoH_v3020);                      // = _v2
@@ -68,6 +69,11 @@ ATTNJIT_ABI_AT_12000(StreamBeginCapture, PFN_cuStreamBeginCapture_v10010);    //
 ATTNJIT_ABI_AT_12000(StreamEndCapture, PFN_cuStreamEndCapture_v10000);
 ATTNJIT_ABI_AT_12000(StreamIsCapturing, PFN_cuStreamIsCapturing_v10000);
 ATTNJIT_ABI_AT_12000(ThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode_v10010);
+// cuda.h maps the name to cuStreamGetCaptureInfo_v3 (12.3, edge data); at 12.0 it is _v2.
+ATTNJIT_ABI_AT_12000(StreamGetCaptureInfo, PFN_cuStreamGetCaptureInfo_v11030);
+ATTNJIT_ABI_AT_12000(UserObjectCreate, PFN_cuUserObjectCreate_v11030);
+ATTNJIT_ABI_AT_12000(UserObjectRelease, PFN_cuUserObjectRelease_v11030);
+ATTNJIT_ABI_AT_12000(GraphRetainUserObject, PFN_cuGraphRetainUserObject_v11030);
 // cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags; we ask for that name.
 ATTNJIT_ABI_AT_12000(GraphInstantiate, PFN_cuGraphInstantiateWithFlags_v11040);
 ATTNJIT_ABI_AT_12000(GraphLaunch, PFN_cuGraphLaunch_v10000);
@@ -181,6 +187,7 @@ std::string resolve_driver_api(void* libcuda, DriverApi& api) {
       resolve(r, "cuMemFree", api.MemFree, &error) &&
       resolve(r, "cuMemAllocHost", api.MemAllocHost, &error) &&
       resolve(r, "cuMemFreeHost", api.MemFreeHost, &error) &&
+      resolve(r, "cuMemGetInfo", api.MemGetInfo, &error) &&
       resolve(r, "cuMemHostGetDevicePointer", api.MemHostGetDevicePointer, &error) &&
       resolve(r, "cuMemcpyHtoD", api.MemcpyHtoD, &error) &&
       resolve(r, "cuMemcpyDtoH", api.MemcpyDtoH, &error) &&
@@ -194,6 +201,10 @@ std::string resolve_driver_api(void* libcuda, DriverApi& api) {
       resolve(r, "cuStreamEndCapture", api.StreamEndCapture, &error) &&
       resolve(r, "cuStreamIsCapturing", api.StreamIsCapturing, &error) &&
       resolve(r, "cuThreadExchangeStreamCaptureMode", api.ThreadExchangeStreamCaptureMode, &error) &&
+      resolve(r, "cuStreamGetCaptureInfo", api.StreamGetCaptureInfo, &error) &&
+      resolve(r, "cuUserObjectCreate", api.UserObjectCreate, &error) &&
+      resolve(r, "cuUserObjectRelease", api.UserObjectRelease, &error) &&
+      resolve(r, "cuGraphRetainUserObject", api.GraphRetainUserObject, &error) &&
       resolve(r, "cuGraphInstantiateWithFlags", api.GraphInstantiate, &error) &&
       resolve(r, "cuGraphLaunch", api.GraphLaunch, &error) &&
       resolve(r, "cuGraphExecDestroy", api.GraphExecDestroy, &error) &&

@@ -326,6 +326,7 @@ void BatchDecodePlan::run(const TensorView& q, const PagedKVView& kv, const Tens
                           float v_scale, const BatchDecodeLaunchExtras& extras) const {
   const int32_t names = impl_->problem.page_table == PageTable::IndptrIndices ? kernels::kNamesDecodePlan
                                                                               : kernels::kNamesBlockTable;
+  impl_->memory->retain_while_captured(stream);  // a captured graph outlives the plan
   detail::BatchDecodePlanInternals::run(*this, q, kv, o, lse, workspace, workspace_bytes, stream, k_scale, v_scale,
                                         extras, impl_->memory->table_check(), names);
 }

@@ -298,6 +298,7 @@ void BatchDecodeWithPagedKVCacheWrapper::run(const TensorView& q, const TensorVi
   BatchDecodeLaunchExtras extras;
   extras.enable_pdl = choose_pdl(I.rt->engine().arch_of(I.device), enable_pdl);
   extras.variant = I.variant.get();
+  I.memory->retain_while_captured(stream);  // a captured graph outlives the wrapper
   detail::BatchDecodePlanInternals::run(plan, q, kv, out, lse, I.workspace, I.workspace_bytes, stream,
                                         k_scale.value_or(1.f), v_scale.value_or(1.f), extras,
                                         I.memory->table_check(), kernels::kNamesDecodeWrapper);

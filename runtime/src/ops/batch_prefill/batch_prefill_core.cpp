@@ -307,6 +307,7 @@ void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView&
   cuda::ScopedDevice scope(device);
   // No query rows at all; a graph-mode launch runs anyway, as a later plan's replay needs it.
   if (layout.num_work == 0 && !graph) return;
+  memory->retain_while_captured(stream);  // a captured graph outlives the plan
   launch_prefill(*prefill, layout.prefill.shape, p, stream);
   if (layout.merge) {
     const kernels::MergeParams mp = packed_split_merge({p.partial_o, p.partial_lse}, o, p.lse, o.strides[1], p.num_rows,
