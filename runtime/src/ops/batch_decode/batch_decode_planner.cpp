@@ -18,12 +18,12 @@ namespace attnjit::ops {
 
 namespace {
 
-DecodeKernel decode_spec(const BatchDecodeProblem& p, const DeviceFigures& device) {
-  DecodeShape shape = decode_shape(p, p.o_dtype, device);
-  shape.q_len = max_query_tokens(p);
-  shape.draft_mask = p.draft_mask;
-  return choose_decode_kernel(shape,
-                              p.page_table == PageTable::BlockTable ? KVSourceKind::BlockTable : KVSourceKind::Paged);
+DecodeKernel decode_spec(const BatchDecodeProblem& problem, const DeviceFigures& device) {
+  DecodeShape shape = decode_shape(problem, problem.o_dtype, device);
+  shape.q_len = max_query_tokens(problem);
+  shape.draft_mask = problem.draft_mask;
+  return choose_decode_kernel(
+      shape, problem.page_table == PageTable::BlockTable ? KVSourceKind::BlockTable : KVSourceKind::Paged);
 }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -33,12 +33,12 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // minimum, and never more than the longest request needs. A batch that
 // fills nearly a whole wave unsplit (within 1/16 of the share) stays so:
 // cutting it would double its items for the few CTAs it leaves idle.
-int chunk_for(int64_t total_rows, int max_rows, const BatchDecodeLayout& L) {
-  const int64_t share = (total_rows * L.ctas_per_item + L.wave - 1) / L.wave;
-  const int64_t longest = round_up(std::max(max_rows, 1), L.rows_per_iter);
+int chunk_for(int64_t total_rows, int max_rows, const BatchDecodeLayout& layout) {
+  const int64_t share = (total_rows * layout.ctas_per_item + layout.wave - 1) / layout.wave;
+  const int64_t longest = round_up(std::max(max_rows, 1), layout.rows_per_iter);
   if (share + share / 16 >= longest) return static_cast<int>(longest);
-  int64_t chunk = std::max<int64_t>({share, kMinRowsPerSplit, L.rows_per_iter});
-  chunk = round_up(chunk, L.rows_per_iter);
+  int64_t chunk = std::max<int64_t>({share, kMinRowsPerSplit, layout.rows_per_iter});
+  chunk = round_up(chunk, layout.rows_per_iter);
   return static_cast<int>(std::min<int64_t>(chunk, longest));
 }
 
@@ -59,9 +59,11 @@ constexpr int kMaxTailPieces = 8;
 // padding item is a CTA that must start and exit) and cuts only within it.
 constexpr int kTailWaves = 4;
 
-int64_t item_cost(int rows, const BatchDecodeLayout& L) { return round_up(rows, L.rows_per_iter) + kItemCostRows; }
+int64_t item_cost(int rows, const BatchDecodeLayout& layout) {
+  return round_up(rows, layout.rows_per_iter) + kItemCostRows;
+}
 // Items that run at once: a wave of CTAs over an item's CTAs.
-int item_slots(const BatchDecodeLayout& L) { return std::max(1, L.wave / L.ctas_per_item); }
+int item_slots(const BatchDecodeLayout& layout) { return std::max(1, layout.wave / layout.ctas_per_item); }
 
 // Starts an item of cost `cost` on the slot that frees first, while every
 // slot is busy (each at its share: time and work advance together); `heap`
@@ -113,13 +115,14 @@ struct TailCut {
 // spread evenly over the slots (a chunk is at most a slot's share, so
 // longest-first keeps them so), and the cuts are tried only when the list
 // as it is loses time to its tail.
-TailCut choose_tail_cut(const std::vector<kernels::DecodeWorkItem>& items, const BatchDecodeLayout& L, int budget) {
+TailCut choose_tail_cut(const std::vector<kernels::DecodeWorkItem>& items, const BatchDecodeLayout& layout,
+                        int budget) {
   const int n = static_cast<int>(items.size());
-  const int slots = item_slots(L);
+  const int slots = item_slots(layout);
   TailCut best;
   if (n <= slots || budget <= 0) return best;  // one round: the chunk size already fills it
-  const int rpi = L.rows_per_iter;
-  const auto cost = [&](int i) { return item_cost(items[i].end - items[i].begin, L); };
+  const int rpi = layout.rows_per_iter;
+  const auto cost = [&](int i) { return item_cost(items[i].end - items[i].begin, layout); };
   const int r = n % slots, longest_tail = r + slots <= n ? r + slots : r;
   int done = std::max(0, n - longest_tail - 2 * slots);
   int64_t work = 0, even = 0;
@@ -138,7 +141,8 @@ TailCut choose_tail_cut(const std::vector<kernels::DecodeWorkItem>& items, const
     for (int f = 2; f <= kMaxTailPieces && int64_t(tail) * (f - 1) <= budget; ++f) {
       pieces.clear();
       for (int i = n - tail; i < n; ++i)
-        cut_rows(items[i].begin, items[i].end, f, rpi, [&](int b, int e) { pieces.push_back(item_cost(e - b, L)); });
+        cut_rows(items[i].begin, items[i].end, f, rpi,
+                 [&](int b, int e) { pieces.push_back(item_cost(e - b, layout)); });
       std::sort(pieces.begin(), pieces.end(), std::greater<>());
       trial = heap;
       for (const int64_t c : pieces) last = schedule(trial, c);
@@ -166,14 +170,14 @@ constexpr int kMaxUniformSplits = 4;
 // the whole request, unless the last round of whole requests would run a
 // few alone and cutting every request into s chunks gains kMinGain under
 // the model.
-int uniform_tail_chunk(int batch, int rows, const BatchDecodeLayout& L) {
-  const int slots = item_slots(L);
-  int best = static_cast<int>(round_up(rows, L.rows_per_iter));
-  double best_time = uniform_time(batch, item_cost(rows, L), slots) * (1 - kMinGain);
+int uniform_tail_chunk(int batch, int rows, const BatchDecodeLayout& layout) {
+  const int slots = item_slots(layout);
+  int best = static_cast<int>(round_up(rows, layout.rows_per_iter));
+  double best_time = uniform_time(batch, item_cost(rows, layout), slots) * (1 - kMinGain);
   for (int s = 2; s <= kMaxUniformSplits; ++s) {
-    const int chunk = static_cast<int>(round_up((rows + s - 1) / s, L.rows_per_iter));
+    const int chunk = static_cast<int>(round_up((rows + s - 1) / s, layout.rows_per_iter));
     if (chunk < kMinRowsPerSplit) break;
-    const double t = uniform_time(int64_t(batch) * s, item_cost(chunk, L), slots) + kMergeKernelRows;
+    const double t = uniform_time(int64_t(batch) * s, item_cost(chunk, layout), slots) + kMergeKernelRows;
     if (t < best_time) best_time = t, best = chunk;
   }
   return best;
@@ -181,97 +185,99 @@ int uniform_tail_chunk(int batch, int rows, const BatchDecodeLayout& L) {
 
 }  // namespace
 
-int batch_decode_rows(const BatchDecodeProblem& p, int64_t len) {
+int batch_decode_rows(const BatchDecodeProblem& problem, int64_t len) {
   // The first query token's window starts q - 1 rows before the last one's
   // (the most tokens: with per-request lengths the device starts a shorter
   // request's rows later, so this bounds them).
-  const int w = p.options.window_left;
-  return static_cast<int>(w >= 0 ? std::min<int64_t>(len, int64_t(w) + max_query_tokens(p)) : len);
+  const int w = problem.options.window_left;
+  return static_cast<int>(w >= 0 ? std::min<int64_t>(len, int64_t(w) + max_query_tokens(problem)) : len);
 }
 
-std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p) {
-  validate(p);
-  if (p.host_lengths) return {decode_spec(p, DeviceFigures{})};
-  return {decode_spec(p, DeviceFigures{}), split_merge_kernel(p.head_dim, p.o_dtype)};
+std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& problem) {
+  validate(problem);
+  if (problem.host_lengths) return {decode_spec(problem, DeviceFigures{})};
+  return {decode_spec(problem, DeviceFigures{}), split_merge_kernel(problem.head_dim, problem.o_dtype)};
 }
 
-BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFigures& device) {
-  validate(p);
-  BatchDecodeLayout L;
-  const DecodeKernel decode = decode_spec(p, device);
+BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& problem, const DeviceFigures& device) {
+  validate(problem);
+  BatchDecodeLayout layout;
+  const DecodeKernel decode = decode_spec(problem, device);
   const DecodeTile tile = decode_tile(decode);
-  const int group = p.num_qo_heads / p.num_kv_heads;
-  const int q_len = max_query_tokens(p);
+  const int group = problem.num_qo_heads / problem.num_kv_heads;
+  const int q_len = max_query_tokens(problem);
   const int query_blocks = decode_query_blocks(decode, group, q_len);
-  L.rows_per_iter = tile.rows_per_iter;
-  L.ctas_per_item = p.num_kv_heads * query_blocks;
-  L.wave = device.sm_count * tile.ctas_per_sm;
-  const int B = p.batch_size, H = p.num_qo_heads;
+  layout.rows_per_iter = tile.rows_per_iter;
+  layout.ctas_per_item = problem.num_kv_heads * query_blocks;
+  layout.wave = device.sm_count * tile.ctas_per_sm;
+  const int B = problem.batch_size, H = problem.num_qo_heads;
 
-  if (p.host_lengths) {
-    const int wave_items = (L.wave + L.ctas_per_item - 1) / L.ctas_per_item;
-    L.max_items = B + wave_items + (p.options.use_cuda_graph ? 0 : kTailWaves * wave_items);
-    L.max_slots = L.max_items;  // every item of a split request has a slot
+  if (problem.host_lengths) {
+    const int wave_items = (layout.wave + layout.ctas_per_item - 1) / layout.ctas_per_item;
+    layout.max_items = B + wave_items + (problem.options.use_cuda_graph ? 0 : kTailWaves * wave_items);
+    layout.max_slots = layout.max_items;  // every item of a split request has a slot
   } else {
-    const int rows = batch_decode_rows(p, p.max_seq_len);
-    L.uniform_chunk = chunk_for(int64_t(B) * rows, rows, L);
+    const int rows = batch_decode_rows(problem, problem.max_seq_len);
+    layout.uniform_chunk = chunk_for(int64_t(B) * rows, rows, layout);
     // A batch that fills the GPU unsplit: its tail, as the host-length partition's.
-    if (L.uniform_chunk >= rows) L.uniform_chunk = uniform_tail_chunk(B, rows, L);
-    L.uniform_splits = (rows + L.uniform_chunk - 1) / L.uniform_chunk;
-    L.max_items = B * L.uniform_splits;
-    L.max_slots = L.uniform_splits > 1 ? L.max_items : 0;
+    if (layout.uniform_chunk >= rows) layout.uniform_chunk = uniform_tail_chunk(B, rows, layout);
+    layout.uniform_splits = (rows + layout.uniform_chunk - 1) / layout.uniform_chunk;
+    layout.max_items = B * layout.uniform_splits;
+    layout.max_slots = layout.uniform_splits > 1 ? layout.max_items : 0;
   }
   // The first wave's items warm their first rows: a later wave starts when
   // the wait has long returned. A chunk is at least a tile, so the rows are
   // bounded by the budget alone (and by each item's rows, in the kernel).
-  L.prefetch_items = std::min(L.max_items, std::max(1, L.wave / L.ctas_per_item));
-  L.prefetch_rows = decode_warmed_rows(decode, INT_MAX, L.prefetch_items * p.num_kv_heads);
-  if (L.max_items > 65535)
+  layout.prefetch_items = std::min(layout.max_items, std::max(1, layout.wave / layout.ctas_per_item));
+  layout.prefetch_rows = decode_warmed_rows(decode, INT_MAX, layout.prefetch_items * problem.num_kv_heads);
+  if (layout.max_items > 65535)
     throw Error(Status::Unsupported,
                 fmt::format("batch_size={} with max_seq_len={} needs {} work items; the grid allows 65535", B,
-                            p.max_seq_len, L.max_items));
+                            problem.max_seq_len, layout.max_items));
 
-  L.decode.role = "decode";
-  L.decode.spec = decode;
+  layout.decode.role = "decode";
+  layout.decode.spec = decode;
   // Head blocks, then token tiles: siblings share K/V in L2. Then KV heads,
   // then items, so the longest-first order holds across heads (decode_work.cuh).
-  L.decode.shape.grid[0] = query_blocks;
-  L.decode.shape.grid[1] = p.num_kv_heads;
-  L.decode.shape.grid[2] = L.max_items;
-  L.decode.shape.threads = decode.threads();
-  L.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
+  layout.decode.shape.grid[0] = query_blocks;
+  layout.decode.shape.grid[1] = problem.num_kv_heads;
+  layout.decode.shape.grid[2] = layout.max_items;
+  layout.decode.shape.threads = decode.threads();
+  layout.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
 
-  if (!p.host_lengths && L.uniform_splits > 1) {
-    L.merge = merge_launch(p.head_dim, p.o_dtype, B * q_len * H);  // one row per (request, token, head)
+  if (!problem.host_lengths && layout.uniform_splits > 1) {
+    layout.merge =
+        merge_launch(problem.head_dim, problem.o_dtype, B * q_len * H);  // one row per (request, token, head)
   }
 
   // A slot holds the most tokens a request has (kernels/decode_params.h).
-  if (L.max_slots > 0) add_split_states(L.workspace, L.max_slots, size_t(q_len) * H, p.head_dim);
-  if (p.host_lengths) {
-    L.workspace.add_int("work", size_t(L.max_items) * sizeof(kernels::DecodeWorkItem));
-    L.workspace.add_int("merge_indptr", size_t(B + 1) * sizeof(int32_t));
+  if (layout.max_slots > 0) add_split_states(layout.workspace, layout.max_slots, size_t(q_len) * H, problem.head_dim);
+  if (problem.host_lengths) {
+    layout.workspace.add_int("work", size_t(layout.max_items) * sizeof(kernels::DecodeWorkItem));
+    layout.workspace.add_int("merge_indptr", size_t(B + 1) * sizeof(int32_t));
     // The in-kernel merge's counters, one per row group (kernels/decode_params.h):
     // plan() uploads them as zeros with the work list, every run leaves them so.
-    L.workspace.add_int("merge_counters", size_t(B) * p.num_kv_heads * query_blocks * sizeof(int32_t));
+    layout.workspace.add_int("merge_counters", size_t(B) * problem.num_kv_heads * query_blocks * sizeof(int32_t));
   }
 
-  set_decode_scales(L, p.options, p.head_dim);
-  return L;
+  set_decode_scales(layout, problem.options, problem.head_dim);
+  return layout;
 }
 
-int batch_decode_warmed_rows(const BatchDecodeProblem& p, const BatchDecodeLayout& L, int items) {
+int batch_decode_warmed_rows(const BatchDecodeProblem& problem, const BatchDecodeLayout& layout, int items) {
   // fp8 K/V warms only a launch of one wave: past one wave, warming cost fp8 more than it saved.
-  return dtype_size(p.kv_dtype) == 1 && items > L.prefetch_items ? 0 : L.prefetch_rows;
+  return dtype_size(problem.kv_dtype) == 1 && items > layout.prefetch_items ? 0 : layout.prefetch_rows;
 }
 
-BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const BatchDecodeLayout& L,
+BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& problem, const BatchDecodeLayout& layout,
                                             const int32_t* kv_lens, int batch) {
-  const bool graph = p.options.use_cuda_graph;
-  if (graph ? (batch < 1 || batch > p.batch_size) : batch != p.batch_size)
-    throw Error(Status::InvalidArgument,
-                graph ? fmt::format("batch={} is not allowed; this CUDA-graph plan allows 1 to {} (its batch_size)",
-                                    batch, p.batch_size)
-                      : fmt::format("batch={} is not allowed; this plan is for batch_size={}", batch, p.batch_size));
+  const bool graph = problem.options.use_cuda_graph;
+  if (graph ? (batch < 1 || batch > problem.batch_size) : batch != problem.batch_size)
+    throw Error(
+        Status::InvalidArgument,
+        graph ? fmt::format("batch={} is not allowed; this CUDA-graph plan allows 1 to {} (its batch_size)", batch,
+                            problem.batch_size)
+              : fmt::format("batch={} is not allowed; this plan is for batch_size={}", batch, problem.batch_size));
   if (!kv_lens) throw Error(Status::InvalidArgument, "kv_lens is null; a host_lengths plan needs every length");
   int64_t total = 0;
   int max_rows = 0;
@@ -281,13 +287,13 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
       throw Error(Status::InvalidArgument,
                   fmt::format("kv_lens[{}]={} is not allowed; a length is >= 0 (0: no KV, o = 0 and lse = -inf)", b,
                               kv_lens[b]));
-    rows[b] = batch_decode_rows(p, kv_lens[b]);
+    rows[b] = batch_decode_rows(problem, kv_lens[b]);
     total += rows[b];
     max_rows = std::max(max_rows, rows[b]);
   }
   BatchDecodePartition part;
   part.batch = batch;
-  part.chunk_size = chunk_for(total, max_rows, L);
+  part.chunk_size = chunk_for(total, max_rows, layout);
   const int chunk = part.chunk_size;
   // Chunks of `chunk` rows (a request's last one shorter), longest first
   // (stable: equal chunks stay in request order), then the tail cut finer
@@ -295,36 +301,37 @@ BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const B
   // long piece holding a slot the short requests need). A request with no
   // KV gets one empty item: its CTA writes o = 0 and lse = -inf.
   std::vector<kernels::DecodeWorkItem> chunks;
-  chunks.reserve(L.max_items);
+  chunks.reserve(layout.max_items);
   for (int b = 0; b < batch; ++b)
     for (int c = 0; c == 0 || c * chunk < rows[b]; ++c)
       chunks.push_back({b, c * chunk, std::min(rows[b], (c + 1) * chunk), -1});
   const auto longest_first = [](const auto& a, const auto& b) { return a.end - a.begin > b.end - b.begin; };
   std::stable_sort(chunks.begin(), chunks.end(), longest_first);
   const int n = static_cast<int>(chunks.size());
-  const TailCut cut = choose_tail_cut(chunks, L, L.max_items - n);
-  part.items.reserve(L.max_items);
+  const TailCut cut = choose_tail_cut(chunks, layout, layout.max_items - n);
+  part.items.reserve(layout.max_items);
   part.items.assign(chunks.begin(), chunks.end() - cut.tail);
   for (int i = n - cut.tail; i < n; ++i)
-    cut_rows(chunks[i].begin, chunks[i].end, cut.pieces, L.rows_per_iter,
-             [&](int b, int e) { part.items.push_back({chunks[i].request, b, e, -1}); });
+    cut_rows(chunks[i].begin, chunks[i].end, cut.pieces, layout.rows_per_iter, [&](int b, int e) {
+      part.items.push_back({chunks[i].request, b, e, -1});
+    });
   std::stable_sort(part.items.begin() + (n - cut.tail), part.items.end(), longest_first);
   part.num_items = static_cast<int>(part.items.size());
-  if (part.num_items > L.max_items)  // the header's bound; a breach is a planner bug
-    throw Error(Status::Internal, fmt::format("batch decode partition has {} items, above its bound {}",
-                                              part.num_items, L.max_items));
+  if (part.num_items > layout.max_items)  // the header's bound; a breach is a planner bug
+    throw Error(Status::Internal, fmt::format("batch decode partition has {} items, above its bound {}", part.num_items,
+                                              layout.max_items));
 
   // A request of several items has one partial slot per item.
-  part.merge_indptr.assign(size_t(p.batch_size) + 1, 0);
+  part.merge_indptr.assign(size_t(problem.batch_size) + 1, 0);
   for (const auto& w : part.items) ++part.merge_indptr[w.request + 1];
   for (int b = 0; b < batch; ++b)
     if (part.merge_indptr[b + 1] == 1) part.merge_indptr[b + 1] = 0;
-  for (int b = 0; b < p.batch_size; ++b) part.merge_indptr[b + 1] += part.merge_indptr[b];
+  for (int b = 0; b < problem.batch_size; ++b) part.merge_indptr[b + 1] += part.merge_indptr[b];
   std::vector<int> next(part.merge_indptr.begin(), part.merge_indptr.end() - 1);
   for (auto& w : part.items)
     w.slot = part.merge_indptr[w.request + 1] > part.merge_indptr[w.request] ? next[w.request]++ : -1;
   part.num_slots = part.merge_indptr[batch];
-  if (graph) part.items.resize(L.max_items, kernels::DecodeWorkItem{-1, 0, 0, -1});
+  if (graph) part.items.resize(layout.max_items, kernels::DecodeWorkItem{-1, 0, 0, -1});
   return part;
 }
 

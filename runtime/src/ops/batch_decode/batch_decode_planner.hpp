@@ -75,19 +75,19 @@ struct BatchDecodePartition {
 };
 
 // Validates, then sizes everything that depends on the problem alone.
-BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& p, const DeviceFigures& device);
+BatchDecodeLayout plan_batch_decode(const BatchDecodeProblem& problem, const DeviceFigures& device);
 // The rows each first-wave CTA warms in a launch of `items` real work items
 // (the layout's prefetch_rows, or none where that measured slower).
-int batch_decode_warmed_rows(const BatchDecodeProblem& p, const BatchDecodeLayout& L, int items);
+int batch_decode_warmed_rows(const BatchDecodeProblem& problem, const BatchDecodeLayout& layout, int items);
 
 // The chunks for these lengths (host_lengths problems); kv_lens[batch].
 // Error(InvalidArgument) naming a length below 1 or a batch out of range.
-BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& p, const BatchDecodeLayout& layout,
+BatchDecodePartition partition_batch_decode(const BatchDecodeProblem& problem, const BatchDecodeLayout& layout,
                                             const int32_t* kv_lens, int batch);
 // Rows a request of length len attends to (its window, from its first query token's).
-int batch_decode_rows(const BatchDecodeProblem& p, int64_t len);
+int batch_decode_rows(const BatchDecodeProblem& problem, int64_t len);
 // The kernels a problem needs whatever its lengths (prewarm): decode, and
 // the merge kernel when the lengths are only on the device.
-std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& p);
+std::vector<KernelSpec> batch_decode_kernels(const BatchDecodeProblem& problem);
 
 }  // namespace attnjit::ops

@@ -29,28 +29,30 @@ void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t b
                           indptr[b + 1], name, b, indptr[b]));
 }
 
-void validate_batch_prefill(const BatchPrefillShape& s) {
-  validate_prefill_heads(s.num_qo_heads, s.num_kv_heads, s.head_dim, s.q_dtype, s.kv_dtype);
-  validate_prefill_options(s.options);
-  validate_prefill_backend(s.options, s.head_dim);
-  if (s.qo_indptr.size() < 2)
-    invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", s.qo_indptr.size()));
-  const size_t batch = s.qo_indptr.size() - 1;
-  check_indptr(s.qo_indptr, "qo_indptr", batch);
-  if (s.kv_lens.size() != batch)
-    invalid(fmt::format("kv lengths: {} requests is not allowed; qo_indptr has batch_size = {}", s.kv_lens.size(), batch));
+void validate_batch_prefill(const BatchPrefillShape& shape) {
+  validate_prefill_heads(shape.num_qo_heads, shape.num_kv_heads, shape.head_dim, shape.q_dtype, shape.kv_dtype);
+  validate_prefill_options(shape.options);
+  validate_prefill_backend(shape.options, shape.head_dim);
+  if (shape.qo_indptr.size() < 2)
+    invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", shape.qo_indptr.size()));
+  const size_t batch = shape.qo_indptr.size() - 1;
+  check_indptr(shape.qo_indptr, "qo_indptr", batch);
+  if (shape.kv_lens.size() != batch)
+    invalid(fmt::format("kv lengths: {} requests is not allowed; qo_indptr has batch_size = {}", shape.kv_lens.size(),
+                        batch));
   for (size_t b = 0; b < batch; ++b) {
-    const int64_t qo = s.qo_indptr[b + 1] - s.qo_indptr[b], kv = s.kv_lens[b];
+    const int64_t qo = shape.qo_indptr[b + 1] - shape.qo_indptr[b], kv = shape.kv_lens[b];
     // kv 0 (no KV) and causal qo > kv are allowed: rows that see no key give o = 0, lse = -inf.
     if (kv < 0) invalid(fmt::format("kv_len of request {}={} is not allowed; it must be >= 0 (qo_len {})", b, kv, qo));
   }
-  if (s.graph_max_batch > 0 && batch > size_t(s.graph_max_batch))
-    invalid(fmt::format("qo_indptr: batch_size={} is not allowed with use_cuda_graph=true; allowed: 1 to "
-                        "max_batch_size={} (the fixed buffers' size)",
-                        batch, s.graph_max_batch));
-  const int64_t nnz_qo = s.qo_indptr.back();
-  if (nnz_qo * s.num_qo_heads > INT32_MAX / 2)
-    invalid(fmt::format("qo_indptr[-1] * num_qo_heads={} is not allowed; it must be <= {}", nnz_qo * s.num_qo_heads,
+  if (shape.graph_max_batch > 0 && batch > size_t(shape.graph_max_batch))
+    invalid(
+        fmt::format("qo_indptr: batch_size={} is not allowed with use_cuda_graph=true; allowed: 1 to "
+                    "max_batch_size={} (the fixed buffers' size)",
+                    batch, shape.graph_max_batch));
+  const int64_t nnz_qo = shape.qo_indptr.back();
+  if (nnz_qo * shape.num_qo_heads > INT32_MAX / 2)
+    invalid(fmt::format("qo_indptr[-1] * num_qo_heads={} is not allowed; it must be <= {}", nnz_qo * shape.num_qo_heads,
                         INT32_MAX / 2));
 }
 
@@ -63,79 +65,81 @@ namespace {
 // capture (graph_frags_m 0) and kept for later plans (the wrapper passes it
 // on). One wave of persistent CTAs takes (tile, KV head) items from a
 // counter, last tiles first.
-void plan_graph_mode(const BatchPrefillShape& s, PrefillKernel& k, const DeviceFigures& device, BatchPrefillLayout& L) {
-  const size_t batch = s.qo_indptr.size() - 1;
-  const int group = s.num_qo_heads / s.num_kv_heads;
+void plan_graph_mode(const BatchPrefillShape& shape, PrefillKernel& k, const DeviceFigures& device,
+                     BatchPrefillLayout& layout) {
+  const size_t batch = shape.qo_indptr.size() - 1;
+  const int group = shape.num_qo_heads / shape.num_kv_heads;
   int64_t max_packed = 0;
   for (size_t b = 0; b < batch; ++b)
-    max_packed = std::max<int64_t>(max_packed, int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group);
-  k.frags_m = s.graph_frags_m > 0 ? s.graph_frags_m : prefill_frags_m(s.head_dim, max_packed);
+    max_packed = std::max<int64_t>(max_packed, int64_t(shape.qo_indptr[b + 1] - shape.qo_indptr[b]) * group);
+  k.frags_m = shape.graph_frags_m > 0 ? shape.graph_frags_m : prefill_frags_m(shape.head_dim, max_packed);
   choose_prefill_pipeline(k);
   const int tq = k.tile_q();
-  L.tile_indptr.assign(size_t(s.graph_max_batch) + 1, 0);
-  for (size_t b = 0; b < size_t(s.graph_max_batch); ++b) {
-    const int64_t qo = b < batch ? s.qo_indptr[b + 1] - s.qo_indptr[b] : 0;
-    L.tile_indptr[b + 1] = L.tile_indptr[b] + static_cast<int32_t>((qo * group + tq - 1) / tq);
+  layout.tile_indptr.assign(size_t(shape.graph_max_batch) + 1, 0);
+  for (size_t b = 0; b < size_t(shape.graph_max_batch); ++b) {
+    const int64_t qo = b < batch ? shape.qo_indptr[b + 1] - shape.qo_indptr[b] : 0;
+    layout.tile_indptr[b + 1] = layout.tile_indptr[b] + static_cast<int32_t>((qo * group + tq - 1) / tq);
   }
-  L.num_work = L.tile_indptr.back();
-  L.num_chunks = 1;
-  L.chunk_size = kWholeKVChunk;
-  L.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, device.sm_count * prefill_ctas_per_sm(k)));
-  L.workspace.add_int("tile_indptr", L.tile_indptr.size() * sizeof(int32_t));
-  L.workspace.add_int("work_counter", 2 * sizeof(int32_t));  // next item, CTAs done (zero between launches)
+  layout.num_work = layout.tile_indptr.back();
+  layout.num_chunks = 1;
+  layout.chunk_size = kWholeKVChunk;
+  layout.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, device.sm_count * prefill_ctas_per_sm(k)));
+  layout.workspace.add_int("tile_indptr", layout.tile_indptr.size() * sizeof(int32_t));
+  layout.workspace.add_int("work_counter", 2 * sizeof(int32_t));  // next item, CTAs done (zero between launches)
 }
 
 }  // namespace
 
-BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFigures& device) {
-  validate_batch_prefill(s);
-  const size_t batch = s.qo_indptr.size() - 1;
-  const int group = s.num_qo_heads / s.num_kv_heads;
+BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const DeviceFigures& device) {
+  validate_batch_prefill(shape);
+  const size_t batch = shape.qo_indptr.size() - 1;
+  const int group = shape.num_qo_heads / shape.num_kv_heads;
   int64_t max_packed = 0, max_kv = 0;
   for (size_t b = 0; b < batch; ++b) {
-    max_packed = std::max<int64_t>(max_packed, int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group);
-    max_kv = std::max<int64_t>(max_kv, s.kv_lens[b]);
+    max_packed = std::max<int64_t>(max_packed, int64_t(shape.qo_indptr[b + 1] - shape.qo_indptr[b]) * group);
+    max_kv = std::max<int64_t>(max_kv, shape.kv_lens[b]);
   }
-  const int64_t nnz_qo = s.qo_indptr.back();
+  const int64_t nnz_qo = shape.qo_indptr.back();
 
-  BatchPrefillLayout L;
-  PrefillKernel k = prefill_variant(s.options, s.head_dim, s.q_dtype, s.kv_dtype);
-  choose_prefill_skeleton(k, s.options, device.arch);
-  k.kv_source = s.source;
-  L.var = prefill_variant_params(s.options, s.head_dim);
-  L.prefill.role = "prefill";
-  L.prefill.shape.grid[1] = 1;
-  L.prefill.shape.grid[2] = 1;
-  if (s.graph_max_batch > 0) {
-    plan_graph_mode(s, k, device, L);
+  BatchPrefillLayout layout;
+  PrefillKernel k = prefill_variant(shape.options, shape.head_dim, shape.q_dtype, shape.kv_dtype);
+  choose_prefill_skeleton(k, shape.options, device.arch);
+  k.kv_source = shape.source;
+  layout.var = prefill_variant_params(shape.options, shape.head_dim);
+  layout.prefill.role = "prefill";
+  layout.prefill.shape.grid[1] = 1;
+  layout.prefill.shape.grid[2] = 1;
+  if (shape.graph_max_batch > 0) {
+    plan_graph_mode(shape, k, device, layout);
     check_prefill_fits(k, device);
-    L.prefill.spec = k;
-    L.prefill.shape.threads = k.threads();
-    L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
-    return L;
+    layout.prefill.spec = k;
+    layout.prefill.shape.threads = k.threads();
+    layout.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
+    return layout;
   }
-  k.frags_m = prefill_frags_m(s.head_dim, max_packed);
+  k.frags_m = prefill_frags_m(shape.head_dim, max_packed);
   choose_prefill_pipeline(k);
   auto count_tiles = [&](int tq) {
     int64_t n = 0;
-    for (size_t b = 0; b < batch; ++b) n += (int64_t(s.qo_indptr[b + 1] - s.qo_indptr[b]) * group + tq - 1) / tq;
+    for (size_t b = 0; b < batch; ++b)
+      n += (int64_t(shape.qo_indptr[b + 1] - shape.qo_indptr[b]) * group + tq - 1) / tq;
     return n;
   };
-  fit_fa3_tile(k, count_tiles(k.tile_q()) * s.num_kv_heads, device.sm_count);
+  fit_fa3_tile(k, count_tiles(k.tile_q()) * shape.num_kv_heads, device.sm_count);
   check_prefill_fits(k, device);
   const int tq = k.tile_q();
   // 512-wide heads: vo_parts CTAs per work item, adjacent in x (prefill_items).
-  const int vo_parts = k.backend == PrefillBackend::Fa2 ? kernels::prefill_vo_parts(s.head_dim) : 1;
+  const int vo_parts = k.backend == PrefillBackend::Fa2 ? kernels::prefill_vo_parts(shape.head_dim) : 1;
 
   // Query tiles of every request; the KV split (one chunk size for the batch,
   // so the merge sees the same number of partial states for every row) only
   // when those tiles leave the device idle.
   const int64_t tiles = count_tiles(tq);
   const int wave = device.sm_count * prefill_ctas_per_sm(k);
-  const KVSplit split = plan_kv_split({tiles * s.num_kv_heads * vo_parts, std::max<int64_t>(max_kv, 1), nnz_qo * s.num_qo_heads,
-                                      k.tile_q(), k.tile_kv(), s.head_dim, wave});
-  L.num_chunks = split.num_chunks;
-  L.chunk_size = split.chunk_size;
+  const KVSplit split = plan_kv_split({tiles * shape.num_kv_heads * vo_parts, std::max<int64_t>(max_kv, 1),
+                                       nnz_qo * shape.num_qo_heads, k.tile_q(), k.tile_kv(), shape.head_dim, wave});
+  layout.num_chunks = split.num_chunks;
+  layout.chunk_size = split.chunk_size;
 
   // Items with their cost (keys the tile's last query sees in the chunk).
   // Requests go longest first and each request's items largest first: the
@@ -150,14 +154,15 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
   };
   std::vector<Item> items;
   for (size_t b = 0; b < batch; ++b) {
-    const int64_t qo = s.qo_indptr[b + 1] - s.qo_indptr[b], kv = s.kv_lens[b];
+    const int64_t qo = shape.qo_indptr[b + 1] - shape.qo_indptr[b], kv = shape.kv_lens[b];
     const int64_t n_tiles = (qo * group + tq - 1) / tq;
     const size_t first = items.size();
     for (int64_t t = 0; t < n_tiles; ++t) {
       const int64_t last_q = std::min(qo - 1, ((t + 1) * tq - 1) / group);
-      const int64_t reach = s.options.causal && !s.options.custom_mask ? std::min(kv, kv - qo + last_q + 1) : kv;
-      for (int c = 0; c < L.num_chunks; ++c) {
-        const int64_t lo = int64_t(c) * L.chunk_size, hi = std::min<int64_t>(reach, lo + L.chunk_size);
+      const int64_t reach =
+          shape.options.causal && !shape.options.custom_mask ? std::min(kv, kv - qo + last_q + 1) : kv;
+      for (int c = 0; c < layout.num_chunks; ++c) {
+        const int64_t lo = int64_t(c) * layout.chunk_size, hi = std::min<int64_t>(reach, lo + layout.chunk_size);
         items.push_back({0, std::max<int64_t>(0, hi - lo), int32_t(b), int32_t(t), int32_t(c)});
       }
     }
@@ -177,45 +182,45 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFi
   // share its K/V in L2; elsewhere it varies fastest, so CTAs start in cost
   // order. (KV heads fastest everywhere ran a 16k-token request as 16 heads
   // x 16 tiles at once: L2 hit rate 88% against FlashInfer's 98%, ncu.)
-  const int H = s.num_kv_heads;
-  L.num_work = static_cast<int>(items.size()) * H;
-  L.work.resize(4 * size_t(L.num_work));
+  const int H = shape.num_kv_heads;
+  layout.num_work = static_cast<int>(items.size()) * H;
+  layout.work.resize(4 * size_t(layout.num_work));
   size_t cta = 0;
   for (size_t i = 0; i < items.size();) {
     size_t end = i + 1;
     while (end < items.size() && items[end].request == items[i].request && items[end].cost == items[i].cost) ++end;
     for (int h = 0; h < H; ++h)
       for (size_t j = i; j < end; ++j, ++cta) {
-        L.work[cta] = items[j].request;
-        L.work[L.num_work + cta] = items[j].tile;
-        L.work[2 * size_t(L.num_work) + cta] = items[j].chunk;
-        L.work[3 * size_t(L.num_work) + cta] = h;
+        layout.work[cta] = items[j].request;
+        layout.work[layout.num_work + cta] = items[j].tile;
+        layout.work[2 * size_t(layout.num_work) + cta] = items[j].chunk;
+        layout.work[3 * size_t(layout.num_work) + cta] = h;
       }
     i = end;
   }
 
-  L.prefill.spec = k;
-  L.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, L.num_work) * vo_parts);
-  L.prefill.shape.threads = k.threads();
-  L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
+  layout.prefill.spec = k;
+  layout.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, layout.num_work) * vo_parts);
+  layout.prefill.shape.threads = k.threads();
+  layout.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 
-  const size_t rows = size_t(nnz_qo) * s.num_qo_heads;
-  if (L.num_chunks > 1) {
-    L.merge = merge_launch(s.head_dim, s.q_dtype, static_cast<uint32_t>(rows));
-    add_split_states(L.workspace, L.num_chunks, rows, s.head_dim);
+  const size_t rows = size_t(nnz_qo) * shape.num_qo_heads;
+  if (layout.num_chunks > 1) {
+    layout.merge = merge_launch(shape.head_dim, shape.q_dtype, static_cast<uint32_t>(rows));
+    add_split_states(layout.workspace, layout.num_chunks, rows, shape.head_dim);
   }
-  L.workspace.add_int("work", L.work.size() * sizeof(int32_t));
-  L.workspace.add_int("qo_indptr", (batch + 1) * sizeof(int32_t));
-  L.workspace.add_int("kv_indptr", (batch + 1) * sizeof(int32_t));
-  if (s.source == KVSource::Paged) {
-    L.workspace.add_int("paged_kv_indices", std::max<size_t>(s.num_page_indices, 1) * sizeof(int32_t));
-    L.workspace.add_int("paged_kv_last_page_len", batch * sizeof(int32_t));
+  layout.workspace.add_int("work", layout.work.size() * sizeof(int32_t));
+  layout.workspace.add_int("qo_indptr", (batch + 1) * sizeof(int32_t));
+  layout.workspace.add_int("kv_indptr", (batch + 1) * sizeof(int32_t));
+  if (shape.source == KVSource::Paged) {
+    layout.workspace.add_int("paged_kv_indices", std::max<size_t>(shape.num_page_indices, 1) * sizeof(int32_t));
+    layout.workspace.add_int("paged_kv_last_page_len", batch * sizeof(int32_t));
   }
-  if (s.options.custom_mask) {
-    L.workspace.add_int("mask", std::max<size_t>(s.mask_bytes, 1));
-    L.workspace.add_int("mask_indptr", batch * sizeof(int32_t));
+  if (shape.options.custom_mask) {
+    layout.workspace.add_int("mask", std::max<size_t>(shape.mask_bytes, 1));
+    layout.workspace.add_int("mask_indptr", batch * sizeof(int32_t));
   }
-  return L;
+  return layout;
 }
 
 nlohmann::json BatchPrefillLayout::to_json() const {

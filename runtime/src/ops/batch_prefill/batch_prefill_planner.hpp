@@ -51,9 +51,9 @@ struct BatchPrefillLayout {
 // Validates the shape (indptr monotone from 0, causal lengths, heads,
 // dtypes, options) and plans. Errors name the argument, its value (and the
 // request) and what is allowed.
-BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& s, const DeviceFigures& device);
+BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const DeviceFigures& device);
 // The checks alone (plan() runs them before it asks the device anything).
-void validate_batch_prefill(const BatchPrefillShape& s);
+void validate_batch_prefill(const BatchPrefillShape& shape);
 
 // KV rows per chunk when the KV is not split in CUDA-graph mode: a multiple
 // of every KV tile that no int32 length reaches.

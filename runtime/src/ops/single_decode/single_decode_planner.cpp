@@ -16,31 +16,31 @@ namespace attnjit::ops {
 
 namespace {
 
-DecodeKernel decode_spec(const SingleDecodeProblem& p, const DeviceFigures& device) {
-  return choose_decode_kernel(decode_shape(p, p.q_dtype, device), KVSourceKind::Contiguous);
+DecodeKernel decode_spec(const SingleDecodeProblem& problem, const DeviceFigures& device) {
+  return choose_decode_kernel(decode_shape(problem, problem.q_dtype, device), KVSourceKind::Contiguous);
 }
 
 }  // namespace
 
-std::vector<KernelSpec> single_decode_kernels(const SingleDecodeProblem& p) {
-  validate(p);
-  return {decode_spec(p, DeviceFigures{}), split_merge_kernel(p.head_dim, p.q_dtype)};
+std::vector<KernelSpec> single_decode_kernels(const SingleDecodeProblem& problem) {
+  validate(problem);
+  return {decode_spec(problem, DeviceFigures{}), split_merge_kernel(problem.head_dim, problem.q_dtype)};
 }
 
-SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const DeviceFigures& device) {
-  validate(p);
-  SingleDecodeLayout L;
-  const DecodeKernel decode = decode_spec(p, device);
-  const auto& o = p.options;
+SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& problem, const DeviceFigures& device) {
+  validate(problem);
+  SingleDecodeLayout layout;
+  const DecodeKernel decode = decode_spec(problem, device);
+  const auto& o = problem.options;
 
-  const int kv_len = static_cast<int>(p.kv_len);
-  L.kv_begin = o.window_left >= 0 ? std::max(0, kv_len - 1 - o.window_left) : 0;
-  const int rows = kv_len - L.kv_begin;
+  const int kv_len = static_cast<int>(problem.kv_len);
+  layout.kv_begin = o.window_left >= 0 ? std::max(0, kv_len - 1 - o.window_left) : 0;
+  const int rows = kv_len - layout.kv_begin;
 
-  const int group = p.num_qo_heads / p.num_kv_heads;
+  const int group = problem.num_qo_heads / problem.num_kv_heads;
   const DecodeTile tile = decode_tile(decode);
   const int rows_per_iter = tile.rows_per_iter;
-  const int ctas_per_split = p.num_kv_heads * (group / decode.heads_per_cta);
+  const int ctas_per_split = problem.num_kv_heads * (group / decode.heads_per_cta);
   // Fill exactly one wave of resident CTAs, rounding the split count down: a
   // second, nearly empty wave (e.g. 544 CTAs on 528 slots) costs almost as
   // much as the first, while one wave short by a few slots costs a few percent.
@@ -50,26 +50,27 @@ SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const Device
   int chunk = (rows + splits - 1) / splits;
   chunk = (chunk + rows_per_iter - 1) / rows_per_iter * rows_per_iter;
   splits = (rows + chunk - 1) / chunk;
-  L.num_splits = splits;
-  L.chunk_size = chunk;
-  L.prefetch_rows = decode_warmed_rows(decode, chunk, p.num_kv_heads * splits);  // every CTA is of the one wave
+  layout.num_splits = splits;
+  layout.chunk_size = chunk;
+  layout.prefetch_rows =
+      decode_warmed_rows(decode, chunk, problem.num_kv_heads * splits);  // every CTA is of the one wave
 
   // Head subgroups fastest, so sibling CTAs of one split run together; then
   // KV heads, then splits (kernels/decode_work.cuh).
-  L.decode.role = "decode";
-  L.decode.spec = decode;
-  L.decode.shape.grid[0] = group / decode.heads_per_cta;
-  L.decode.shape.grid[1] = p.num_kv_heads;
-  L.decode.shape.grid[2] = splits;
-  L.decode.shape.threads = decode.threads();
-  L.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
+  layout.decode.role = "decode";
+  layout.decode.spec = decode;
+  layout.decode.shape.grid[0] = group / decode.heads_per_cta;
+  layout.decode.shape.grid[1] = problem.num_kv_heads;
+  layout.decode.shape.grid[2] = splits;
+  layout.decode.shape.threads = decode.threads();
+  layout.decode.shape.smem_bytes = decode.dynamic_smem_bytes();
 
   if (splits > 1) {
-    L.merge = merge_launch(p.head_dim, p.q_dtype, p.num_qo_heads);  // one CTA per output row
-    add_split_states(L.workspace, splits, p.num_qo_heads, p.head_dim);
+    layout.merge = merge_launch(problem.head_dim, problem.q_dtype, problem.num_qo_heads);  // one CTA per output row
+    add_split_states(layout.workspace, splits, problem.num_qo_heads, problem.head_dim);
   }
-  set_decode_scales(L, o, p.head_dim);
-  return L;
+  set_decode_scales(layout, o, problem.head_dim);
+  return layout;
 }
 
 nlohmann::json SingleDecodeLayout::to_json() const {

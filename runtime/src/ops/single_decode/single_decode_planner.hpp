@@ -26,8 +26,8 @@ struct SingleDecodeLayout {
 };
 
 // Validates, then plans.
-SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& p, const DeviceFigures& device);
+SingleDecodeLayout plan_single_decode(const SingleDecodeProblem& problem, const DeviceFigures& device);
 // The kernels a problem needs regardless of kv_len (prewarm): decode and merge.
-std::vector<KernelSpec> single_decode_kernels(const SingleDecodeProblem& p);
+std::vector<KernelSpec> single_decode_kernels(const SingleDecodeProblem& problem);
 
 }  // namespace attnjit::ops

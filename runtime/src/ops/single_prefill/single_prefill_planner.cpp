@@ -174,76 +174,77 @@ KVSplit plan_kv_split(const SplitProblem& s) {
   return best;
 }
 
-std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p) {
-  validate(p);
+std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& problem) {
+  validate(problem);
   std::vector<KernelSpec> out;
-  if (p.options.backend != "fa3" && p.options.backend != "fa3_ws") {
+  if (problem.options.backend != "fa3" && problem.options.backend != "fa3_ws") {
     for (int fm : {1, 2}) {
-      if (fm != 1 && prefill_frags_m(p.head_dim, INT64_MAX) != fm) continue;
-      PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
+      if (fm != 1 && prefill_frags_m(problem.head_dim, INT64_MAX) != fm) continue;
+      PrefillKernel k = prefill_variant(problem.options, problem.head_dim, problem.q_dtype, problem.kv_dtype);
       k.frags_m = fm;
       choose_prefill_pipeline(k);
       out.emplace_back(k);
     }
   }
   // The Hopper kernel where the options may pick it (prewarm keeps it for sm_90a only).
-  if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2 && fa3_takes_head_dim(p.head_dim)) {
+  if (problem.options.backend != "fa2" && dtype_size(problem.kv_dtype) == 2 && fa3_takes_head_dim(problem.head_dim)) {
     for (int warpgroups : {2, 1}) {
-      PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
+      PrefillKernel k = prefill_variant(problem.options, problem.head_dim, problem.q_dtype, problem.kv_dtype);
       k.backend = PrefillBackend::Fa3;
-      k.warp_specialized = prefill_warp_specialized(k, p.options);
+      k.warp_specialized = prefill_warp_specialized(k, problem.options);
       choose_prefill_pipeline(k);
       if (k.warp_specialized && warpgroups == 1) continue;  // one CTA shape
       k.frags_m = warpgroups;
       out.emplace_back(k);
     }
   }
-  out.emplace_back(split_merge_kernel(p.head_dim, p.q_dtype));
+  out.emplace_back(split_merge_kernel(problem.head_dim, problem.q_dtype));
   return out;
 }
 
-SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const DeviceFigures& device) {
-  validate(p);
-  SinglePrefillLayout L;
-  const int group = p.num_qo_heads / p.num_kv_heads;
-  const int64_t packed = p.qo_len * group;
-  PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
-  choose_prefill_skeleton(k, p.options, device.arch);
-  k.frags_m = prefill_frags_m(p.head_dim, packed);
+SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, const DeviceFigures& device) {
+  validate(problem);
+  SinglePrefillLayout layout;
+  const int group = problem.num_qo_heads / problem.num_kv_heads;
+  const int64_t packed = problem.qo_len * group;
+  PrefillKernel k = prefill_variant(problem.options, problem.head_dim, problem.q_dtype, problem.kv_dtype);
+  choose_prefill_skeleton(k, problem.options, device.arch);
+  k.frags_m = prefill_frags_m(problem.head_dim, packed);
   choose_prefill_pipeline(k);
-  fit_fa3_tile(k, (packed + k.tile_q() - 1) / k.tile_q() * p.num_kv_heads, device.sm_count);
+  fit_fa3_tile(k, (packed + k.tile_q() - 1) / k.tile_q() * problem.num_kv_heads, device.sm_count);
   check_prefill_fits(k, device);
 
-  L.num_q_tiles = static_cast<int>((packed + k.tile_q() - 1) / k.tile_q());
+  layout.num_q_tiles = static_cast<int>((packed + k.tile_q() - 1) / k.tile_q());
   // 512-wide heads: vo_parts CTAs per (tile, KV head), adjacent in x (prefill_items).
-  const int vo_parts = k.backend == PrefillBackend::Fa2 ? kernels::prefill_vo_parts(p.head_dim) : 1;
-  const int64_t ctas = int64_t(L.num_q_tiles) * p.num_kv_heads * vo_parts;
+  const int vo_parts = k.backend == PrefillBackend::Fa2 ? kernels::prefill_vo_parts(problem.head_dim) : 1;
+  const int64_t ctas = int64_t(layout.num_q_tiles) * problem.num_kv_heads * vo_parts;
   const int wave = device.sm_count * prefill_ctas_per_sm(k);
-  const KVSplit split =
-      plan_kv_split({ctas, p.kv_len, packed * p.num_kv_heads, k.tile_q(), k.tile_kv(), p.head_dim, wave});
-  L.num_chunks = split.num_chunks;
-  L.chunk_size = split.chunk_size;
+  const KVSplit split = plan_kv_split(
+      {ctas, problem.kv_len, packed * problem.num_kv_heads, k.tile_q(), k.tile_kv(), problem.head_dim, wave});
+  layout.num_chunks = split.num_chunks;
+  layout.chunk_size = split.chunk_size;
 
-  L.prefill.role = "prefill";
-  L.prefill.spec = k;
+  layout.prefill.role = "prefill";
+  layout.prefill.spec = k;
   // Every tile costs the same without a causal mask or a window: one KV
   // head's tiles then run side by side and share its K/V in L2; otherwise KV
   // heads vary fastest and the tiles that see the most keys go first
   // (prefill_work in prefill.cuh).
-  L.tiles_fastest = (p.options.custom_mask || !p.options.causal) && p.options.window_left < 0;
-  L.prefill.shape.grid[0] = static_cast<uint32_t>(ctas);
-  L.prefill.shape.grid[1] = L.num_chunks;
-  L.prefill.shape.grid[2] = 1;
-  L.prefill.shape.threads = k.threads();
-  L.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
+  layout.tiles_fastest = (problem.options.custom_mask || !problem.options.causal) && problem.options.window_left < 0;
+  layout.prefill.shape.grid[0] = static_cast<uint32_t>(ctas);
+  layout.prefill.shape.grid[1] = layout.num_chunks;
+  layout.prefill.shape.grid[2] = 1;
+  layout.prefill.shape.threads = k.threads();
+  layout.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 
-  if (L.num_chunks > 1) {
-    const size_t rows = size_t(p.qo_len) * p.num_qo_heads;
-    L.merge = merge_launch(p.head_dim, p.q_dtype, static_cast<uint32_t>(rows));  // one CTA per output row
-    add_split_states(L.workspace, L.num_chunks, rows, p.head_dim);
+  if (layout.num_chunks > 1) {
+    const size_t rows = size_t(problem.qo_len) * problem.num_qo_heads;
+    layout.merge =
+        merge_launch(problem.head_dim, problem.q_dtype, static_cast<uint32_t>(rows));  // one CTA per output row
+    add_split_states(layout.workspace, layout.num_chunks, rows, problem.head_dim);
   }
-  L.var = prefill_variant_params(p.options, p.head_dim);
-  return L;
+  layout.var = prefill_variant_params(problem.options, problem.head_dim);
+  return layout;
 }
 
 nlohmann::json SinglePrefillLayout::to_json() const {

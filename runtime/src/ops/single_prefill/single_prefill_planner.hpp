@@ -25,9 +25,9 @@ struct SinglePrefillLayout {
   nlohmann::json to_json() const;
 };
 
-SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& p, const DeviceFigures& device);
+SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, const DeviceFigures& device);
 // Every kernel the problem may need whatever its lengths (prewarm).
-std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& p);
+std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& problem);
 
 // Shared with the batch planners: query rows per CTA for a packed query length
 // (tokens x group), and the KV split that fills the device for a given number
