@@ -23,5 +23,16 @@ int narrow_dim(int64_t value, const char* arg, int index, const char* meaning);
 // One request's contiguous k and v beside q (single decode and prefill): 3 dims each per
 // kv_layout, equal shapes and dtypes, q's head_dim (its last dim), q's device.
 void check_contiguous_kv(const TensorView& q, const TensorView& k, const TensorView& v, KVLayout kv_layout);
+// What a single-request problem reads from its checked k (KV heads, length,
+// dtype) and q (dtype, device), as check_contiguous_kv's layout has them.
+template <class Problem>
+void set_contiguous_kv_fields(Problem& problem, const TensorView& q, const TensorView& k, KVLayout kv_layout) {
+  const bool nhd = kv_layout == KVLayout::NHD;
+  problem.num_kv_heads = narrow_dim(k.shape[nhd ? 1 : 0], "k", nhd ? 1 : 0, "num_kv_heads");
+  problem.kv_len = k.shape[nhd ? 0 : 1];
+  problem.q_dtype = q.dtype;
+  problem.kv_dtype = k.dtype;
+  problem.device = q.device;
+}
 
 }  // namespace attnjit::ops

@@ -29,22 +29,17 @@ const std::set<std::string>& known_keys() {
 
 SingleDecodeProblem single_decode_problem_from_tensors(const TensorView& q, const TensorView& k, const TensorView& v,
                                                        const SingleDecodeOptions& options) {
-  const bool nhd = options.kv_layout == KVLayout::NHD;
   if (q.ndim != 2)
     invalid(fmt::format("q: ndim={} (shape {}) is not allowed; allowed: 2, [num_qo_heads, head_dim]", q.ndim,
                         shape_of(q)));
   check_contiguous_kv(q, k, v, options.kv_layout);
 
-  SingleDecodeProblem p;
-  p.num_qo_heads = narrow_dim(q.shape[0], "q", 0, "num_qo_heads");
-  p.head_dim = narrow_dim(q.shape[1], "q", 1, "head_dim");
-  p.num_kv_heads = narrow_dim(k.shape[nhd ? 1 : 0], "k", nhd ? 1 : 0, "num_kv_heads");
-  p.kv_len = k.shape[nhd ? 0 : 1];
-  p.q_dtype = q.dtype;
-  p.kv_dtype = k.dtype;
-  p.device = q.device;
-  p.options = options;
-  return p;
+  SingleDecodeProblem problem;
+  problem.num_qo_heads = narrow_dim(q.shape[0], "q", 0, "num_qo_heads");
+  problem.head_dim = narrow_dim(q.shape[1], "q", 1, "head_dim");
+  set_contiguous_kv_fields(problem, q, k, options.kv_layout);
+  problem.options = options;
+  return problem;
 }
 
 SingleDecodeProblem single_decode_problem_from_json(const nlohmann::json& j) {

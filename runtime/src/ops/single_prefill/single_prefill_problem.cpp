@@ -21,22 +21,17 @@ constexpr int64_t kMaxLen = std::numeric_limits<int32_t>::max() / 2;
 
 SinglePrefillProblem single_prefill_problem_from_tensors(const TensorView& q, const TensorView& k,
                                                          const TensorView& v, const PrefillOptions& options) {
-  const bool nhd = options.kv_layout == KVLayout::NHD;
   if (q.ndim != 3)
     invalid(fmt::format("q: ndim={} (shape {}) is not allowed; allowed: 3, [qo_len, num_qo_heads, head_dim]", q.ndim,
                         shape_of(q)));
   check_contiguous_kv(q, k, v, options.kv_layout);
-  SinglePrefillProblem p;
-  p.qo_len = q.shape[0];
-  p.num_qo_heads = narrow_dim(q.shape[1], "q", 1, "num_qo_heads");
-  p.head_dim = narrow_dim(q.shape[2], "q", 2, "head_dim");
-  p.num_kv_heads = narrow_dim(k.shape[nhd ? 1 : 0], "k", nhd ? 1 : 0, "num_kv_heads");
-  p.kv_len = k.shape[nhd ? 0 : 1];
-  p.q_dtype = q.dtype;
-  p.kv_dtype = k.dtype;
-  p.device = q.device;
-  p.options = options;
-  return p;
+  SinglePrefillProblem problem;
+  problem.qo_len = q.shape[0];
+  problem.num_qo_heads = narrow_dim(q.shape[1], "q", 1, "num_qo_heads");
+  problem.head_dim = narrow_dim(q.shape[2], "q", 2, "head_dim");
+  set_contiguous_kv_fields(problem, q, k, options.kv_layout);
+  problem.options = options;
+  return problem;
 }
 
 SinglePrefillProblem single_prefill_problem_from_json(const nlohmann::json& j) {
