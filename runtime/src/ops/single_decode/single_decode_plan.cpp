@@ -51,35 +51,37 @@ size_t SingleDecodePlan::workspace_bytes() const { return impl_->layout.workspac
 int SingleDecodePlan::num_splits() const { return impl_->layout.num_splits; }
 
 std::string SingleDecodePlan::describe() const {
-  const auto& L = impl_->layout;
-  const auto& d = L.decode;
-  std::string s = fmt::format("{} grid=({},{},{}) threads={} smem={} splits={} chunk={} kv_begin={}", d.spec.name(),
-                              d.shape.grid[0], d.shape.grid[1], d.shape.grid[2], d.shape.threads, d.shape.smem_bytes,
-                              L.num_splits, L.chunk_size, L.kv_begin);
-  if (L.merge)
-    s += fmt::format("; {} grid={} workspace={} B", L.merge->spec.name(), L.merge->shape.grid[0],
-                     L.workspace.float_bytes());
-  return s;
+  const auto& layout = impl_->layout;
+  const auto& d = layout.decode;
+  std::string text = fmt::format("{} grid=({},{},{}) threads={} smem={} splits={} chunk={} kv_begin={}", d.spec.name(),
+                                 d.shape.grid[0], d.shape.grid[1], d.shape.grid[2], d.shape.threads, d.shape.smem_bytes,
+                                 layout.num_splits, layout.chunk_size, layout.kv_begin);
+  if (layout.merge)
+    text += fmt::format("; {} grid={} workspace={} B", layout.merge->spec.name(), layout.merge->shape.grid[0],
+                        layout.workspace.float_bytes());
+  return text;
 }
 
 void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
                            const TensorView* lse, void* workspace, size_t workspace_bytes, Stream stream,
                            const Variant* variant) const {
-  const auto& P = impl_->problem;
-  const auto& L = impl_->layout;
-  const int64_t H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, N = P.kv_len;
-  const int qa = 16, kva = ops::decode_kv_align_bytes(*L.decode.spec.as<DecodeKernel>());
-  ops::check_tensor(q, "q", P.q_dtype, P.device, {H, D}, qa);
-  const bool nhd = P.options.kv_layout == KVLayout::NHD;
-  ops::check_tensor(k, "k", P.kv_dtype, P.device, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D}, kva);
-  ops::check_tensor(v, "v", P.kv_dtype, P.device, nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D}, kva);
-  ops::check_tensor(o, "o", P.q_dtype, P.device, {H, D}, qa);
-  if (lse) ops::check_tensor(*lse, "lse", DType::F32, P.device, {H}, 4);
-  const size_t needed = L.workspace.float_bytes();
+  const auto& problem = impl_->problem;
+  const auto& layout = impl_->layout;
+  const int64_t H = problem.num_qo_heads, Hk = problem.num_kv_heads, D = problem.head_dim, N = problem.kv_len;
+  const int qa = 16, kva = ops::decode_kv_align_bytes(*layout.decode.spec.as<DecodeKernel>());
+  ops::check_tensor(q, "q", problem.q_dtype, problem.device, {H, D}, qa);
+  const bool nhd = problem.options.kv_layout == KVLayout::NHD;
+  ops::check_tensor(k, "k", problem.kv_dtype, problem.device,
+                    nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D}, kva);
+  ops::check_tensor(v, "v", problem.kv_dtype, problem.device,
+                    nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D}, kva);
+  ops::check_tensor(o, "o", problem.q_dtype, problem.device, {H, D}, qa);
+  if (lse) ops::check_tensor(*lse, "lse", DType::F32, problem.device, {H}, 4);
+  const size_t needed = layout.workspace.float_bytes();
   if (needed > 0) {
     if (!workspace)
       throw Error(Status::WorkspaceTooSmall,
-                  fmt::format("workspace is null; this plan ({} KV splits) needs {} bytes", L.num_splits, needed));
+                  fmt::format("workspace is null; this plan ({} KV splits) needs {} bytes", layout.num_splits, needed));
     if (workspace_bytes < needed)
       throw Error(Status::WorkspaceTooSmall,
                   fmt::format("workspace_bytes={} is too small; this plan needs {} bytes", workspace_bytes, needed));
@@ -91,38 +93,39 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
   dp.q = q.data;
   dp.o = o.data;
   dp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-  const bool split = L.num_splits > 1;
-  const ops::PartialStates partial = ops::partial_states(workspace, L.workspace, split);
+  const bool split = layout.num_splits > 1;
+  const ops::PartialStates partial = ops::partial_states(workspace, layout.workspace, split);
   dp.partial_o = partial.o;
   dp.partial_lse = partial.lse;
   dp.q_stride_h = q.strides[0];
   dp.o_stride_h = o.strides[0];
-  ops::set_contiguous_kv(dp.kv, k, v, P.options.kv_layout, N);
-  dp.var.sm_scale = L.sm_scale;
-  dp.var.v_scale = L.v_scale;
-  dp.var.soft_cap = L.soft_cap;
-  dp.var.rope_rcp_scale = L.rope_rcp_scale;
-  dp.var.rope_log2_theta = L.rope_log2_theta;
-  dp.var.window_left = P.options.window_left;  // decode variants do not check it per row: their rows start at the window
-  ops::pack_user_params(P.options.variant ? &P.options.variant->source() : nullptr,
-                        variant ? variant : P.options.variant.get(), dp.var, P.device);
-  dp.kv_len = static_cast<int32_t>(N);  // the kernel starts at the window itself (decode_work.cuh), as L.kv_begin
-  dp.chunk_size = L.chunk_size;
-  dp.num_splits = L.num_splits;
+  ops::set_contiguous_kv(dp.kv, k, v, problem.options.kv_layout, N);
+  dp.var.sm_scale = layout.sm_scale;
+  dp.var.v_scale = layout.v_scale;
+  dp.var.soft_cap = layout.soft_cap;
+  dp.var.rope_rcp_scale = layout.rope_rcp_scale;
+  dp.var.rope_log2_theta = layout.rope_log2_theta;
+  // Decode variants do not check the window per row: their rows start at it.
+  dp.var.window_left = problem.options.window_left;
+  ops::pack_user_params(problem.options.variant ? &problem.options.variant->source() : nullptr,
+                        variant ? variant : problem.options.variant.get(), dp.var, problem.device);
+  dp.kv_len = static_cast<int32_t>(N);  // the kernel starts at the window itself (decode_work.cuh), as layout.kv_begin
+  dp.chunk_size = layout.chunk_size;
+  dp.num_splits = layout.num_splits;
   dp.num_requests = 1;
   dp.num_qo_heads = static_cast<int32_t>(H);
   dp.group_size = static_cast<int32_t>(H / Hk);
   dp.q_len = 1;  // one query token (kernels/decode_queries.cuh)
-  dp.prefetch_rows = L.prefetch_rows;
-  dp.prefetch_items = L.num_splits;  // one wave
+  dp.prefetch_rows = layout.prefetch_rows;
+  dp.prefetch_items = layout.num_splits;  // one wave
 
-  cuda::ScopedDevice scope(P.device);
-  detail::launch(*impl_->decode, L.decode.shape, &dp, stream, impl_->pdl);
+  cuda::ScopedDevice scope(problem.device);
+  detail::launch(*impl_->decode, layout.decode.shape, &dp, stream, impl_->pdl);
   if (split) {
     kernels::MergeParams mp =
-        ops::packed_split_merge(partial, o, dp.lse, o.strides[0], static_cast<int32_t>(H), L.num_splits);
+        ops::packed_split_merge(partial, o, dp.lse, o.strides[0], static_cast<int32_t>(H), layout.num_splits);
     mp.rows_per_request = static_cast<int32_t>(H);  // one request
-    detail::launch(*impl_->merge, L.merge->shape, &mp, stream, impl_->pdl);
+    detail::launch(*impl_->merge, layout.merge->shape, &mp, stream, impl_->pdl);
   }
 }
 
@@ -133,14 +136,14 @@ void single_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const T
   opts.return_lse = lse != nullptr;
   // The memo keeps the source only: each call packs the values of the variant it was given.
   if (opts.variant) opts.variant = std::make_shared<const Variant>(opts.variant->source());
-  const SingleDecodeProblem p = ops::single_decode_problem_from_tensors(q, k, v, opts);
+  const SingleDecodeProblem problem = ops::single_decode_problem_from_tensors(q, k, v, opts);
 
   auto& engine = rt.engine();
   // Memoized per problem: the problem's JSON form holds every field.
-  const std::string key = ops::to_json(p).dump();
+  const std::string key = ops::to_json(problem).dump();
   auto plan = std::static_pointer_cast<const SingleDecodePlan>(engine.find_plan(key));
   if (!plan) {
-    plan = std::make_shared<const SingleDecodePlan>(rt, p);
+    plan = std::make_shared<const SingleDecodePlan>(rt, problem);
     engine.remember_plan(key, plan);
   }
   if (workspace || plan->workspace_bytes() == 0) {
@@ -148,7 +151,7 @@ void single_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const T
     return;
   }
   // A buffer of this call's own, busy until the GPU is done with it.
-  auto lease = engine.workspace_pool(p.device).acquire(plan->workspace_bytes(), stream);
+  auto lease = engine.workspace_pool(problem.device).acquire(plan->workspace_bytes(), stream);
   plan->run(q, k, v, o, lse, lease.get(), lease.bytes(), stream, options.variant.get());
 }
 

@@ -43,47 +43,48 @@ size_t SinglePrefillPlan::workspace_bytes() const { return impl_->layout.workspa
 int SinglePrefillPlan::num_kv_chunks() const { return impl_->layout.num_chunks; }
 
 std::string SinglePrefillPlan::describe() const {
-  const auto& L = impl_->layout;
-  const auto& d = L.prefill;
-  std::string s = fmt::format("{} grid=({},{},{}) threads={} smem={} chunks={} chunk={}", d.spec.name(), d.shape.grid[0],
-                              d.shape.grid[1], d.shape.grid[2], d.shape.threads, d.shape.smem_bytes, L.num_chunks,
-                              L.chunk_size);
-  if (L.merge)
-    s += fmt::format("; {} grid={} workspace={} B", L.merge->spec.name(), L.merge->shape.grid[0],
-                     L.workspace.float_bytes());
-  return s;
+  const auto& layout = impl_->layout;
+  const auto& d = layout.prefill;
+  std::string text = fmt::format("{} grid=({},{},{}) threads={} smem={} chunks={} chunk={}", d.spec.name(),
+                                 d.shape.grid[0], d.shape.grid[1], d.shape.grid[2], d.shape.threads, d.shape.smem_bytes,
+                                 layout.num_chunks, layout.chunk_size);
+  if (layout.merge)
+    text += fmt::format("; {} grid={} workspace={} B", layout.merge->spec.name(), layout.merge->shape.grid[0],
+                        layout.workspace.float_bytes());
+  return text;
 }
 
 void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
                             const TensorView* lse, const PackedMask* mask, void* workspace, size_t workspace_bytes,
                             Stream stream, const Variant* variant) const {
-  const auto& P = impl_->problem;
-  const auto& L = impl_->layout;
-  const int64_t H = P.num_qo_heads, Hk = P.num_kv_heads, D = P.head_dim, M = P.qo_len, N = P.kv_len;
-  const bool nhd = P.options.kv_layout == KVLayout::NHD;
-  ops::check_tensor(q, "q", P.q_dtype, P.device, {M, H, D}, 16);
+  const auto& problem = impl_->problem;
+  const auto& layout = impl_->layout;
+  const int64_t H = problem.num_qo_heads, Hk = problem.num_kv_heads, D = problem.head_dim, M = problem.qo_len,
+                N = problem.kv_len;
+  const bool nhd = problem.options.kv_layout == KVLayout::NHD;
+  ops::check_tensor(q, "q", problem.q_dtype, problem.device, {M, H, D}, 16);
   // A vector, not an initializer_list: one kept in a variable outlives its array.
   const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{N, Hk, D} : std::vector<int64_t>{Hk, N, D};
-  ops::check_tensor(k, "k", P.kv_dtype, P.device, kv_shape, 16);
-  ops::check_tensor(v, "v", P.kv_dtype, P.device, kv_shape, 16);
-  ops::check_tensor(o, "o", P.q_dtype, P.device, {M, H, D}, 16);
+  ops::check_tensor(k, "k", problem.kv_dtype, problem.device, kv_shape, 16);
+  ops::check_tensor(v, "v", problem.kv_dtype, problem.device, kv_shape, 16);
+  ops::check_tensor(o, "o", problem.q_dtype, problem.device, {M, H, D}, 16);
   // The merge kernel addresses output rows (token, head) with one stride.
   if (M > 1 && o.strides[0] != H * o.strides[1])
     throw Error(Status::InvalidArgument,
                 fmt::format("o: stride(0)={} is not allowed; rows must be contiguous, stride(0) = num_qo_heads * "
                             "stride(1) = {} (got {})",
                             o.strides[0], H * o.strides[1], o.describe()));
-  if (lse) ops::check_tensor(*lse, "lse", DType::F32, P.device, {M, H}, 4);
+  if (lse) ops::check_tensor(*lse, "lse", DType::F32, problem.device, {M, H}, 4);
   if (lse && M > 1 && lse->strides[0] != H)
     throw Error(Status::InvalidArgument, fmt::format("lse: must be contiguous [qo_len, num_qo_heads] (got {})",
                                                      lse->describe()));
-  ops::check_custom_mask(P, mask);
-  const size_t needed = L.workspace.float_bytes();
+  ops::check_custom_mask(problem, mask);
+  const size_t needed = layout.workspace.float_bytes();
   if (needed > 0) {
     if (!workspace || workspace_bytes < needed)
       throw Error(Status::WorkspaceTooSmall,
                   fmt::format("workspace_bytes={} is too small; this plan ({} KV chunks) needs {} bytes",
-                              workspace ? workspace_bytes : 0, L.num_chunks, needed));
+                              workspace ? workspace_bytes : 0, layout.num_chunks, needed));
     if (reinterpret_cast<uintptr_t>(workspace) % ops::WorkspaceLayout::kAlign != 0)
       throw Error(Status::InvalidArgument, "workspace must be 256-byte aligned");
   }
@@ -92,34 +93,34 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   pp.q = q.data;
   pp.o = o.data;
   pp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-  const bool split = L.num_chunks > 1;
-  const ops::PartialStates partial = ops::partial_states(workspace, L.workspace, split);
+  const bool split = layout.num_chunks > 1;
+  const ops::PartialStates partial = ops::partial_states(workspace, layout.workspace, split);
   pp.partial_o = partial.o;
   pp.partial_lse = partial.lse;
   pp.q_stride_n = q.strides[0];
   pp.q_stride_h = q.strides[1];
   pp.o_stride_n = o.strides[0];
   pp.o_stride_h = o.strides[1];
-  ops::set_contiguous_kv(pp.kv, k, v, P.options.kv_layout, N);
-  pp.var = L.var;
-  pp.var.custom_mask = P.options.custom_mask ? static_cast<const uint8_t*>(mask->data) : nullptr;
-  ops::pack_user_params(P.options.variant ? &P.options.variant->source() : nullptr,
-                        variant ? variant : P.options.variant.get(), pp.var, P.device);
+  ops::set_contiguous_kv(pp.kv, k, v, problem.options.kv_layout, N);
+  pp.var = layout.var;
+  pp.var.custom_mask = problem.options.custom_mask ? static_cast<const uint8_t*>(mask->data) : nullptr;
+  ops::pack_user_params(problem.options.variant ? &problem.options.variant->source() : nullptr,
+                        variant ? variant : problem.options.variant.get(), pp.var, problem.device);
   pp.qo_len = static_cast<int32_t>(M);
-  pp.num_work = L.num_q_tiles;  // no list: the grid's tiles (prefill_work)
-  pp.tiles_fastest = L.tiles_fastest;
+  pp.num_work = layout.num_q_tiles;  // no list: the grid's tiles (prefill_work)
+  pp.tiles_fastest = layout.tiles_fastest;
   pp.num_qo_heads = static_cast<int32_t>(H);
   pp.group = FastDivmod(static_cast<uint32_t>(H / Hk));
-  pp.chunk_size = L.chunk_size;
-  pp.num_chunks = L.num_chunks;
+  pp.chunk_size = layout.chunk_size;
+  pp.num_chunks = layout.num_chunks;
   pp.num_rows = static_cast<int32_t>(M * H);
 
-  cuda::ScopedDevice scope(P.device);
-  ops::launch_prefill(*impl_->prefill, L.prefill.shape, pp, stream);
+  cuda::ScopedDevice scope(problem.device);
+  ops::launch_prefill(*impl_->prefill, layout.prefill.shape, pp, stream);
   if (split) {
     const kernels::MergeParams mp =
-        ops::packed_split_merge(partial, o, pp.lse, o.strides[1], pp.num_rows, L.num_chunks);
-    detail::launch(*impl_->merge, L.merge->shape, &mp, stream);
+        ops::packed_split_merge(partial, o, pp.lse, o.strides[1], pp.num_rows, layout.num_chunks);
+    detail::launch(*impl_->merge, layout.merge->shape, &mp, stream);
   }
 }
 
@@ -133,12 +134,12 @@ std::shared_ptr<const SinglePrefillPlan> memoized_plan(const Runtime& rt, const 
   opts.custom_mask = has_mask;
   // The memo keeps the source only: each call packs the values of the variant it was given.
   if (opts.variant) opts.variant = std::make_shared<const Variant>(opts.variant->source());
-  const SinglePrefillProblem p = ops::single_prefill_problem_from_tensors(q, k, v, opts);
+  const SinglePrefillProblem problem = ops::single_prefill_problem_from_tensors(q, k, v, opts);
   auto& engine = rt.engine();
-  const std::string key = ops::to_json(p).dump();
+  const std::string key = ops::to_json(problem).dump();
   auto plan = std::static_pointer_cast<const SinglePrefillPlan>(engine.find_plan(key));
   if (!plan) {
-    plan = std::make_shared<const SinglePrefillPlan>(rt, p);
+    plan = std::make_shared<const SinglePrefillPlan>(rt, problem);
     engine.remember_plan(key, plan);
   }
   return plan;
