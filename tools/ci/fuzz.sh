@@ -27,7 +27,9 @@ build() {  # name, sources...
 }
 build fuzz_kernel_spec tools/fuzz/fuzz_kernel_spec.cpp runtime/src/spec/*.cpp runtime/src/types.cpp base/error.cpp \
   runtime/src/ops/single_decode/single_decode_problem.cpp runtime/src/ops/single_decode/single_decode_planner.cpp \
-  runtime/src/ops/workspace_layout.cpp runtime/src/ops/kernel_launch.cpp runtime/src/ops/decode_choice.cpp
+  runtime/src/ops/workspace_layout.cpp runtime/src/ops/kernel_launch.cpp runtime/src/ops/decode_choice.cpp \
+  runtime/src/ops/attention_options/*.cpp runtime/src/ops/tensor_checks.cpp runtime/src/ops/split_states.cpp \
+  runtime/src/variant.cpp runtime/src/tensor.cpp runtime/src/api/dlpack_codes.cpp base/sha256.cpp
 build fuzz_cache_entry tools/fuzz/fuzz_cache_entry.cpp cache/entry_format.cpp base/sha256.cpp base/error.cpp
 
 failed=0
