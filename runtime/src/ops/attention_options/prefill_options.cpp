@@ -43,7 +43,7 @@ void put_prefill_options(nlohmann::json& j, const PrefillOptions& o) {
 }
 
 void validate_prefill_options(const PrefillOptions& o) {
-  // 'fa3_ws': the warp-specialized Hopper skeleton, asked for by name until it replaces fa3's.
+  // 'fa3_ws': the warp-specialized Hopper skeleton ('auto' takes it on sm_90a where it serves the variant).
   if (o.backend != "auto" && o.backend != "fa2" && o.backend != "fa3" && o.backend != "fa3_ws")
     invalid(fmt::format("backend='{}' is not a backend; allowed: 'auto', 'fa2', 'fa3', 'fa3_ws'", o.backend));
   if (o.allow_fp16_qk_reduction)  // refused, not ignored: the caller asked for another arithmetic
@@ -74,7 +74,6 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
   s.variant.soft_cap = o.logits_soft_cap.value_or(0.f) > 0.f;
   s.variant.mask = o.custom_mask ? MaskMode::Custom : o.causal ? MaskMode::Causal : MaskMode::None;
   s.window = o.window_left >= 0;
-  s.warp_specialized = o.backend == "fa3_ws";
   apply_user_variant(user_source(o.variant), o.causal, o.custom_mask, s);  // a mask_mod plans Custom
   return s;
 }
