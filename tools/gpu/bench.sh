@@ -9,7 +9,8 @@
 #   peers_batch peers_single peers_rope peers_prefill peers_prefill_grid peers_paged: bench/compare_peers.py
 #     (--only batch|single|prefill|prefill_grid|paged, --rope), FlashInfer and SDPA in the same process;
 #   fa3_ws_speed: bench/fa3_ws_speed.py, the batch prefill table (FlashInfer's fa3/fa2 modules built first);
-#   sdpa: bench/compare_sdpa.py; transformers_generate: bench/transformers_generate.py; host_overhead.
+#   sdpa: bench/compare_sdpa.py; transformers_generate: bench/transformers_generate.py;
+#   transformers_step_profile: bench/transformers_step_profile.py (ms per generate step, cProfile); host_overhead.
 # A/B: CLIS (CLI binaries, default $BIN/attnjit) alternate in ROUNDS rounds (default 1) for the CLI names;
 #   LIBS (libraries, default $BIN/libattnjit.so) run the Python names one process each. Every run's JSON
 #   goes to $OUT/bench_json.tar; the last one named is the one kept in bench/results/.
@@ -57,7 +58,7 @@ py_bench() {  # name, script, its arguments... (the JSON path is appended as --j
     # shellcheck disable=SC2046
     ATTNJIT_LIBRARY=$PWD/$lib ATTNJIT_CACHE_DIR=/tmp/cache-$(slug "$lib") step "$tag.log" "${TIMEOUT:-300}" \
       python3 "$script" "$@" "$json_flag" "$runs/$tag.json" $(extra "$name") || status=1
-    show "$tag.log" "^device|^batch|^single|^prefill|^paged|GEMM|tok/s|^generate:|^continuous|x cuDNN|Error" 40
+    show "$tag.log" "^device|^batch|^single|^prefill|^paged|GEMM|tok/s|^generate:|^continuous|x cuDNN|Error|ms/step" 40
   done
   latest "$runs/$tag.json" "$name"
 }
@@ -85,10 +86,12 @@ for name in ${BENCH:-batch_decode}; do
     fa3_ws_speed) py_bench "$name" bench/fa3_ws_speed.py --cli "$(echo ${CLIS:-$BIN/attnjit} | awk '{print $NF}')" ;;
     sdpa) py_bench "$name" bench/compare_sdpa.py ;;
     transformers_generate) py_bench "$name" bench/transformers_generate.py ;;
+    transformers_step_profile) py_bench "$name" bench/transformers_step_profile.py ;;
     host_overhead) py_bench "$name" bench/host_overhead.py ;;
     *) echo "error: BENCH: unknown benchmark '$name'; allowed: single_decode batch_decode single_prefill" \
          "batch_prefill merge_state page all problems peers_batch peers_single peers_rope peers_prefill" \
-         "peers_prefill_grid peers_paged fa3_ws_speed sdpa transformers_generate host_overhead" >&2
+         "peers_prefill_grid peers_paged fa3_ws_speed sdpa transformers_generate transformers_step_profile" \
+         "host_overhead" >&2
        exit 2 ;;
   esac
 done
