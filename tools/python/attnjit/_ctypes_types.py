@@ -1,7 +1,8 @@
 """ctypes mirrors of the C structs that cross the boundary by value.
 
-DLTensor is DLPack's (0.6 through 1.x share this layout); DecodeOptions is
-attnjit.h's attnjit_decode_options_t. Keep both in step with the headers.
+DLTensor is DLPack's (0.6 through 1.x share this layout); the options structs
+are attnjit.h's, attnjit_batch_decode.h's and attnjit_batch_prefill.h's. Keep
+them in step with the headers.
 """
 
 import ctypes
@@ -27,59 +28,56 @@ class DLTensor(ctypes.Structure):
     ]
 
 
+def _run(c_type, *names):
+    """Consecutive fields of one C type, in the header's order."""
+    return [(name, c_type) for name in names]
+
+
+# Every options struct opens with struct_size, set by its *_init function, which the C side checks.
+_STRUCT_SIZE = ("struct_size", ctypes.c_uint32)
+# The score fields of the decode and prefill options structs, in this order; 0 means "not provided".
+_SCORE_FIELDS = _run(ctypes.c_float, "logits_soft_cap", "sm_scale", "rope_scale", "rope_theta")
+_VARIANT = ("variant", ctypes.c_void_p)  # attnjit_variant_t* or NULL (added in 0.4)
+
+
 class DecodeOptions(ctypes.Structure):
+    """attnjit.h's attnjit_decode_options_t."""
+
     _fields_ = [
-        ("struct_size", ctypes.c_uint32),  # set by attnjit_decode_options_init
-        ("kv_layout", ctypes.c_int32),
-        ("pos_encoding_mode", ctypes.c_int32),
-        ("use_tensor_cores", ctypes.c_int32),
-        ("window_left", ctypes.c_int32),
-        ("q_scale", ctypes.c_float),
-        ("k_scale", ctypes.c_float),
-        ("v_scale", ctypes.c_float),
-        ("logits_soft_cap", ctypes.c_float),
-        ("sm_scale", ctypes.c_float),
-        ("rope_scale", ctypes.c_float),
-        ("rope_theta", ctypes.c_float),
-        ("variant", ctypes.c_void_p),  # attnjit_variant_t* or NULL (added in 0.4)
+        _STRUCT_SIZE,
+        *_run(ctypes.c_int32, "kv_layout", "pos_encoding_mode", "use_tensor_cores", "window_left"),
+        *_run(ctypes.c_float, "q_scale", "k_scale", "v_scale"),
+        *_SCORE_FIELDS,
+        _VARIANT,
     ]
 
 
-# attnjit_batch_decode.h's options structs.
 class BatchDecodeWrapperOptions(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),  # set by attnjit_batch_decode_wrapper_options_init
-        ("kv_layout", ctypes.c_int32),
-        ("use_cuda_graph", ctypes.c_int32),
-        ("use_tensor_cores", ctypes.c_int32),
-        ("device", ctypes.c_int32),
-    ]
+    """attnjit_batch_decode.h's attnjit_batch_decode_wrapper_options_t."""
+
+    _fields_ = [_STRUCT_SIZE, *_run(ctypes.c_int32, "kv_layout", "use_cuda_graph", "use_tensor_cores", "device")]
 
 
 class BatchDecodePlanOptions(ctypes.Structure):
+    """attnjit_batch_decode.h's attnjit_batch_decode_plan_options_t."""
+
     _fields_ = [
-        ("struct_size", ctypes.c_uint32),  # set by attnjit_batch_decode_plan_options_init
-        ("pos_encoding_mode", ctypes.c_int32),
-        ("window_left", ctypes.c_int32),
+        _STRUCT_SIZE,
+        *_run(ctypes.c_int32, "pos_encoding_mode", "window_left"),
         ("q_data_type", DLDataType),
         ("kv_data_type", DLDataType),  # bits 0: q_data_type
-        ("logits_soft_cap", ctypes.c_float),
-        ("sm_scale", ctypes.c_float),
-        ("rope_scale", ctypes.c_float),
-        ("rope_theta", ctypes.c_float),
-        ("variant", ctypes.c_void_p),  # attnjit_variant_t* or NULL (added in 0.4)
+        *_SCORE_FIELDS,
+        _VARIANT,
     ]
 
 
 class TrtllmDecodeOptions(ctypes.Structure):
+    """attnjit_batch_decode.h's attnjit_trtllm_decode_options_t."""
+
     _fields_ = [
-        ("struct_size", ctypes.c_uint32),  # set by attnjit_trtllm_decode_options_init
-        ("kv_layout", ctypes.c_int32),
-        ("window_left", ctypes.c_int32),
-        ("uses_shared_paged_kv_idx", ctypes.c_int32),
-        ("use_tensor_cores", ctypes.c_int32),
-        ("bmm1_scale", ctypes.c_float),
-        ("bmm2_scale", ctypes.c_float),
+        _STRUCT_SIZE,
+        *_run(ctypes.c_int32, "kv_layout", "window_left", "uses_shared_paged_kv_idx", "use_tensor_cores"),
+        *_run(ctypes.c_float, "bmm1_scale", "bmm2_scale"),
     ]
 
 
@@ -87,29 +85,16 @@ class PrefillOptions(ctypes.Structure):
     """attnjit.h's attnjit_prefill_options_t."""
 
     _fields_ = [
-        ("struct_size", ctypes.c_uint32),  # set by attnjit_prefill_options_init
-        ("causal", ctypes.c_int32),
-        ("kv_layout", ctypes.c_int32),
-        ("pos_encoding_mode", ctypes.c_int32),
-        ("allow_fp16_qk_reduction", ctypes.c_int32),
-        ("window_left", ctypes.c_int32),
-        ("logits_soft_cap", ctypes.c_float),
-        ("sm_scale", ctypes.c_float),
-        ("rope_scale", ctypes.c_float),
-        ("rope_theta", ctypes.c_float),
+        _STRUCT_SIZE,
+        *_run(ctypes.c_int32, "causal", "kv_layout", "pos_encoding_mode", "allow_fp16_qk_reduction", "window_left"),
+        *_SCORE_FIELDS,
         ("backend", ctypes.c_int32),  # 0 auto, 1 fa2, 2 fa3, 3 fa3_ws
-        ("variant", ctypes.c_void_p),  # attnjit_variant_t* or NULL (added in 0.4)
+        _VARIANT,
     ]
 
 
 class BatchPrefillWrapperOptions(ctypes.Structure):
     """attnjit_batch_prefill.h's attnjit_batch_prefill_wrapper_options_t."""
 
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),  # set by attnjit_batch_prefill_wrapper_options_init
-        ("paged", ctypes.c_int32),
-        ("kv_layout", ctypes.c_int32),
-        ("backend", ctypes.c_int32),  # attnjit_prefill_backend_t
-        ("use_cuda_graph", ctypes.c_int32),
-        ("device", ctypes.c_int32),
-    ]
+    # backend: attnjit_prefill_backend_t
+    _fields_ = [_STRUCT_SIZE, *_run(ctypes.c_int32, "paged", "kv_layout", "backend", "use_cuda_graph", "device")]

@@ -130,77 +130,79 @@ class MultiLevelCascadeAttentionWrapper:
     forward = run
 
 
-class BatchDecodeWithSharedPrefixPagedKVCacheWrapper:
+class _SharedPrefixWrapper:
+    """What both shared-prefix wrappers do: plan and check the requests' own pages through one paged wrapper, and
+    merge its states with single prefill's over the shared prefix."""
+
+    def __init__(self, unique_pages_wrapper, kv_layout):
+        self._unique_pages = unique_pages_wrapper
+        self._kv_layout = kv_layout
+
+    def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer):
+        self._unique_pages.reset_workspace_buffer(float_workspace_buffer, int_workspace_buffer)
+
+    def check(self):
+        """The unique pages' wrapper's check() (the shared prefix has no device table)."""
+        self._unique_pages.check()
+
+    def _merged_with_prefix(self, q, k_shared, v_shared, unique_states, **prefill_args):
+        """o of q against the shared prefix (single prefill, not causal) merged with unique_states() (o, lse of
+        the requests' own pages), which runs second, as it always has."""
+        v_shared_state, s_shared = single_prefill_with_kv_cache(
+            q, k_shared, v_shared, causal=False, pos_encoding_mode="NONE", kv_layout=self._kv_layout,
+            return_lse=True, **prefill_args)
+        v_unique, s_unique = unique_states()
+        merge_state_in_place(v_shared_state, s_shared, v_unique, s_unique)
+        return v_shared_state
+
+
+class BatchDecodeWithSharedPrefixPagedKVCacheWrapper(_SharedPrefixWrapper):
     """Decode for a batch whose requests share a KV prefix (k_shared, v_shared) and each have their own pages:
     single prefill of every query against the shared prefix, batch decode against each request's pages,
     merged."""
 
     def __init__(self, float_workspace_buffer, kv_layout="NHD"):
-        self._batch_decode_wrapper = BatchDecodeWithPagedKVCacheWrapper(float_workspace_buffer, kv_layout)
-        self._kv_layout = kv_layout
-
-    def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer):
-        self._batch_decode_wrapper.reset_workspace_buffer(float_workspace_buffer, int_workspace_buffer)
-
-    def check(self):
-        """The unique pages' wrapper's check() (the shared prefix has no device table)."""
-        self._batch_decode_wrapper.check()
+        super().__init__(BatchDecodeWithPagedKVCacheWrapper(float_workspace_buffer, kv_layout), kv_layout)
 
     def begin_forward(self, unique_kv_indptr, unique_kv_indices, unique_kv_last_page_len, num_qo_heads, num_kv_heads,
                       head_dim, page_size, data_type="float16"):
         """Plans the requests' own pages (the shared prefix needs no plan)."""
-        self._batch_decode_wrapper.begin_forward(unique_kv_indptr, unique_kv_indices, unique_kv_last_page_len,
-                                                 num_qo_heads, num_kv_heads, head_dim, page_size,
-                                                 pos_encoding_mode="NONE", data_type=data_type)
+        self._unique_pages.begin_forward(unique_kv_indptr, unique_kv_indices, unique_kv_last_page_len,
+                                         num_qo_heads, num_kv_heads, head_dim, page_size,
+                                         pos_encoding_mode="NONE", data_type=data_type)
 
     def forward(self, q, k_shared, v_shared, unique_kv_cache):
         """o [batch, num_qo_heads, head_dim]: q [batch, num_qo_heads, head_dim] against the shared prefix
         k_shared, v_shared ([prefix_len, num_kv_heads, head_dim] in NHD) and each request's pages."""
-        decode = self._batch_decode_wrapper
-        v_shared_state, s_shared = single_prefill_with_kv_cache(
-            q, k_shared, v_shared, causal=False, pos_encoding_mode="NONE", kv_layout=self._kv_layout,
-            sm_scale=decode._sm_scale, rope_scale=decode._rope_scale, rope_theta=decode._rope_theta,
-            return_lse=True)
-        v_unique, s_unique = decode.forward_return_lse(q, unique_kv_cache, pos_encoding_mode="NONE")
-        merge_state_in_place(v_shared_state, s_shared, v_unique, s_unique)
-        return v_shared_state
+        decode = self._unique_pages
+        return self._merged_with_prefix(
+            q, k_shared, v_shared, lambda: decode.forward_return_lse(q, unique_kv_cache, pos_encoding_mode="NONE"),
+            sm_scale=decode._sm_scale, rope_scale=decode._rope_scale, rope_theta=decode._rope_theta)
 
 
-class BatchPrefillWithSharedPrefixPagedKVCacheWrapper:
+class BatchPrefillWithSharedPrefixPagedKVCacheWrapper(_SharedPrefixWrapper):
     """Prefill / append for a batch whose requests share a KV prefix (k_shared, v_shared) and each have their
     own pages: single prefill against the prefix, batch prefill against each request's pages, merged."""
 
     def __init__(self, float_workspace_buffer, kv_layout="NHD"):
-        self._batch_prefill_wrapper = BatchPrefillWithPagedKVCacheWrapper(float_workspace_buffer, kv_layout)
-        self._kv_layout = kv_layout
-
-    def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer):
-        self._batch_prefill_wrapper.reset_workspace_buffer(float_workspace_buffer, int_workspace_buffer)
-
-    def check(self):
-        """The unique pages' wrapper's check() (the shared prefix has no device table)."""
-        self._batch_prefill_wrapper.check()
+        super().__init__(BatchPrefillWithPagedKVCacheWrapper(float_workspace_buffer, kv_layout), kv_layout)
 
     def begin_forward(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
                       num_kv_heads, head_dim, page_size):
         """Plans the requests' own pages (the shared prefix needs no plan)."""
-        self._batch_prefill_wrapper.begin_forward(qo_indptr, paged_kv_indptr, paged_kv_indices,
-                                                  paged_kv_last_page_len, num_qo_heads, num_kv_heads, head_dim,
-                                                  page_size)
+        self._unique_pages.begin_forward(qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+                                         num_qo_heads, num_kv_heads, head_dim, page_size)
 
     def prewarm_paged_kv_stride_variant(self, variant="independent"):
-        self._batch_prefill_wrapper.prewarm_paged_kv_stride_variant(variant)
+        self._unique_pages.prewarm_paged_kv_stride_variant(variant)
 
     def forward(self, q, k_shared, v_shared, unique_kv_cache, causal=False, use_fp16_qk_reduction=False,
                 sm_scale=None, rope_scale=None, rope_theta=None):
         """o [qo tokens, num_qo_heads, head_dim]: every query token against the shared prefix (not causal) and
         against its own request's pages (causal when asked)."""
-        v_shared_state, s_shared = single_prefill_with_kv_cache(
-            q, k_shared, v_shared, causal=False, pos_encoding_mode="NONE", kv_layout=self._kv_layout,
-            use_fp16_qk_reduction=use_fp16_qk_reduction, sm_scale=sm_scale, rope_scale=rope_scale,
-            rope_theta=rope_theta, return_lse=True)
-        v_unique, s_unique = self._batch_prefill_wrapper.forward_return_lse(
-            q, unique_kv_cache, causal=causal, pos_encoding_mode="NONE", use_fp16_qk_reduction=use_fp16_qk_reduction,
-            sm_scale=sm_scale, rope_scale=rope_scale, rope_theta=rope_theta)
-        merge_state_in_place(v_shared_state, s_shared, v_unique, s_unique)
-        return v_shared_state
+        scales = dict(sm_scale=sm_scale, rope_scale=rope_scale, rope_theta=rope_theta)
+        return self._merged_with_prefix(
+            q, k_shared, v_shared,
+            lambda: self._unique_pages.forward_return_lse(q, unique_kv_cache, causal=causal, pos_encoding_mode="NONE",
+                                                          use_fp16_qk_reduction=use_fp16_qk_reduction, **scales),
+            use_fp16_qk_reduction=use_fp16_qk_reduction, **scales)
