@@ -6,9 +6,9 @@ with FlashInfer's variants the engines use: causal, window_left, logits_soft_cap
 scaled logit), GQA. lse is base 2 of the final logits; a row that sees no key gets o = 0 and lse = -inf.
 """
 
-import math
-
 import torch
+
+import dense_reference
 
 O_TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2}  # relative L2 error of a request's rows
 LSE_TOL = {torch.float16: 4e-3, torch.bfloat16: 2e-2}  # absolute error in base 2
@@ -17,25 +17,8 @@ LSE_TOL = {torch.float16: 4e-3, torch.bfloat16: 2e-2}  # absolute error in base 
 def attention(q, k, v, q_positions, causal, window_left=-1, sm_scale=None, soft_cap=0.0):
     """o [T, Hq, D] and lse [T, Hq] in float64 for q [T, Hq, D] at q_positions (T ints) against k, v
     [N, Hk, D]; query head h reads KV head h // (Hq / Hk)."""
-    q, k, v = q.double(), k.double(), v.double()
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[2])
-    s = torch.einsum("thd,nhd->htn", q, k) * scale
-    if soft_cap:
-        s = soft_cap * torch.tanh(s / soft_cap)
-    position = torch.as_tensor(list(q_positions), device=q.device)[:, None]
-    key = torch.arange(k.shape[0], device=q.device)[None, :]
-    visible = torch.ones(position.shape[0], key.shape[1], dtype=torch.bool, device=q.device)
-    if causal:
-        visible &= key <= position
-    if window_left >= 0:
-        visible &= key >= position - window_left
-    s = s.masked_fill(~visible[None], float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)  # [H, T]
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
-    o = torch.einsum("htn,nhd->thd", p, v)
-    return o, (lse / math.log(2.0)).transpose(0, 1)
+    return dense_reference.attention(q, k, v, causal=causal, sm_scale=sm_scale, window_left=window_left,
+                                     positions=q_positions, soft_cap=soft_cap)
 
 
 def check_o(label, o, o_ref, dtype):
