@@ -1,6 +1,7 @@
 """attnjit.integrations.transformers without a GPU: registration with transformers, the argument checks'
-messages, the reading of transformers' masks as per-request key ranges, and the page tables that read
-K/V in place (each read back row by row on the CPU against the tensor it pages).
+messages, the reading of transformers' prefill masks as per-request key ranges, a decode mask as the uint8
+view its kernel reads, and the page tables that read K/V in place (each read back row by row on the CPU
+against the tensor it pages).
 
 Needs torch (CPU-only is enough) and transformers; skips without them. The model-level checks against
 sdpa run on the GPU: test_transformers_integration.py.
@@ -13,7 +14,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 import attnjit.integrations.transformers as tj  # noqa: E402
 from attnjit.errors import AttnjitError, Status  # noqa: E402
-from attnjit.integrations.transformers import _checks, _mask, _pages  # noqa: E402
+from attnjit.integrations.transformers import _checks, _decode_mask, _mask, _pages  # noqa: E402
 from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM  # noqa: E402
 from transformers.masking_utils import (ALL_MASK_ATTENTION_FUNCTIONS, causal_mask_function, sdpa_mask,  # noqa: E402
                                         sliding_window_causal_mask_function)
@@ -193,6 +194,43 @@ def test_no_mask_reads_as_sdpa_does():
 ])
 def test_masks_refused_by_name(mask, status, needle):
     refused(status, needle, _mask.key_ranges, torch, mask, 2, 3, 5, True, None)
+
+
+# --- a decode step's mask, read by the kernel (no analysis) ---
+
+def test_a_decode_masks_keep_is_a_view_of_a_bool_mask():
+    mask = left_padding_mask([7, 4, 1], 1, 7)  # [3, 1, 1, 7], as transformers builds a decode step's
+    keep = _decode_mask.keep_view(torch, mask, 3)
+    assert keep.dtype == torch.uint8 and keep.shape == (3, 7)
+    assert keep.data_ptr() == mask.data_ptr()  # no copy, no device op
+    assert torch.equal(keep.bool(), mask[:, 0, 0])
+    one = mask[1:2]  # a mask of batch 1 serves every request
+    broadcast = _decode_mask.keep_view(torch, one, 3)
+    assert broadcast.shape == (3, 7) and broadcast.stride(0) == 0
+    assert torch.equal(broadcast.bool(), one[:, 0, 0].expand(3, 7))
+
+
+def test_a_decode_float_mask_reads_as_keep_and_a_bias_is_refused():
+    mask = left_padding_mask([7, 4, 1], 1, 7)
+    additive = torch.where(mask, 0.0, float("-inf")).to(torch.bfloat16)
+    assert torch.equal(_decode_mask.keep_view(torch, additive, 3).bool(), mask[:, 0, 0])
+    minimum = torch.where(mask, 0.0, torch.finfo(torch.float16).min).to(torch.float16)
+    assert torch.equal(_decode_mask.keep_view(torch, minimum, 3).bool(), mask[:, 0, 0])
+    bias = torch.where(mask, 0.0, -1.5)
+    refused(Status.UNSUPPORTED, "an additive float mask with values other than 0 and -inf", _decode_mask.keep_view,
+            torch, bias, 3)
+
+
+@pytest.mark.parametrize("mask, status, needle", [
+    (torch.ones(2, 1, 2, 5, dtype=torch.bool), Status.INVALID_ARGUMENT,
+     "attention_mask: shape [2, 1, 2, 5] is not allowed; allowed: [2 or 1, 1, 1, 5]"),
+    (torch.ones(2, 4, 1, 5, dtype=torch.bool), Status.UNSUPPORTED, "(one mask per head) is not supported"),
+    (torch.ones(2, 1, 1, 5, dtype=torch.int32), Status.INVALID_ARGUMENT, "attention_mask: dtype torch.int32"),
+    (torch.ones(2, 1, 1, 5, dtype=torch.bool, device="meta"), Status.INVALID_ARGUMENT,
+     "attention_mask: device meta is not allowed; allowed: cpu (the query's)"),
+])
+def test_decode_masks_are_checked_on_the_host_by_name(mask, status, needle):
+    refused(status, needle, _mask.check_mask, torch, mask, 2, 1, 5, torch.device("cpu"))
 
 
 # --- page tables over the tensors as they lie ---

@@ -5,7 +5,8 @@ float with 0 / -inf) or None. Most masks are left padding + causal (+ sliding wi
 [start_i, end), its query rows aligned to end (row j sits at position end - q_len + j), which attnjit plans
 as a page table over the keys in place. Anything else keeps the mask itself (FlashInfer's custom mask over
 all kv_len keys). The mask is compared with the structured form on the device (one host sync per mask, not
-per layer: the result is kept while the same mask tensor comes back unchanged).
+per layer: the result is kept while the same mask tensor comes back unchanged). That is the prefill's reading;
+a decode step's mask is not analysed at all but read by the kernel (_decode_mask.py).
 """
 
 import weakref
@@ -29,8 +30,9 @@ class KeyRanges:
         return (self.starts, self.end, self.causal, self.window, None if self.custom is None else id(self.custom))
 
 
-def keep_mask(torch, mask, batch, q_len, kv_len):
-    """The mask as bool [batch, q_len, kv_len] (True: the key takes part), checked against the call's shapes."""
+def check_mask(torch, mask, batch, q_len, kv_len, device=None):
+    """The host checks of a mask against the call (type, shape, dtype; device unless None); reads nothing on the
+    device."""
     if not isinstance(mask, torch.Tensor):
         raise unsupported(f"attention_mask={short(mask)} is not supported; allowed: None or a 4-D torch.Tensor "
                           "(transformers' sdpa/eager masks; a flex BlockMask is flex_attention's)")
@@ -41,20 +43,33 @@ def keep_mask(torch, mask, batch, q_len, kv_len):
     if mask.shape[1] != 1:
         raise unsupported(f"attention_mask: shape {list(mask.shape)} (one mask per head) is not supported; "
                           f"allowed: {want}")
-    if mask.dtype == torch.bool:
-        keep = mask
-    elif mask.is_floating_point():
-        keep = mask == 0
-        # An additive mask of 0 / "minus infinity" only: other values are biases (ALiBi, T5), not a mask.
-        bias = ~keep & (mask > torch.finfo(mask.dtype).min / 2)
-        if bool(bias.any()):
-            raise unsupported("attention_mask: an additive float mask with values other than 0 and -inf (or the "
-                              "dtype's minimum) is a bias, which attnjit does not add; allowed: a bool mask or "
-                              "0 / -inf")
-    else:
+    if mask.dtype != torch.bool and not mask.is_floating_point():
         raise invalid_argument(f"attention_mask: dtype {mask.dtype} is not allowed; allowed: torch.bool or a "
                                "float dtype (0 keeps a key, -inf drops it)")
-    return keep[:, 0].expand(batch, q_len, kv_len)
+    if device is not None and mask.device != device:
+        raise invalid_argument(f"attention_mask: device {mask.device} is not allowed; allowed: {device} (the "
+                               "query's)")
+
+
+def keep_of(torch, mask):
+    """A checked mask (check_mask) as bool (True: the key takes part), same shape. A float mask's values are
+    read on the device for the check below: one host sync (transformers' "attnjit" masks are bool)."""
+    if mask.dtype == torch.bool:
+        return mask
+    keep = mask == 0
+    # An additive mask of 0 / "minus infinity" only: other values are biases (ALiBi, T5), not a mask.
+    bias = ~keep & (mask > torch.finfo(mask.dtype).min / 2)
+    if bool(bias.any()):
+        raise unsupported("attention_mask: an additive float mask with values other than 0 and -inf (or the "
+                          "dtype's minimum) is a bias, which attnjit does not add; allowed: a bool mask or "
+                          "0 / -inf")
+    return keep
+
+
+def keep_mask(torch, mask, batch, q_len, kv_len):
+    """The mask as bool [batch, q_len, kv_len] (True: the key takes part), checked against the call's shapes."""
+    check_mask(torch, mask, batch, q_len, kv_len)
+    return keep_of(torch, mask)[:, 0].expand(batch, q_len, kv_len)
 
 
 def structured(torch, keep, causal, window):

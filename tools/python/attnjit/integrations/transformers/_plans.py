@@ -19,6 +19,8 @@ _plans = {"prefill": collections.OrderedDict(), "decode": collections.OrderedDic
 # through attnjit and planned once per step, not once per layer.
 launches = collections.Counter()
 plans_made = collections.Counter()
+# Binds of a decode step's mask to its plan's variant (_decode_mask.py): once per step and layer kind.
+masks_bound = collections.Counter()
 
 
 def _workspace(torch, device):
