@@ -7,6 +7,10 @@ configs shaped like Llama-3 (GQA), Qwen2, Mistral (sliding window shorter than t
 - float32 is refused by name (attnjit computes in float16 / bfloat16), so greedy generation of 64 tokens
   runs in bfloat16: the tokens equal sdpa's, or part at a step where sdpa's own logits nearly tie;
 - continuous batching ("paged|attnjit" against "paged|sdpa", chunked prefill included): the same;
+- teacher-forced decode steps after a left-padded prefill (each step's mask asked in the kernel), with the
+  DynamicCache's sliding layers and with full layers whose masks carry the window: the prefill's bounds;
+- decode calls against float64: masks with holes, a request that sees no key (0), a batch-1 mask, an additive
+  mask, a new mask on a kept plan (a bind, no plan); decode steps make no host sync (torch's sync debug mode);
 - every path ran through attnjit (launch counters) and planned once per step and table, not per layer.
 """
 
@@ -19,8 +23,8 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 import attnjit.integrations.transformers as tj  # noqa: E402
 from attnjit.errors import AttnjitError, Status  # noqa: E402
-from transformers import (AutoModelForCausalLM, Gemma2Config, GenerationConfig, LlamaConfig,  # noqa: E402
-                          MistralConfig, Qwen2Config)
+from transformers import (AutoModelForCausalLM, DynamicCache, Gemma2Config, GenerationConfig,  # noqa: E402
+                          LlamaConfig, MistralConfig, Qwen2Config)
 from transformers.generation.configuration_utils import ContinuousBatchingConfig  # noqa: E402
 
 DEVICE = "cuda"
@@ -152,11 +156,13 @@ def test_greedy_generation_matches_sdpa(name):
     generated = {}
     for impl in ("sdpa", "attnjit"):
         model.set_attn_implementation(impl)
-        before = tj.launches["decode"]
+        before = dict(tj.launches)
         with torch.no_grad():
             generated[impl] = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=64,
                                              min_new_tokens=64, do_sample=False, pad_token_id=0)
-    assert tj.launches["decode"] - before == 63 * model.config.num_hidden_layers  # the first token is prefill's
+    ran = {k: tj.launches[k] - before.get(k, 0) for k in ("decode", "decode_mask_mod")}
+    # the first token is prefill's; left padding gives every step a mask, which the kernel asks
+    assert ran == {"decode": 0, "decode_mask_mod": 63 * model.config.num_hidden_layers}, ran
     width = ids.shape[1]
     for row, n in enumerate(LENGTHS):
         prefix = ids[row, width - n:].tolist()
@@ -238,7 +244,8 @@ def test_decode_calls_of_one_layout_each_read_their_own_tensors(layout):
         mask = (torch.arange(kv_len, device=DEVICE)[None, :] >= torch.tensor(starts, device=DEVICE)[:, None])
         mask = mask[:, None, None, :]
     torch.manual_seed(3)
-    before_plans, before_runs = tj.plans_made["decode"], tj.launches["decode"]
+    path = "decode" if mask is None else "decode_mask_mod"
+    before_plans, before_runs = tj.plans_made["decode"], tj.launches[path]
     outputs = []
     for _ in range(3):
         q = torch.randn(batch, 1, heads, dim, device=DEVICE, dtype=torch.bfloat16).transpose(1, 2)
@@ -254,6 +261,208 @@ def test_decode_calls_of_one_layout_each_read_their_own_tensors(layout):
         error = ((out.double() - expected).norm() / expected.norm()).item()
         assert error < 1e-2, f"{layout}: relative error {error:.3e}"
         outputs.append(out)
-    assert tj.launches["decode"] - before_runs == 3
+    assert tj.launches[path] - before_runs == 3
     assert tj.plans_made["decode"] - before_plans <= 1  # one plan for the layout (none if one was kept)
     assert not torch.equal(outputs[0], outputs[1])  # each call wrote its own output
+
+
+def layer_kinds(model):
+    return len(set(getattr(model.config, "layer_types", None) or ["one"]))
+
+
+def decode_step_logits(model, impl, ids, mask, tokens, cache_config):
+    """Logits [batch, steps, vocab] (float32) of teacher-forced decode steps after a left-padded prefill: tokens
+    [batch, steps] fed one a step through a DynamicCache (cache_config: the model's, whose sliding layers keep
+    window - 1 keys; None: full layers, whose sliding masks carry the window), positions as generate() makes."""
+    model.set_attn_implementation(impl)
+    cache = DynamicCache(config=cache_config)
+    seen, out = mask, []
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=seen, position_ids=(seen.cumsum(-1) - 1).clamp(min=0),
+              past_key_values=cache, use_cache=True)
+        for t in range(tokens.shape[1]):
+            seen = torch.cat([seen, torch.ones_like(seen[:, :1])], dim=1)
+            step = model(input_ids=tokens[:, t:t + 1], attention_mask=seen, position_ids=seen.sum(-1, keepdim=True) - 1,
+                         past_key_values=cache, use_cache=True)
+            out.append(step.logits[:, -1].float())
+    return torch.stack(out, dim=1)
+
+
+@pytest.mark.parametrize("cache", ["model-cache", "full-layers"])
+@pytest.mark.parametrize("name", MODELS)
+def test_teacher_forced_decode_steps_of_left_padded_prompts(name, cache):
+    ids, mask = padded_batch()
+    torch.manual_seed(4)
+    steps = 12
+    tokens = torch.randint(3, COMMON["vocab_size"], (len(LENGTHS), steps), device=DEVICE)
+    model = build(name, torch.float32)
+    config = model.config if cache == "model-cache" else None
+    reference = decode_step_logits(model, "eager", ids, mask, tokens, config)
+    model.to(torch.bfloat16)
+    sdpa = decode_step_logits(model, "sdpa", ids, mask, tokens, config)
+    eager = decode_step_logits(model, "eager", ids, mask, tokens, config)
+    tj.clear_plans()
+    before, plans, binds = dict(tj.launches), tj.plans_made["decode"], tj.masks_bound["decode"]
+    ours = decode_step_logits(model, "attnjit", ids, mask, tokens, config)
+    layers, kinds = model.config.num_hidden_layers, layer_kinds(model)
+    ran = {k: tj.launches[k] - before.get(k, 0) for k in ("decode", "decode_mask_mod")}
+    assert ran == {"decode": 0, "decode_mask_mod": steps * layers}, ran
+    # one bind per step and layer kind (the layers of a kind share the step's mask), at most one plan (none
+    # where the keys' count stays, as a sliding layer's does once its window is full)
+    assert tj.masks_bound["decode"] - binds == steps * kinds
+    assert 1 <= tj.plans_made["decode"] - plans <= steps * kinds
+    assert torch.isfinite(ours).all()
+    every = torch.ones(ours.shape[:2], dtype=torch.bool, device=DEVICE)
+    vs_sdpa, eager_vs_sdpa = rel(ours, sdpa, every), rel(eager, sdpa, every)
+    vs_fp32, eager_vs_fp32 = rel(ours, reference, every), rel(eager, reference, every)
+    print(f"{name} {cache}: attnjit/sdpa {vs_sdpa:.3e} eager/sdpa {eager_vs_sdpa:.3e} attnjit/fp32 {vs_fp32:.3e} "
+          f"eager/fp32 {eager_vs_fp32:.3e}")
+    assert vs_fp32 <= 1.5 * eager_vs_fp32
+    if name != "gemma2":  # sdpa drops Gemma-2's soft cap
+        assert vs_sdpa <= 1.5 * eager_vs_sdpa
+
+
+class CausalModule:
+    is_causal = True
+
+
+def decode_inputs(batch, heads, kv_heads, dim, kv_len, dtype, seed):
+    """q [batch, heads, 1, dim] (a view of [batch, 1, heads, dim], as the model's), k / v [batch, kv_heads,
+    kv_len, dim] (the DynamicCache's layout)."""
+    torch.manual_seed(seed)
+    q = torch.randn(batch, 1, heads, dim, device=DEVICE, dtype=dtype).transpose(1, 2)
+    k, v = (torch.randn(batch, kv_heads, kv_len, dim, device=DEVICE, dtype=dtype) for _ in range(2))
+    return q, k, v
+
+
+def reference_masked_decode(q, k, v, keep, scaling, softcap=None):
+    """float64 attention of q [batch, heads, 1, dim] over the keys keep [batch, kv_len] (bool) marks, with the
+    soft cap on the scaled scores; a request that keeps no key gets 0. [batch, 1, heads, dim]."""
+    group = q.shape[1] // k.shape[1]
+    out = torch.zeros(q.shape[0], 1, q.shape[1], q.shape[3], dtype=torch.float64, device=q.device)
+    for b in range(q.shape[0]):
+        cols = keep[b].nonzero().flatten()
+        if cols.numel() == 0:
+            continue
+        keys = k[b][:, cols].double().repeat_interleave(group, 0)
+        values = v[b][:, cols].double().repeat_interleave(group, 0)
+        scores = q[b].double() @ keys.transpose(1, 2) * scaling  # [heads, 1, keys]
+        if softcap is not None:
+            scores = softcap * torch.tanh(scores / softcap)
+        out[b] = (torch.softmax(scores, dim=-1) @ values).transpose(0, 1)
+    return out
+
+
+def holed_keep(batch, kv_len):
+    """[batch, kv_len] keep rows no key range describes: all keys, a hole in the middle, left padding and a hole,
+    the last key only, no key at all (then again all keys for any further request)."""
+    keep = torch.ones(batch, kv_len, dtype=torch.bool, device=DEVICE)
+    keep[1, kv_len // 3:2 * kv_len // 3] = False
+    keep[2, :kv_len // 4] = False
+    keep[2, kv_len // 2:kv_len // 2 + 3] = False
+    keep[3, :-1] = False
+    keep[4] = False
+    return keep
+
+
+def assert_decode_matches(out, q, k, v, keep, scaling, softcap=None, what=""):
+    expected = reference_masked_decode(q, k, v, keep, scaling, softcap)
+    assert out.shape == expected.shape and out.dtype == q.dtype
+    assert torch.isfinite(out).all(), what
+    error = ((out.double() - expected).norm() / expected.norm()).item()
+    assert error < 1e-2, f"{what}: relative error {error:.3e}"
+    seen_none = ~keep.any(dim=1)
+    assert (out[seen_none] == 0).all(), f"{what}: a request that sees no key must come out 0"
+
+
+SHAPES = [(8, 2, 128, None), (8, 8, 64, None), (16, 8, 256, 30.0)]  # GQA 4 (tensor cores), MHA, Gemma-2-like
+
+
+@pytest.mark.parametrize("form", ["bool", "additive", "additive-min"])
+@pytest.mark.parametrize("window", [None, 16])
+@pytest.mark.parametrize("kv_len", [37, 1500])
+@pytest.mark.parametrize("heads, kv_heads, dim, softcap", SHAPES, ids=["gqa4-d128", "mha-d64", "d256-softcap"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_a_decode_mask_with_holes_is_computed_exactly(dtype, heads, kv_heads, dim, softcap, kv_len, window, form):
+    """Any decode mask is asked key by key in the kernel: holes, a lone last key, a request that sees nothing.
+    The mask decides every key, as sdpa's does (a sliding layer's mask carries its window)."""
+    batch, scaling = 5, dim ** -0.5
+    q, k, v = decode_inputs(batch, heads, kv_heads, dim, kv_len, dtype, seed=6)
+    keep = holed_keep(batch, kv_len)
+    mask = keep[:, None, None, :]
+    if form == "additive":
+        mask = torch.where(mask, 0.0, float("-inf")).to(dtype)
+    elif form == "additive-min":
+        mask = torch.where(mask, 0.0, torch.finfo(dtype).min).to(dtype)
+    before = tj.launches["decode_mask_mod"]
+    with torch.no_grad():
+        out, _ = tj.attnjit_attention_forward(CausalModule(), q, k, v, mask, dropout=0.0, scaling=scaling,
+                                              sliding_window=window, softcap=softcap)
+    assert tj.launches["decode_mask_mod"] - before == 1
+    assert_decode_matches(out, q, k, v, keep, scaling, softcap, f"{form} window={window}")
+
+
+def test_a_batch_one_decode_mask_serves_every_request():
+    batch, heads, kv_heads, dim, kv_len, scaling = 4, 8, 2, 128, 300, 0.09
+    q, k, v = decode_inputs(batch, heads, kv_heads, dim, kv_len, torch.bfloat16, seed=7)
+    keep = holed_keep(5, kv_len)[2:3]  # left padding and a hole, for every request
+    with torch.no_grad():
+        out, _ = tj.attnjit_attention_forward(CausalModule(), q, k, v, keep[:, None, None, :], dropout=0.0,
+                                              scaling=scaling)
+    assert_decode_matches(out, q, k, v, keep.expand(batch, kv_len), scaling, what="batch-1 mask")
+
+
+def test_a_new_mask_on_a_kept_plan_is_a_bind_that_the_next_launch_reads():
+    """Plans read the variant's bound mask at each run, through the decode launch's direct C call too."""
+    batch, heads, kv_heads, dim, kv_len, scaling = 5, 8, 2, 128, 200, 0.09
+    q, k, v = decode_inputs(batch, heads, kv_heads, dim, kv_len, torch.bfloat16, seed=8)
+    first = holed_keep(batch, kv_len)
+    second = first.flip(0)  # the same rows, other requests
+    tj.clear_plans()
+    plans, binds = tj.plans_made["decode"], tj.masks_bound["decode"]
+    outputs = []
+    for keep in (first, second, first):
+        with torch.no_grad():
+            out, _ = tj.attnjit_attention_forward(CausalModule(), q, k, v, keep[:, None, None, :].clone(),
+                                                  dropout=0.0, scaling=scaling)
+        assert_decode_matches(out, q, k, v, keep, scaling, what=f"mask {len(outputs)}")
+        outputs.append(out)
+    assert tj.plans_made["decode"] - plans == 1  # the plan depends on the shapes only
+    assert tj.masks_bound["decode"] - binds == 3
+    assert not torch.equal(outputs[0], outputs[1])
+
+
+def test_decode_steps_make_no_host_sync():
+    """Steps as generate() makes them (each a new mask object, K/V one key longer, three layers sharing them)
+    under torch's sync debug mode "error" after the first: no mask analysis, no host read; each step's new plan
+    is host work only."""
+    batch, heads, kv_heads, dim, scaling, layers = 4, 8, 2, 128, 0.09, 3
+    starts = torch.tensor([0, 5, 11, 30], device=DEVICE)
+    steps = []
+    for kv_len in range(40, 46):
+        keep = torch.arange(kv_len, device=DEVICE)[None, :] >= starts[:, None]
+        keep[1, 20] = False  # a hole too
+        calls = [decode_inputs(batch, heads, kv_heads, dim, kv_len, torch.bfloat16, seed=kv_len * 10 + i)
+                 for i in range(layers)]
+        steps.append((keep, calls))
+    tj.clear_plans()
+    torch.cuda.synchronize()
+    plans, binds, before = tj.plans_made["decode"], tj.masks_bound["decode"], tj.launches["decode_mask_mod"]
+    outputs = []
+    try:
+        for i, (keep, calls) in enumerate(steps):
+            mask = keep[:, None, None, :]  # one mask object per step, as transformers passes it to every layer
+            if i == 1:  # the first step compiled or loaded the kernel
+                torch.cuda.set_sync_debug_mode("error")
+            with torch.no_grad():
+                outputs.append([tj.attnjit_attention_forward(CausalModule(), q, k, v, mask, dropout=0.0,
+                                                             scaling=scaling)[0] for q, k, v in calls])
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    assert tj.plans_made["decode"] - plans == len(steps)  # once per step (kv_len grows), not per layer
+    assert tj.masks_bound["decode"] - binds == len(steps)
+    assert tj.launches["decode_mask_mod"] - before == len(steps) * layers
+    for (keep, calls), outs in zip(steps, outputs):
+        for (q, k, v), out in zip(calls, outs):
+            assert_decode_matches(out, q, k, v, keep, scaling, what=f"kv_len {keep.shape[1]}")
