@@ -8,6 +8,9 @@ greedily from --prompt-len prompts with three attention functions, alternating o
   comes from attention (Amdahl).
 Milliseconds per generated step (median), and one cProfile of each real backend's run at the first batch
 size: the functions with the most host time of their own, and the attention function's total. JSON to --json.
+With --left-pad N, request i's prompt starts i * N // (batch - 1) tokens late (left padding, as generate()
+pads a batch): every decode step then has a mask (attnjit asks it in the kernel); without, decode steps of
+full-attention layers have none.
 
     python3 bench/transformers_step_profile.py --json /tmp/step_profile.json
 """
@@ -43,26 +46,35 @@ def build(layers, vocab):
         return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
 
 
-def generate(model, impl, ids, new_tokens):
+def left_padded(ids, left_pad):
+    """(ids, attention_mask): request i's first i * left_pad // (batch - 1) tokens are padding."""
+    mask = torch.ones_like(ids)
+    batch = ids.shape[0]
+    for i in range(1, batch):
+        mask[i, :i * left_pad // (batch - 1)] = 0
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+def generate(model, impl, ids, mask, new_tokens):
     model.set_attn_implementation(impl)
     with torch.no_grad():
-        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+        return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens,
                               min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
 
 
-def step_ms(model, impl, ids, new_tokens):
+def step_ms(model, impl, ids, mask, new_tokens):
     torch.cuda.synchronize()
     start = time.perf_counter()
-    generate(model, impl, ids, new_tokens)
+    generate(model, impl, ids, mask, new_tokens)
     torch.cuda.synchronize()
     return 1e3 * (time.perf_counter() - start) / new_tokens
 
 
-def profile(model, impl, ids, new_tokens, top):
+def profile(model, impl, ids, mask, new_tokens, top):
     profiler = cProfile.Profile()
     torch.cuda.synchronize()
     profiler.enable()
-    generate(model, impl, ids, new_tokens)
+    generate(model, impl, ids, mask, new_tokens)
     torch.cuda.synchronize()
     profiler.disable()
     text = io.StringIO()
@@ -83,6 +95,7 @@ def main():
     parser.add_argument("--vocab", type=int, default=32000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--left-pad", type=int, default=0, help="most padding tokens of a request (see above)")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
 
@@ -95,12 +108,13 @@ def main():
     for index, batch in enumerate(int(b) for b in args.batches.split(",")):
         gen = torch.Generator(device="cuda").manual_seed(batch)
         ids = torch.randint(3, args.vocab, (batch, args.prompt_len), device="cuda", generator=gen)
+        ids, mask = left_padded(ids, args.left_pad)
         for impl in impls:
-            generate(model, impl, ids, 8)  # warm-up: JIT, allocator, cuBLAS
+            generate(model, impl, ids, mask, 8)  # warm-up: JIT, allocator, cuBLAS
         times = {impl: [] for impl in impls}
         for _ in range(args.runs):
             for impl in impls:
-                times[impl].append(step_ms(model, impl, ids, args.new_tokens))
+                times[impl].append(step_ms(model, impl, ids, mask, args.new_tokens))
         row = {impl: {"ms_per_step": statistics.median(t), "runs": t} for impl, t in times.items()}
         row["attnjit_speedup"] = row["sdpa"]["ms_per_step"] / row["attnjit"]["ms_per_step"]
         row["ceiling_speedup"] = row["sdpa"]["ms_per_step"] / row["null"]["ms_per_step"]
@@ -109,7 +123,7 @@ def main():
               f"x{row['attnjit_speedup']:.3f}, ceiling x{row['ceiling_speedup']:.3f}", flush=True)
         if index == 0:
             for impl in ("sdpa", "attnjit"):
-                text, attention_ms = profile(model, impl, ids, args.new_tokens, args.top)
+                text, attention_ms = profile(model, impl, ids, mask, args.new_tokens, args.top)
                 row[f"profile_{impl}"] = {"attention_ms_per_step": attention_ms, "top": text}
                 print(f"== cProfile {impl}, batch {batch}: attention function ms/step {attention_ms}\n{text}",
                       flush=True)
