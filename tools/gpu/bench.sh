@@ -10,7 +10,8 @@
 #     (--only batch|single|prefill|prefill_grid|paged, --rope), FlashInfer and SDPA in the same process;
 #   fa3_ws_speed: bench/fa3_ws_speed.py, the batch prefill table (FlashInfer's fa3/fa2 modules built first);
 #   sdpa: bench/compare_sdpa.py; transformers_generate: bench/transformers_generate.py;
-#   transformers_step_profile: bench/transformers_step_profile.py (ms per generate step, cProfile); host_overhead.
+#   transformers_step_profile: bench/transformers_step_profile.py (ms per generate step, cProfile); host_overhead;
+#   user_variant_speed: bench/user_variant_speed.py (snippets vs built-ins, vs FlexAttention, cold compile).
 # A/B: CLIS (CLI binaries, default $BIN/attnjit) alternate in ROUNDS rounds (default 1) for the CLI names;
 #   LIBS (libraries, default $BIN/libattnjit.so) run the Python names one process each. Every run's JSON
 #   goes to $OUT/bench_json.tar; the last one named is the one kept in bench/results/.
@@ -58,7 +59,8 @@ py_bench() {  # name, script, its arguments... (the JSON path is appended as --j
     # shellcheck disable=SC2046
     ATTNJIT_LIBRARY=$PWD/$lib ATTNJIT_CACHE_DIR=/tmp/cache-$(slug "$lib") step "$tag.log" "${TIMEOUT:-300}" \
       python3 "$script" "$@" "$json_flag" "$runs/$tag.json" $(extra "$name") || status=1
-    show "$tag.log" "^device|^batch|^single|^prefill|^paged|GEMM|tok/s|^generate:|^continuous|x cuDNN|Error|ms/step" 40
+    show "$tag.log" "^device|^batch|^single|^prefill|^paged|GEMM|tok/s|^generate:|^continuous|x cuDNN|Error|ms/step|\
+^  (twin|flex|cold) " 40
   done
   latest "$runs/$tag.json" "$name"
 }
@@ -88,10 +90,11 @@ for name in ${BENCH:-batch_decode}; do
     transformers_generate) py_bench "$name" bench/transformers_generate.py ;;
     transformers_step_profile) py_bench "$name" bench/transformers_step_profile.py ;;
     host_overhead) py_bench "$name" bench/host_overhead.py ;;
+    user_variant_speed) py_bench "$name" bench/user_variant_speed.py ;;
     *) echo "error: BENCH: unknown benchmark '$name'; allowed: single_decode batch_decode single_prefill" \
          "batch_prefill merge_state page all problems peers_batch peers_single peers_rope peers_prefill" \
          "peers_prefill_grid peers_paged fa3_ws_speed sdpa transformers_generate transformers_step_profile" \
-         "host_overhead" >&2
+         "host_overhead user_variant_speed" >&2
        exit 2 ;;
   esac
 done
