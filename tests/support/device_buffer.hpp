@@ -26,6 +26,11 @@ class DeviceBuffer {
   }
   void* get() const { return reinterpret_cast<void*>(ptr_); }
   size_t bytes() const { return bytes_; }
+  // The memory as an array of T (an index array, a scale), for the entry points' pointer arguments.
+  template <class T>
+  const T* as() const {
+    return reinterpret_cast<const T*>(ptr_);
+  }
   void upload(const std::vector<uint8_t>& host) { ATTNJIT_CU(cuda::driver().MemcpyHtoD(ptr_, host.data(), host.size())); }
   std::vector<uint8_t> download() const {
     std::vector<uint8_t> h(bytes_);

@@ -23,6 +23,24 @@ struct PagedBatchShape {
   int64_t q_rows = 0;  // query token rows (decode: one per request)
 };
 
+// The shape a test case describes: a case struct names PagedBatchShape's
+// page, head, dtype and layout fields (page_size, hq, hkv, d, q, kv, layout);
+// its KV lengths and query rows are given.
+template <class Case>
+PagedBatchShape paged_shape_of(const Case& c, std::vector<int32_t> kv_lens, int64_t q_rows) {
+  PagedBatchShape s;
+  s.lens = std::move(kv_lens);
+  s.page_size = c.page_size;
+  s.hq = c.hq;
+  s.hkv = c.hkv;
+  s.d = c.d;
+  s.q = c.q;
+  s.kv = c.kv;
+  s.layout = c.layout;
+  s.q_rows = q_rows;
+  return s;
+}
+
 struct PagedBatch {
   std::vector<int32_t> indptr{0}, indices, last, table;  // table: [batch, max_pages]
   int max_pages = 0, num_pages = 0;

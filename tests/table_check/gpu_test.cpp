@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -27,9 +28,11 @@
 #include "support/device_buffer.hpp"
 #include "support/error_capture.hpp"
 #include "support/gpu_support.hpp"
-#include "support/paged_kv_batch.hpp"
+#include "support/decode_entry_args.hpp"
+#include "support/paged_kv_device.hpp"
 #include "reference/decode_reference.hpp"
 #include "reference/host_dtypes.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -39,70 +42,66 @@ using Catch::Matchers::Contains;
 constexpr int kHq = 8, kHk = 2, kD = 128, kPage = 16;
 
 // A batch of four requests (request 2 is the one the tests spoil), bf16,
-// its cache uploaded, q and out on the device.
-struct Decode {
-  std::vector<int32_t> lens;
-  KVLayout layout;
-  PagedBatch b;
-  DeviceBuffer dq, dk, dv, dout, ws;
-  Decode(std::vector<int32_t> lens_, KVLayout layout_, uint32_t seed) : lens(std::move(lens_)), layout(layout_) {
+// on the device with a workspace.
+struct Decode : DevicePagedBatch {
+  DeviceBuffer ws{64 << 20};
+  Decode(std::vector<int32_t> lens, KVLayout layout, uint32_t seed)
+      : DevicePagedBatch(batch_shape(std::move(lens), layout, 0), seed) {}
+  // kHq x kD bf16 rows over pages of kPage, kHk KV heads; q_rows 0: one per request.
+  static PagedBatchShape batch_shape(std::vector<int32_t> lens, KVLayout layout, int64_t q_rows) {
     PagedBatchShape s;
-    s.lens = lens;
     s.page_size = kPage;
     s.hq = kHq;
     s.hkv = kHk;
     s.d = kD;
     s.layout = layout;
-    s.q_rows = static_cast<int64_t>(lens.size());
-    b = make_paged_batch(s, seed);
-    dq = DeviceBuffer(b.qb.size());
-    dk = DeviceBuffer(b.kb.size());
-    dv = DeviceBuffer(b.vb.size());
-    dout = DeviceBuffer(lens.size() * kHq * kD * 2);
-    ws = DeviceBuffer(64 << 20);
-    dq.upload(b.qb);
-    dk.upload(b.kb);
-    dv.upload(b.vb);
+    s.q_rows = q_rows ? q_rows : static_cast<int64_t>(lens.size());
+    s.lens = std::move(lens);
+    return s;
   }
-  int64_t batch() const { return static_cast<int64_t>(lens.size()); }
-  TensorView q() const { return make_tensor(dq.get(), DType::BF16, {batch(), kHq, kD}); }
-  TensorView out() const { return make_tensor(dout.get(), DType::BF16, {batch(), kHq, kD}); }
-  TensorView cache(const DeviceBuffer& d) const {
-    const int64_t P = b.num_pages;
-    return layout == KVLayout::NHD ? make_tensor(d.get(), DType::BF16, {P, kPage, kHk, kD})
-                                   : make_tensor(d.get(), DType::BF16, {P, kHk, kPage, kD});
+  void trtllm(const Runtime& rt, const TrtllmDecodeArgs& a) const {
+    trtllm_batch_decode_with_kv_cache(rt, q_view(), cache_view(k), cache_view(v), ws.get(), ws.bytes(), a,
+                                      out_view());
+  }
+  void cudnn(const Runtime& rt, const CudnnDecodeArgs& a) const {
+    cudnn_batch_decode_with_kv_cache(rt, q_view(), cache_view(k), cache_view(v), ws.get(), ws.bytes(), a,
+                                     out_view());
   }
   // Request r's o (after a sync) against the float64 reference: the relative L2 error.
   double error(int r) const {
-    const auto out = decode(DType::BF16, dout.download());
+    const auto got = decode(DType::BF16, out.download());
     SingleDecodeProblem sp;
     sp.num_qo_heads = kHq;
     sp.num_kv_heads = kHk;
     sp.head_dim = kD;
-    sp.kv_len = lens[r];
+    sp.kv_len = shape.lens[r];
     sp.q_dtype = sp.kv_dtype = DType::BF16;
-    const std::vector<double> q(b.q.begin() + r * kHq * kD, b.q.begin() + (r + 1) * kHq * kD);
-    const auto ref = reference_single_decode(sp, q, b.k_dense[r], b.v_dense[r], nullptr);
-    double num = 0, den = 0;
-    for (int i = 0; i < kHq * kD; ++i) {
-      const double x = out[size_t(r) * kHq * kD + i];
-      if (!std::isfinite(x)) return INFINITY;
-      num += (x - ref.o[i]) * (x - ref.o[i]);
-      den += ref.o[i] * ref.o[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-30));
+    const size_t row = size_t(kHq) * kD;
+    const std::vector<double> q_row(host.q.begin() + r * row, host.q.begin() + (r + 1) * row);
+    const auto ref = reference_single_decode(sp, q_row, host.k_dense[r], host.v_dense[r], nullptr);
+    return relative_l2(std::vector<double>(got.begin() + r * row, got.begin() + (r + 1) * row), ref.o);
   }
   // Every request but `skip` (-1: all) matches the reference.
   void check_outputs(int skip) const {
-    for (int r = 0; r < static_cast<int>(lens.size()); ++r)
+    for (int r = 0; r < static_cast<int>(batch()); ++r)
       if (r != skip) {
-        INFO("request " << r << " of length " << lens[r]);
+        INFO("request " << r << " of length " << shape.lens[r]);
         CHECK(error(r) <= 1e-2);
       }
   }
 };
 
 void sync() { ATTNJIT_CU(cuda::driver().CtxSynchronize()); }
+
+// After a call that met a spoiled table: the next call (`good`, over clean
+// tables) raises INVALID_ARGUMENT with `named` in its message, the one after
+// it is clean, and so is Runtime::check.
+void named_next_then_clean(const Runtime& rt, const std::function<void()>& good, const std::string& named) {
+  CHECK_THAT(error_of(good, Status::InvalidArgument), Contains(named));
+  CHECK_NOTHROW(good());
+  sync();
+  CHECK_NOTHROW(rt.check(0));
+}
 
 // The request the tests spoil, its length a few pages long.
 const std::vector<int32_t> kLens = {300, 77, 1000, 5};
@@ -118,32 +117,26 @@ TEST_CASE("TensorRT-LLM: a block-table entry past the cache reads no memory outs
   for (bool tc : {false, true}) {
     INFO("use_tensor_cores=" << tc);
     Decode d(kLens, KVLayout::HND, 31);
-    std::vector<int32_t> bad_table = d.b.table;
-    const int32_t bad_id = d.b.num_pages + 1234;
-    bad_table[size_t(kBad) * d.b.max_pages + 7] = bad_id;
-    const DeviceBuffer good = upload_ints(d.b.table), bad = upload_ints(bad_table), lens = upload_ints(kLens);
+    std::vector<int32_t> bad_table = d.host.table;
+    const int32_t bad_id = d.host.num_pages + 1234;
+    bad_table[size_t(kBad) * d.host.max_pages + 7] = bad_id;
+    const DeviceBuffer bad = upload_ints(bad_table);
     auto call = [&](const DeviceBuffer& table) {
-      TrtllmDecodeArgs a;
-      a.block_tables = static_cast<const int32_t*>(table.get());
-      a.max_pages_per_seq = d.b.max_pages;
-      a.seq_lens = static_cast<const int32_t*>(lens.get());
-      a.max_seq_len = 1000;
-      a.bmm1_scale = 1.f / std::sqrt(float(kD));
-      a.kv_layout = KVLayout::HND;
+      TrtllmDecodeArgs a = trtllm_args(d);
+      a.block_tables = table.as<int32_t>();
       a.use_tensor_cores = tc;
-      trtllm_batch_decode_with_kv_cache(rt, d.q(), d.cache(d.dk), d.cache(d.dv), d.ws.get(), d.ws.bytes(), a,
-                                        d.out());
+      d.trtllm(rt, a);
     };
-    d.dout.poison();
+    d.out.poison();
     call(bad);  // returns: the kernel read page num_pages - 1 instead
     sync();
     d.check_outputs(kBad);
-    const std::string msg = error_of([&] { call(good); }, Status::InvalidArgument);
+    const std::string msg = error_of([&] { call(d.table); }, Status::InvalidArgument);
     CHECK_THAT(msg, Contains(fmt::format("block_tables[{}][7]={} is not allowed: the cache has {} pages", kBad,
-                                         bad_id, d.b.num_pages)));
+                                         bad_id, d.host.num_pages)));
     CHECK_THAT(msg, Contains("found by a run before this call"));
-    d.dout.poison();
-    call(good);  // clean
+    d.out.poison();
+    call(d.table);  // clean
     sync();
     d.check_outputs(-1);
     CHECK_NOTHROW(rt.check(0));
@@ -152,7 +145,7 @@ TEST_CASE("TensorRT-LLM: a block-table entry past the cache reads no memory outs
     call(bad);
     CHECK_THAT(error_of([&] { rt.check(0); }, Status::InvalidArgument),
                Contains(fmt::format("block_tables[{}][7]={}", kBad, bad_id)));
-    CHECK_NOTHROW(call(good));
+    CHECK_NOTHROW(call(d.table));
     sync();
   }
 }
@@ -165,19 +158,14 @@ TEST_CASE("TensorRT-LLM: seq_lens past max_seq_len is read as max_seq_len and na
   Decode d(kLens, KVLayout::NHD, 32);
   std::vector<int32_t> bad_lens = kLens;
   bad_lens[kBad] = 5000;  // the table holds 63 pages of 16 (1008 rows) per request; max_seq_len is 1000
-  const DeviceBuffer table = upload_ints(d.b.table), good = upload_ints(kLens), bad = upload_ints(bad_lens);
+  const DeviceBuffer bad = upload_ints(bad_lens);
   auto call = [&](const DeviceBuffer& lens) {
-    TrtllmDecodeArgs a;
-    a.block_tables = static_cast<const int32_t*>(table.get());
-    a.max_pages_per_seq = d.b.max_pages;
-    a.seq_lens = static_cast<const int32_t*>(lens.get());
-    a.max_seq_len = 1000;
-    a.bmm1_scale = 1.f / std::sqrt(float(kD));
-    a.kv_layout = KVLayout::NHD;
+    TrtllmDecodeArgs a = trtllm_args(d);  // max_seq_len 1000, kLens' longest
+    a.seq_lens = lens.as<int32_t>();
     a.window_left = 300;  // the window starts from the (clamped) length: still inside the table
-    trtllm_batch_decode_with_kv_cache(rt, d.q(), d.cache(d.dk), d.cache(d.dv), d.ws.get(), d.ws.bytes(), a, d.out());
+    d.trtllm(rt, a);
   };
-  d.dout.poison();
+  d.out.poison();
   call(bad);
   sync();
   // A window of 300 keys leaves requests 0, 1 and 3 whole: the plain reference.
@@ -185,11 +173,8 @@ TEST_CASE("TensorRT-LLM: seq_lens past max_seq_len is read as max_seq_len and na
     INFO("request " << r);
     CHECK(d.error(r) <= 1e-2);
   }
-  const std::string msg = error_of([&] { call(good); }, Status::InvalidArgument);
-  CHECK_THAT(msg, Contains(fmt::format("seq_lens[{}]=5000 is not allowed: allowed 0 to max_seq_len=1000", kBad)));
-  CHECK_NOTHROW(call(good));
-  sync();
-  CHECK_NOTHROW(rt.check(0));
+  named_next_then_clean(rt, [&] { call(d.lens); },
+                        fmt::format("seq_lens[{}]=5000 is not allowed: allowed 0 to max_seq_len=1000", kBad));
 }
 
 TEST_CASE("TensorRT-LLM: a cum_seq_lens_q entry past the query's rows voids that request and is named by the next call",
@@ -203,32 +188,19 @@ TEST_CASE("TensorRT-LLM: a cum_seq_lens_q entry past the query's rows voids that
   for (const int32_t last : {40, 5}) {  // past q's rows (and max_q_len); before the request's first row
     INFO("cum_seq_lens_q[4]=" << last);
     Decode d(kLens, KVLayout::HND, 33);
-    PagedBatchShape s;
-    s.lens = kLens;
-    s.hq = kHq;
-    s.hkv = kHk;
-    s.d = kD;
-    s.q_rows = rows;
-    const PagedBatch qb = make_paged_batch(s, 34);
+    const PagedBatch qb = make_paged_batch(Decode::batch_shape(kLens, KVLayout::HND, rows), 34);
     DeviceBuffer q(qb.qb.size()), out(size_t(rows + spare) * kHq * kD * 2);
     q.upload(qb.qb);
     std::vector<int32_t> bad_cum = good_cum;
     bad_cum[4] = last;
-    const DeviceBuffer table = upload_ints(d.b.table), lens = upload_ints(kLens), good = upload_ints(good_cum),
-                       bad = upload_ints(bad_cum);
+    const DeviceBuffer good = upload_ints(good_cum), bad = upload_ints(bad_cum);
     auto call = [&](const DeviceBuffer& cum) {
-      TrtllmDecodeArgs a;
-      a.block_tables = static_cast<const int32_t*>(table.get());
-      a.max_pages_per_seq = d.b.max_pages;
-      a.seq_lens = static_cast<const int32_t*>(lens.get());
-      a.max_seq_len = 1000;
-      a.bmm1_scale = 1.f / std::sqrt(float(kD));
-      a.kv_layout = KVLayout::HND;
-      a.cum_seq_lens_q = static_cast<const int32_t*>(cum.get());
+      TrtllmDecodeArgs a = trtllm_args(d);
+      a.cum_seq_lens_q = cum.as<int32_t>();
       a.max_q_len = 4;
       a.batch_size = static_cast<int>(kLens.size());
-      trtllm_batch_decode_with_kv_cache(rt, make_tensor(q.get(), DType::BF16, {rows, kHq, kD}), d.cache(d.dk),
-                                        d.cache(d.dv), d.ws.get(), d.ws.bytes(), a,
+      trtllm_batch_decode_with_kv_cache(rt, make_tensor(q.get(), DType::BF16, {rows, kHq, kD}), d.cache_view(d.k),
+                                        d.cache_view(d.v), d.ws.get(), d.ws.bytes(), a,
                                         make_tensor(out.get(), DType::BF16, {rows, kHq, kD}));
     };
     out.poison();
@@ -243,11 +215,8 @@ TEST_CASE("TensorRT-LLM: a cum_seq_lens_q entry past the query's rows voids that
     // Requests 0-2 (rows 0-6) as in the clean run; request 3's rows (7-9) and the spare rows untouched.
     CHECK(std::equal(got.begin(), got.begin() + 7 * row_bytes, expected.begin()));
     CHECK(std::all_of(got.begin() + 7 * row_bytes, got.end(), [](uint8_t b) { return b == 0xFF; }));
-    const std::string msg = error_of([&] { call(good); }, Status::InvalidArgument);
-    CHECK_THAT(msg, Contains(fmt::format("cum_seq_lens_q[4]={} is not allowed: allowed 7 to 10 (request 3's", last)));
-    CHECK_NOTHROW(call(good));
-    sync();
-    CHECK_NOTHROW(rt.check(0));
+    named_next_then_clean(rt, [&] { call(good); },
+                          fmt::format("cum_seq_lens_q[4]={} is not allowed: allowed 7 to 10 (request 3's", last));
   }
 }
 
@@ -259,27 +228,19 @@ TEST_CASE("cuDNN: actual_seq_lens_kv past max_sequence_kv is clamped and named b
   Decode d(kLens, KVLayout::HND, 33);
   std::vector<int32_t> bad_lens = kLens;
   bad_lens[kBad] = 1001;
-  const DeviceBuffer table = upload_ints(d.b.table), good = upload_ints(kLens), bad = upload_ints(bad_lens);
+  const DeviceBuffer bad = upload_ints(bad_lens);
   auto call = [&](const DeviceBuffer& lens) {
-    CudnnDecodeArgs a;
-    a.scale = 1.f / std::sqrt(float(kD));
-    a.max_sequence_kv = 1000;
-    a.actual_seq_lens_kv = static_cast<const int32_t*>(lens.get());
-    a.block_tables = static_cast<const int32_t*>(table.get());
-    a.max_pages_per_seq = d.b.max_pages;
-    cudnn_batch_decode_with_kv_cache(rt, d.q(), d.cache(d.dk), d.cache(d.dv), d.ws.get(), d.ws.bytes(), a, d.out());
+    CudnnDecodeArgs a = cudnn_args(d);  // max_sequence_kv 1000, kLens' longest
+    a.actual_seq_lens_kv = lens.as<int32_t>();
+    d.cudnn(rt, a);
   };
-  d.dout.poison();
+  d.out.poison();
   call(bad);
   sync();
   d.check_outputs(-1);  // request 2 clamped to 1000 rows: its true length, so even its output is right
-  const std::string msg = error_of([&] { call(good); }, Status::InvalidArgument);
-  CHECK_THAT(msg,
-             Contains(fmt::format("actual_seq_lens_kv[{}]=1001 is not allowed: allowed 0 to max_sequence_kv=1000",
-                                  kBad)));
-  CHECK_NOTHROW(call(good));
-  sync();
-  CHECK_NOTHROW(rt.check(0));
+  named_next_then_clean(
+      rt, [&] { call(d.lens); },
+      fmt::format("actual_seq_lens_kv[{}]=1001 is not allowed: allowed 0 to max_sequence_kv=1000", kBad));
 }
 
 TEST_CASE("cuDNN: a batch offset outside q or out, or off its 16-byte step, voids that request and is named next",
@@ -305,34 +266,24 @@ TEST_CASE("cuDNN: a batch offset outside q or out, or off its 16-byte step, void
       Decode d(lens, KVLayout::HND, 35);
       std::vector<int32_t> bad = good;
       bad[kBad] = static_cast<int32_t>(c.value);
-      const DeviceBuffer table = upload_ints(d.b.table), dlens = upload_ints(lens), dgood = upload_ints(good),
-                         dbad = upload_ints(bad);
+      const DeviceBuffer dgood = upload_ints(good), dbad = upload_ints(bad);
       auto call = [&](const DeviceBuffer& q_offsets, const DeviceBuffer& o_offsets) {
-        CudnnDecodeArgs a;
-        a.scale = 1.f / std::sqrt(float(kD));
-        a.max_sequence_kv = d.b.max_pages * kPage;  // what the block table holds per request
-        a.actual_seq_lens_kv = static_cast<const int32_t*>(dlens.get());
-        a.block_tables = static_cast<const int32_t*>(table.get());
-        a.max_pages_per_seq = d.b.max_pages;
-        a.batch_offsets_q = static_cast<const int32_t*>(q_offsets.get());
-        a.batch_offsets_o = static_cast<const int32_t*>(o_offsets.get());
-        cudnn_batch_decode_with_kv_cache(rt, d.q(), d.cache(d.dk), d.cache(d.dv), d.ws.get(), d.ws.bytes(), a,
-                                         d.out());
+        CudnnDecodeArgs a = cudnn_args(d);
+        a.max_sequence_kv = d.host.max_pages * kPage;  // what the block table holds per request
+        a.batch_offsets_q = q_offsets.as<int32_t>();
+        a.batch_offsets_o = o_offsets.as<int32_t>();
+        d.cudnn(rt, a);
       };
-      d.dout.poison();
+      d.out.poison();
       call(c.on_out ? dgood : dbad, c.on_out ? dbad : dgood);
       sync();
       d.check_outputs(kBad);
-      const auto out = d.dout.download();
+      const auto out = d.out.download();
       const size_t bytes = size_t(row) * 2;
       CHECK(std::all_of(out.begin() + kBad * bytes, out.begin() + (kBad + 1) * bytes,
                         [](uint8_t b) { return b == 0xFF; }));  // the voided request's row: not written
-      const std::string msg = error_of([&] { call(dgood, dgood); }, Status::InvalidArgument);
-      CHECK_THAT(msg, Contains(expect));
-      CHECK_NOTHROW(call(dgood, dgood));
-      sync();
+      named_next_then_clean(rt, [&] { call(dgood, dgood); }, expect);
       d.check_outputs(-1);
-      CHECK_NOTHROW(rt.check(0));
     }
   }
 }
@@ -357,39 +308,39 @@ TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a r
   a.q_data_type = DType::BF16;
   CUstream stream;
   ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  w.plan(d.b.indptr, d.b.indices, d.b.last, a, stream);
+  w.plan(d.host.indptr, d.host.indices, d.host.last, a, stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  w.run(d.q(), d.cache(d.dk), d.cache(d.dv), d.out(), nullptr, {}, {}, stream);
+  w.run(d.q_view(), d.cache_view(d.k), d.cache_view(d.v), d.out_view(), nullptr, {}, {}, stream);
   CUgraph graph;
   ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
   CUgraphExec exec;
   ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
 
   // The caller writes a page id past the cache into the fixed buffer, then replays.
-  const int entry = d.b.indptr[kBad] + 3;
-  const int32_t bad_id = d.b.num_pages + 50;
+  const int entry = d.host.indptr[kBad] + 3;
+  const int32_t bad_id = d.host.num_pages + 50;
   auto spoil = [&](int32_t id) {
     ATTNJIT_CU(cu.MemcpyHtoD(reinterpret_cast<CUdeviceptr>(indices.get()) + 4 * entry, &id, 4));
   };
   spoil(bad_id);
-  d.dout.poison();
+  d.out.poison();
   ATTNJIT_CU(cu.GraphLaunch(exec, stream));
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   d.check_outputs(kBad);
   CHECK_THAT(error_of([&] { w.check(); }, Status::InvalidArgument),
              Contains(fmt::format("indices[{}]={} is not allowed: the cache has {} pages", entry, bad_id,
-                                  d.b.num_pages)));
+                                  d.host.num_pages)));
   CHECK_NOTHROW(w.check());
 
   // A negative id this time, found by the next plan(); the plan after it is clean and the replay right.
   spoil(-7);
   ATTNJIT_CU(cu.GraphLaunch(exec, stream));
   ATTNJIT_CU(cu.StreamSynchronize(stream));
-  CHECK_THAT(error_of([&] { w.plan(d.b.indptr, d.b.indices, d.b.last, a, stream); }, Status::InvalidArgument),
+  CHECK_THAT(error_of([&] { w.plan(d.host.indptr, d.host.indices, d.host.last, a, stream); }, Status::InvalidArgument),
              Contains(fmt::format("indices[{}]=-7 is not allowed", entry)));
-  w.plan(d.b.indptr, d.b.indices, d.b.last, a, stream);  // copies the good table into the fixed buffers
-  d.dout.poison();
+  w.plan(d.host.indptr, d.host.indices, d.host.last, a, stream);  // copies the good table into the fixed buffers
+  d.out.poison();
   ATTNJIT_CU(cu.GraphLaunch(exec, stream));
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   d.check_outputs(-1);
@@ -398,14 +349,14 @@ TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a r
   // An indptr entry past the fixed indices buffer: that request reads as empty, the others stay right.
   const int32_t past = kMaxPages + 9;
   ATTNJIT_CU(cu.MemcpyHtoD(reinterpret_cast<CUdeviceptr>(indptr.get()) + 4 * (kBad + 1), &past, 4));
-  d.dout.poison();
+  d.out.poison();
   ATTNJIT_CU(cu.GraphLaunch(exec, stream));
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   for (int r : {0, 1}) {  // request 3 starts at the spoiled entry
     INFO("request " << r);
     CHECK(d.error(r) <= 1e-2);
   }
-  CHECK_THAT(error_of([&] { w.run(d.q(), d.cache(d.dk), d.cache(d.dv), d.out(), nullptr, {}, {}, stream); },
+  CHECK_THAT(error_of([&] { w.run(d.q_view(), d.cache_view(d.k), d.cache_view(d.v), d.out_view(), nullptr, {}, {}, stream); },
                       Status::InvalidArgument),
              Contains(fmt::format("indptr[{}]={} is not allowed: allowed ", kBad + 1, past)));
   cu.GraphExecDestroy(exec);
@@ -446,15 +397,15 @@ TEST_CASE("paged prefill in CUDA-graph mode: a page id overwritten in the fixed 
   BatchPrefillPlanOptions o;
   o.causal = true;
   o.q_data_type = DType::BF16;
-  w.plan(qo_indptr, d.b.indptr, d.b.indices, d.b.last, kHq, kHk, kD, kPage, o, nullptr);
+  w.plan(qo_indptr, d.host.indptr, d.host.indices, d.host.last, kHq, kHk, kD, kPage, o, nullptr);
   const TensorView tq = make_tensor(dq.get(), DType::BF16, {rows, kHq, kD});
   auto run = [&](const DeviceBuffer& to) {
-    w.run(tq, d.cache(d.dk), d.cache(d.dv), make_tensor(to.get(), DType::BF16, {rows, kHq, kD}), nullptr, nullptr);
+    w.run(tq, d.cache_view(d.k), d.cache_view(d.v), make_tensor(to.get(), DType::BF16, {rows, kHq, kD}), nullptr, nullptr);
   };
   run(clean);
   sync();
-  const int entry = d.b.indptr[kBad] + 60;  // request 2's last page but three
-  const int32_t bad_id = d.b.num_pages + 5;
+  const int entry = d.host.indptr[kBad] + 60;  // request 2's last page but three
+  const int32_t bad_id = d.host.num_pages + 5;
   ATTNJIT_CU(cu.MemcpyHtoD(reinterpret_cast<CUdeviceptr>(ids_buf.get()) + 4 * entry, &bad_id, 4));
   out.poison();
   run(out);
@@ -470,8 +421,8 @@ TEST_CASE("paged prefill in CUDA-graph mode: a page id overwritten in the fixed 
     }
   CHECK_THAT(error_of([&] { run(out); }, Status::InvalidArgument),
              Contains(fmt::format("paged_kv_indices[{}]={} is not allowed: the cache has {} pages", entry, bad_id,
-                                  d.b.num_pages)));
-  w.plan(qo_indptr, d.b.indptr, d.b.indices, d.b.last, kHq, kHk, kD, kPage, o, nullptr);  // the good table again
+                                  d.host.num_pages)));
+  w.plan(qo_indptr, d.host.indptr, d.host.indices, d.host.last, kHq, kHk, kD, kPage, o, nullptr);  // the good table again
   run(out);
   sync();
   CHECK(out.download() == want);
@@ -542,22 +493,18 @@ TEST_CASE("ATTNJIT_CHECK=1: the call that met a bad table entry raises it itself
   Runtime rt(config);
   cuda::ScopedDevice scope(0);
   Decode d(kLens, KVLayout::HND, 36);
-  std::vector<int32_t> bad_table = d.b.table;
-  bad_table[size_t(kBad) * d.b.max_pages] = -1;
-  const DeviceBuffer good = upload_ints(d.b.table), bad = upload_ints(bad_table), lens = upload_ints(kLens);
+  std::vector<int32_t> bad_table = d.host.table;
+  bad_table[size_t(kBad) * d.host.max_pages] = -1;
+  const DeviceBuffer bad = upload_ints(bad_table);
   auto call = [&](const DeviceBuffer& table) {
-    TrtllmDecodeArgs a;
-    a.block_tables = static_cast<const int32_t*>(table.get());
-    a.max_pages_per_seq = d.b.max_pages;
-    a.seq_lens = static_cast<const int32_t*>(lens.get());
-    a.max_seq_len = 1000;
-    a.bmm1_scale = 1.f / std::sqrt(float(kD));
-    trtllm_batch_decode_with_kv_cache(rt, d.q(), d.cache(d.dk), d.cache(d.dv), d.ws.get(), d.ws.bytes(), a, d.out());
+    TrtllmDecodeArgs a = trtllm_args(d);
+    a.block_tables = table.as<int32_t>();
+    d.trtllm(rt, a);
   };
   CHECK_THAT(error_of([&] { call(bad); }, Status::InvalidArgument),
              Contains(fmt::format("block_tables[{}][0]=-1 is not allowed", kBad)));
   CHECK_THAT(error_of([&] { call(bad); }, Status::InvalidArgument), Contains("found by this call: ATTNJIT_CHECK=1"));
-  CHECK_NOTHROW(call(good));
+  CHECK_NOTHROW(call(d.table));
   d.check_outputs(-1);
 }
 
