@@ -75,6 +75,15 @@ void require_memory_hook(bool has, const attnjit_plan_t* plan, const char* fn) {
                                      "a batch_decode or batch_prefill wrapper",
                                      fn, plan->op));
 }
+
+// A caller's buffer through one of the plan memory's hooks (`use`): a wrapper's int or float workspace.
+void hand_buffer(attnjit_plan_t* plan, void* buffer, size_t bytes, const char* fn, const char* buffer_is,
+                 std::function<void(void*, size_t)> attnjit_plan_t::Memory::*use) {
+  require_non_null(plan, fn, "plan", kPlanHandle);
+  require_non_null(buffer, fn, "buffer", buffer_is);
+  require_memory_hook(bool(plan->memory.*use), plan, fn);
+  (plan->memory.*use)(buffer, bytes);
+}
 }  // namespace
 
 extern "C" {
@@ -178,21 +187,16 @@ attnjit_status_t attnjit_plan_int_workspace_bytes(const attnjit_plan_t* plan, si
 
 attnjit_status_t attnjit_plan_set_int_workspace(attnjit_plan_t* plan, void* buffer, size_t bytes) {
   return guard([&] {
-    constexpr const char* fn = "attnjit_plan_set_int_workspace";
-    require_non_null(plan, fn, "plan", kPlanHandle);
-    require_non_null(buffer, fn, "buffer", "device memory for the plan (int_workspace_buffer)");
-    require_memory_hook(bool(plan->memory.use_int_workspace), plan, fn);
-    plan->memory.use_int_workspace(buffer, bytes);
+    hand_buffer(plan, buffer, bytes, "attnjit_plan_set_int_workspace",
+                "device memory for the plan (int_workspace_buffer)", &attnjit_plan_t::Memory::use_int_workspace);
   });
 }
 
 attnjit_status_t attnjit_plan_set_float_workspace(attnjit_plan_t* plan, void* buffer, size_t bytes) {
   return guard([&] {
-    constexpr const char* fn = "attnjit_plan_set_float_workspace";
-    require_non_null(plan, fn, "plan", kPlanHandle);
-    require_non_null(buffer, fn, "buffer", "device memory for the workspace (float_workspace_buffer)");
-    require_memory_hook(bool(plan->memory.use_float_workspace), plan, fn);
-    plan->memory.use_float_workspace(buffer, bytes);
+    hand_buffer(plan, buffer, bytes, "attnjit_plan_set_float_workspace",
+                "device memory for the workspace (float_workspace_buffer)",
+                &attnjit_plan_t::Memory::use_float_workspace);
   });
 }
 

@@ -29,9 +29,9 @@ DType dtype(DLDataType t, const char* field) {
 
 WrapperOptions to_wrapper_options(const attnjit_batch_decode_wrapper_options_t* options) {
   WrapperOptions o;
-  if (options == nullptr) return o;
-  check_struct_size(options->struct_size, offsetof(attnjit_batch_decode_wrapper_options_t, device) + sizeof(int32_t),
-                    sizeof(*options), "attnjit_batch_decode_wrapper_options_init");
+  if (!given(options, offsetof(attnjit_batch_decode_wrapper_options_t, device) + sizeof(int32_t),
+             "attnjit_batch_decode_wrapper_options_init"))
+    return o;
   o.kv_layout = kv_layout_field(options->kv_layout);
   o.use_cuda_graph = flag_field(options->use_cuda_graph, "use_cuda_graph");
   o.use_tensor_cores = flag_field(options->use_tensor_cores, "use_tensor_cores");
@@ -49,27 +49,23 @@ BatchDecodeWithPagedKVCacheWrapper::PlanArgs to_plan_args(const attnjit_batch_de
   a.num_kv_heads = num_kv_heads;
   a.head_dim = head_dim;
   a.page_size = page_size;
-  if (options == nullptr) return a;
-  check_struct_size(options->struct_size, offsetof(attnjit_batch_decode_plan_options_t, rope_theta) + sizeof(float),
-                    sizeof(*options), "attnjit_batch_decode_plan_options_init");
+  if (!given(options, offsetof(attnjit_batch_decode_plan_options_t, rope_theta) + sizeof(float),
+             "attnjit_batch_decode_plan_options_init"))
+    return a;
   a.pos_encoding_mode = pos_encoding_field(options->pos_encoding_mode);
   a.window_left = window_left_field(options->window_left);
   a.q_data_type = dtype(options->q_data_type, "q_data_type");
   if (options->kv_data_type.bits != 0) a.kv_data_type = dtype(options->kv_data_type, "kv_data_type");
-  a.logits_soft_cap = provided_field(options->logits_soft_cap, "logits_soft_cap");
-  a.sm_scale = provided_field(options->sm_scale, "sm_scale");
-  a.rope_scale = provided_field(options->rope_scale, "rope_scale");
-  a.rope_theta = provided_field(options->rope_theta, "rope_theta");
-  if (options->struct_size >= offsetof(attnjit_batch_decode_plan_options_t, variant) + sizeof(void*))
-    a.variant = variant_of(options->variant);
+  read_score_fields(*options, a);
+  read_variant_field(*options, a);
   return a;
 }
 
 TrtllmDecodeArgs to_trtllm_args(const attnjit_trtllm_decode_options_t* options) {
   TrtllmDecodeArgs a;  // kv_layout HND, window -1, shared index, scales 1: TensorRT-LLM's defaults
-  if (options == nullptr) return a;
-  check_struct_size(options->struct_size, offsetof(attnjit_trtllm_decode_options_t, bmm2_scale) + sizeof(float),
-                    sizeof(*options), "attnjit_trtllm_decode_options_init");
+  if (!given(options, offsetof(attnjit_trtllm_decode_options_t, bmm2_scale) + sizeof(float),
+             "attnjit_trtllm_decode_options_init"))
+    return a;
   a.kv_layout = kv_layout_field(options->kv_layout);
   a.window_left = window_left_field(options->window_left);
   a.uses_shared_paged_kv_idx = flag_field(options->uses_shared_paged_kv_idx, "uses_shared_paged_kv_idx");

@@ -20,6 +20,7 @@
 #include "attnjit/attnjit_batch_prefill.h"
 #include "attnjit/batch_prefill.hpp"
 #include "attnjit/error.hpp"
+#include "ops/attention_options/attention_options.hpp"
 
 // The deprecated handle: the plan it shims over.
 struct attnjit_batch_prefill {
@@ -156,14 +157,8 @@ attnjit::BatchPrefillPlanOptions plan_options(const attnjit_prefill_options_t* o
   const attnjit::PrefillOptions po = attnjit::capi::to_prefill_options(options, false);
   attnjit::BatchPrefillPlanOptions o;
   o.causal = po.causal;
-  o.pos_encoding_mode = po.pos_encoding_mode;
   o.allow_fp16_qk_reduction = po.allow_fp16_qk_reduction;
-  o.window_left = po.window_left;
-  o.logits_soft_cap = po.logits_soft_cap;
-  o.sm_scale = po.sm_scale;
-  o.rope_scale = po.rope_scale;
-  o.rope_theta = po.rope_theta;
-  o.variant = po.variant;
+  attnjit::ops::copy_plan_args(po, o);
   return o;
 }
 

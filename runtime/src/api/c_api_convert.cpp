@@ -13,10 +13,8 @@ namespace attnjit::capi {
 SingleDecodeOptions to_options(const attnjit_decode_options_t* options, bool return_lse) {
   SingleDecodeOptions o;
   o.return_lse = return_lse;
-  if (options == nullptr) return o;
-  check_struct_size(options->struct_size, offsetof(attnjit_decode_options_t, rope_theta) + sizeof(float),
-                    sizeof(attnjit_decode_options_t), "attnjit_decode_options_init");
-
+  if (!given(options, offsetof(attnjit_decode_options_t, rope_theta) + sizeof(float), "attnjit_decode_options_init"))
+    return o;
   o.kv_layout = kv_layout_field(options->kv_layout);
   o.pos_encoding_mode = pos_encoding_field(options->pos_encoding_mode);
   o.use_tensor_cores = flag_field(options->use_tensor_cores, "use_tensor_cores");
@@ -25,30 +23,22 @@ SingleDecodeOptions to_options(const attnjit_decode_options_t* options, bool ret
   o.q_scale = provided_field(options->q_scale, "q_scale");
   o.k_scale = provided_field(options->k_scale, "k_scale");
   o.v_scale = provided_field(options->v_scale, "v_scale");
-  o.logits_soft_cap = provided_field(options->logits_soft_cap, "logits_soft_cap");
-  o.sm_scale = provided_field(options->sm_scale, "sm_scale");
-  o.rope_scale = provided_field(options->rope_scale, "rope_scale");
-  o.rope_theta = provided_field(options->rope_theta, "rope_theta");
-  if (options->struct_size >= offsetof(attnjit_decode_options_t, variant) + sizeof(void*))
-    o.variant = variant_of(options->variant);
+  read_score_fields(*options, o);
+  read_variant_field(*options, o);
   return o;
 }
 
 PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool return_lse) {
   PrefillOptions o;
   o.return_lse = return_lse;
-  if (options == nullptr) return o;
-  check_struct_size(options->struct_size, offsetof(attnjit_prefill_options_t, rope_theta) + sizeof(float),
-                    sizeof(attnjit_prefill_options_t), "attnjit_prefill_options_init");
+  if (!given(options, offsetof(attnjit_prefill_options_t, rope_theta) + sizeof(float), "attnjit_prefill_options_init"))
+    return o;
   o.causal = flag_field(options->causal, "causal");
   o.allow_fp16_qk_reduction = flag_field(options->allow_fp16_qk_reduction, "allow_fp16_qk_reduction");
   o.kv_layout = kv_layout_field(options->kv_layout);
   o.pos_encoding_mode = pos_encoding_field(options->pos_encoding_mode);
   o.window_left = window_left_field(options->window_left);
-  o.logits_soft_cap = provided_field(options->logits_soft_cap, "logits_soft_cap");
-  o.sm_scale = provided_field(options->sm_scale, "sm_scale");
-  o.rope_scale = provided_field(options->rope_scale, "rope_scale");
-  o.rope_theta = provided_field(options->rope_theta, "rope_theta");
+  read_score_fields(*options, o);
   // backend: only in structs that have it (struct_size says so).
   if (options->struct_size >= offsetof(attnjit_prefill_options_t, backend) + sizeof(int32_t)) {
     switch (options->backend) {
@@ -62,8 +52,7 @@ PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool
                                 options->backend));
     }
   }
-  if (options->struct_size >= offsetof(attnjit_prefill_options_t, variant) + sizeof(void*))
-    o.variant = variant_of(options->variant);
+  read_variant_field(*options, o);
   return o;
 }
 

@@ -62,6 +62,20 @@ void put_attention_options(nlohmann::json& j, const Options& o) {
   put_variant_json(j, o.variant);
 }
 
+// The fields a wrapper's plan arguments hand on to its problem's options
+// unchanged (both name them alike); the caller sets the rest.
+template <class PlanArgs, class Options>
+void copy_plan_args(const PlanArgs& a, Options& o) {
+  o.pos_encoding_mode = a.pos_encoding_mode;
+  o.window_left = a.window_left;
+  o.logits_soft_cap = a.logits_soft_cap;
+  if (o.logits_soft_cap && *o.logits_soft_cap == 0.f) o.logits_soft_cap.reset();  // 0: no capping
+  o.sm_scale = a.sm_scale;
+  o.rope_scale = a.rope_scale;
+  o.rope_theta = a.rope_theta;
+  o.variant = a.variant;
+}
+
 template <class Options>
 void validate_attention_options(const Options& o) {
   check_window_and_cap(o.window_left, o.logits_soft_cap);

@@ -10,6 +10,7 @@
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "engine.hpp"
+#include "ops/attention_options/attention_options.hpp"
 #include "ops/batch_decode/batch_decode_plan_internals.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "plan_memory.hpp"
@@ -186,16 +187,9 @@ BatchDecodeWithPagedKVCacheWrapper::Prepared BatchDecodeWithPagedKVCacheWrapper:
   p.device = I.device;
   auto& o = p.options;
   o.kv_layout = I.kv_layout;
-  o.pos_encoding_mode = a.pos_encoding_mode;
   o.use_tensor_cores = I.use_tensor_cores;
-  o.window_left = a.window_left;
-  o.logits_soft_cap = a.logits_soft_cap;
-  if (o.logits_soft_cap && *o.logits_soft_cap == 0.f) o.logits_soft_cap.reset();
-  o.sm_scale = a.sm_scale;
-  o.rope_scale = a.rope_scale;
-  o.rope_theta = a.rope_theta;
   o.use_cuda_graph = I.use_cuda_graph;
-  o.variant = a.variant;
+  ops::copy_plan_args(a, o);
   return r;
 }
 
