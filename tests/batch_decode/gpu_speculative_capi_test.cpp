@@ -36,7 +36,9 @@ struct V3Case {
   std::vector<int32_t> kv_lens, q_lens;  // q_lens uniform (q_len_per_req) unless `variable`
   bool variable = false;                 // max_q_len + cum_seq_lens_q
   int hq = 8, hkv = 2, d = 128, page_size = 16;
-  DType kv = DType::BF16;  // the query is bf16
+  DType kv = DType::BF16;
+  static constexpr DType q = DType::BF16;  // the query and output
+  static constexpr KVLayout layout = KVLayout::HND;
   bool tc = false;         // options.use_tensor_cores
   float bmm1 = 0.6f / std::sqrt(128.f), bmm2 = 0.75f;  // neither the default: a dropped scale shows
 
@@ -55,6 +57,12 @@ DeviceBuffer upload_float(float x) {
   std::memcpy(bytes.data(), &x, 4);
   d.upload(bytes);
   return d;
+}
+
+// After the call, so the message is the call's.
+void require_ok(attnjit_status_t status) {
+  INFO(attnjit_last_error());
+  REQUIRE(status == ATTNJIT_OK);
 }
 
 // One case's inputs on the device and the C call over them.
@@ -102,17 +110,7 @@ struct V3Inputs {
   }
 
   static PagedBatch batch(const V3Case& c, uint32_t seed) {
-    PagedBatchShape shape;
-    shape.lens = c.kv_lens;
-    shape.page_size = c.page_size;
-    shape.hq = c.hq;
-    shape.hkv = c.hkv;
-    shape.d = c.d;
-    shape.q = DType::BF16;
-    shape.kv = c.kv;
-    shape.layout = KVLayout::HND;
-    shape.q_rows = c.tokens();
-    return make_paged_batch(shape, seed);
+    return make_paged_batch(paged_shape_of(c, c.kv_lens, c.tokens()), seed);
   }
   std::vector<int64_t> cache_shape() const { return {b.num_pages, c.hkv, c.page_size, c.d}; }
 
@@ -129,25 +127,21 @@ struct V3Inputs {
         tensor_scales ? bmm2_t.get() : nullptr, out.get(), lse.get(), stream);
   }
 
+  // The call over poisoned outputs, which must succeed, then a sync.
+  void run(attnjit_runtime_t* rt, bool tensor_scales) {
+    dout.poison();
+    dlse.poison();
+    require_ok(call(rt, tensor_scales));
+    ATTNJIT_CU(cuda::driver().CtxSynchronize());
+  }
+
   TokenErrors errors(float bmm1, float bmm2) const {
-    TokenReference ref;
-    ref.kv_lens = c.kv_lens;
-    ref.q_lens = c.q_lens;
-    ref.hq = c.hq;
-    ref.hkv = c.hkv;
-    ref.d = c.d;
-    ref.kv = c.kv;
+    TokenReference ref = token_reference_of(c, c.kv_lens, c.q_lens);
     ref.sm_scale = bmm1;
     ref.v_scale = bmm2;
     return compare_tokens(ref, b, decode(DType::BF16, dout.download()), decode(DType::F32, dlse.download()));
   }
 };
-
-// After the call, so the message is the call's.
-void require_ok(attnjit_status_t status) {
-  INFO(attnjit_last_error());
-  REQUIRE(status == ATTNJIT_OK);
-}
 
 void check_errors(const TokenErrors& e) {
   CHECK(e.o_rel <= kOTol);
@@ -181,10 +175,7 @@ TEST_CASE("trtllm _v3 takes q_len_per_req and cum_seq_lens_q through the C API",
   for (const auto& c : cases) {
     INFO(c.label());
     V3Inputs in(c, seed++);
-    in.dout.poison();
-    in.dlse.poison();
-    require_ok(in.call(h.rt, false));
-    ATTNJIT_CU(cuda::driver().CtxSynchronize());
+    in.run(h.rt, false);
     check_errors(in.errors(c.bmm1, c.bmm2));
   }
 }
@@ -207,16 +198,10 @@ TEST_CASE("trtllm _v3: device-tensor scales give the float scales' bits on CUDA 
         c.hkv = 4;
         INFO(c.label());
         V3Inputs in(c, seed++);
-        in.dout.poison();
-        in.dlse.poison();
-        require_ok(in.call(h.rt, false));
-        ATTNJIT_CU(cuda::driver().CtxSynchronize());
+        in.run(h.rt, false);
         const auto out_float = in.dout.download(), lse_float = in.dlse.download();
         check_errors(in.errors(c.bmm1, c.bmm2));
-        in.dout.poison();
-        in.dlse.poison();
-        require_ok(in.call(h.rt, true));
-        ATTNJIT_CU(cuda::driver().CtxSynchronize());
+        in.run(h.rt, true);
         check_errors(in.errors(c.bmm1, c.bmm2));
         CHECK(in.dout.download() == out_float);
         CHECK(in.dlse.download() == lse_float);

@@ -23,8 +23,10 @@
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
-#include "support/paged_kv_batch.hpp"
+#include "support/decode_entry_args.hpp"
+#include "support/paged_kv_device.hpp"
 #include "reference/host_dtypes.hpp"
+#include "reference/sample_values.hpp"
 #include "reference/token_reference.hpp"
 
 namespace attnjit::test {
@@ -55,23 +57,14 @@ struct SpecCase {
   }
 };
 
-double sink_logit(int h) { return -2.0 + 1.5 * (h % 5); }
 double o_tol(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
 double lse_tol(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
 
 using Errors = TokenErrors;
 
 Errors compare(const SpecCase& c, const PagedBatch& b, const std::vector<double>& out, const std::vector<double>& lse) {
-  std::vector<double> sinks(c.hq);
-  for (int h = 0; h < c.hq; ++h) sinks[h] = sink_logit(h);
-  TokenReference ref;
-  ref.kv_lens = c.kv_lens;
-  ref.q_lens = c.q_lens;
-  ref.hq = c.hq;
-  ref.hkv = c.hkv;
-  ref.d = c.d;
-  ref.q = c.q;
-  ref.kv = c.kv;
+  const std::vector<double> sinks = sink_logits(c.hq);
+  TokenReference ref = token_reference_of(c, c.kv_lens, c.q_lens);
   ref.window_left = c.window_left;
   ref.soft_cap = c.soft_cap;
   if (c.rope) ref.pos_encoding = PosEncoding::RopeLlama;
@@ -79,126 +72,68 @@ Errors compare(const SpecCase& c, const PagedBatch& b, const std::vector<double>
   return compare_tokens(ref, b, out, lse);
 }
 
+// The case's problem with the page table and lengths still to choose: heads,
+// dtypes, layout, window, and the query tokens (uniform, or up to max_q_len per request).
+BatchDecodeProblem problem_of(const SpecCase& c) {
+  BatchDecodeProblem p = batch_decode_problem(paged_shape_of(c, c.kv_lens, c.tokens()));
+  p.options.window_left = c.window_left;
+  if (c.variable) p.max_q_len = c.max_q();
+  else p.q_len_per_req = c.q_lens[0];
+  return p;
+}
+
 // Runs one case; `split` is set to whether the plan cut some request's KV
 // into chunks (so the merge kernel ran).
 Errors run_case(const Runtime& rt, const SpecCase& c, uint32_t seed, bool* split = nullptr) {
   cuda::ScopedDevice scope(0);
-  PagedBatchShape shape;
-  shape.lens = c.kv_lens;
-  shape.page_size = c.page_size;
-  shape.hq = c.hq;
-  shape.hkv = c.hkv;
-  shape.d = c.d;
-  shape.q = c.q;
-  shape.kv = c.kv;
-  shape.layout = c.layout;
-  shape.q_rows = c.tokens();
-  const PagedBatch b = make_paged_batch(shape, seed);
-  const int64_t B = c.kv_lens.size(), T = c.tokens(), H = c.hq, Hk = c.hkv, D = c.d, ps = c.page_size,
-                P = b.num_pages;
-  DeviceBuffer dq(b.qb.size()), dk(b.kb.size()), dv(b.vb.size()), dout(T * H * D * dtype_size(c.q)), dlse(T * H * 4);
-  dq.upload(b.qb);
-  dk.upload(b.kb);
-  dv.upload(b.vb);
-  dout.poison();
-  dlse.poison();
-  const bool nhd = c.layout == KVLayout::NHD;
-  auto cache_view = [&](void* data) {
-    return nhd ? make_tensor(data, c.kv, {P, ps, Hk, D}) : make_tensor(data, c.kv, {P, Hk, ps, D});
-  };
-  const TensorView tq = make_tensor(dq.get(), c.q, {T, H, D});
-  const TensorView tk = cache_view(dk.get()), tv = cache_view(dv.get());
-  const TensorView to = make_tensor(dout.get(), c.q, {T, H, D}), tl = make_tensor(dlse.get(), DType::F32, {T, H});
+  DevicePagedBatch d(paged_shape_of(c, c.kv_lens, c.tokens()), seed);
+  const int64_t B = d.batch();
+  const TensorView tq = d.q_view(), tk = d.cache_view(d.k), tv = d.cache_view(d.v), to = d.out_view(),
+                   tl = d.lse_view();
   DeviceBuffer ws(256 << 20);
   std::vector<int32_t> cum{0};
   for (int32_t n : c.q_lens) cum.push_back(cum.back() + n);
-  const DeviceBuffer dcum = upload_ints(cum), lens = upload_ints(c.kv_lens);
-  DeviceBuffer sinks(4 * H);
-  {
-    std::vector<uint8_t> bytes(4 * H);
-    for (int h = 0; h < H; ++h) {
-      const float s = float(sink_logit(h));
-      std::memcpy(&bytes[4 * h], &s, 4);
-    }
-    sinks.upload(bytes);
-  }
-  const float* sink_ptr = c.sinks ? static_cast<const float*>(sinks.get()) : nullptr;
+  const DeviceBuffer dcum = upload_ints(cum), sinks = upload_floats(sink_logits(c.hq));
+  const float* sink_ptr = c.sinks ? sinks.as<float>() : nullptr;
 
   if (c.host_lengths) {
-    BatchDecodeProblem p;
-    p.batch_size = static_cast<int>(B);
-    p.num_qo_heads = c.hq;
-    p.num_kv_heads = c.hkv;
-    p.head_dim = c.d;
-    p.page_size = c.page_size;
-    p.q_dtype = p.o_dtype = c.q;
-    p.kv_dtype = c.kv;
-    p.options.kv_layout = c.layout;
-    p.options.window_left = c.window_left;
+    BatchDecodeProblem p = problem_of(c);
     p.options.return_lse = true;
     if (c.soft_cap > 0) p.options.logits_soft_cap = c.soft_cap;
     if (c.rope) p.options.pos_encoding_mode = PosEncoding::RopeLlama;
     p.options.use_tensor_cores = c.tensor_cores;
-    if (c.variable) p.max_q_len = c.max_q();
-    else p.q_len_per_req = c.q_lens[0];
     BatchDecodePlan plan(rt, p);
-    const DeviceBuffer indptr = upload_ints(b.indptr), indices = upload_ints(b.indices), last = upload_ints(b.last);
     plan.plan(c.kv_lens.data(), static_cast<int>(B), nullptr);
     if (split) *split = plan.num_work_items() > B;
-    PagedKVView kv;
-    kv.k_cache = tk;
-    kv.v_cache = tv;
-    kv.indptr = static_cast<const int32_t*>(indptr.get());
-    kv.indices = static_cast<const int32_t*>(indices.get());
-    kv.last_page_len = static_cast<const int32_t*>(last.get());
-    kv.table_entries = static_cast<int64_t>(b.indices.size());
     BatchDecodeLaunchExtras extras;
     extras.sinks = sink_ptr;
-    extras.cum_seq_lens_q = c.variable ? static_cast<const int32_t*>(dcum.get()) : nullptr;
-    plan.run(tq, kv, to, &tl, ws.get(), ws.bytes(), nullptr, 1.f, 1.f, extras);
-    ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the page table goes out of scope
+    extras.cum_seq_lens_q = c.variable ? dcum.as<int32_t>() : nullptr;
+    plan.run(tq, d.paged_kv(tk, tv), to, &tl, ws.get(), ws.bytes(), nullptr, 1.f, 1.f, extras);
   } else {
-    const DeviceBuffer table = upload_ints(b.table);
-    TrtllmDecodeArgs a;
-    a.block_tables = static_cast<const int32_t*>(table.get());
-    a.max_pages_per_seq = b.max_pages;
-    a.seq_lens = static_cast<const int32_t*>(lens.get());
-    a.max_seq_len = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
-    a.bmm1_scale = 1.f / std::sqrt(float(D));
+    TrtllmDecodeArgs a = trtllm_args(d);
     a.window_left = c.window_left;
-    a.kv_layout = c.layout;
     a.sinks = sink_ptr;
     if (c.variable) {
-      a.cum_seq_lens_q = static_cast<const int32_t*>(dcum.get());
+      a.cum_seq_lens_q = dcum.as<int32_t>();
       a.max_q_len = c.max_q();
       a.batch_size = static_cast<int>(B);
     } else {
       a.q_len_per_req = c.q_lens[0];
     }
     trtllm_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to, &tl);
-    ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the tables go out of scope
     if (split) {
       // The uniform split the entry's memoized plan chose, from the same problem.
-      BatchDecodeProblem p;
-      p.batch_size = static_cast<int>(B);
-      p.num_qo_heads = c.hq;
-      p.num_kv_heads = c.hkv;
-      p.head_dim = c.d;
-      p.page_size = c.page_size;
+      BatchDecodeProblem p = problem_of(c);
       p.page_table = PageTable::BlockTable;
       p.host_lengths = false;
       p.max_seq_len = a.max_seq_len;
-      p.q_dtype = p.o_dtype = c.q;
-      p.kv_dtype = c.kv;
-      p.options.window_left = c.window_left;
-      if (c.variable) p.max_q_len = c.max_q();
-      else p.q_len_per_req = c.q_lens[0];
       *split = BatchDecodePlan(rt, p).num_work_items() > B;
     }
   }
-  const auto out = decode(c.q, dout.download());
-  const auto lse = decode(DType::F32, dlse.download());
-  return compare(c, b, out, lse);
+  ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the tables go out of scope
+  const auto out = decode(c.q, d.out.download());
+  const auto lse = decode(DType::F32, d.lse.download());
+  return compare(c, d.host, out, lse);
 }
 
 // The grid: q_len_per_req 1-4 x groups 1/4/5/8 x head dims 64/128, cycling

@@ -19,9 +19,11 @@
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
-#include "support/paged_kv_batch.hpp"
-#include "reference/decode_reference.hpp"
+#include "support/decode_entry_args.hpp"
+#include "support/paged_kv_device.hpp"
 #include "reference/host_dtypes.hpp"
+#include "reference/sample_values.hpp"
+#include "reference/token_reference.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -60,62 +62,23 @@ Case gqa_case(Entry entry, std::vector<int32_t> lens, KVLayout layout) {
   return c;
 }
 
-// Sinks from -2 to 4: against logits of a few units, from negligible to
-// dominating a short request's denominator.
-double sink_logit(int h) { return -2.0 + 1.5 * (h % 5); }
-
 double o_tol(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
 double lse_tol(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
 
-struct Errors {
-  double o_rel = 0, lse_abs = 0;
-};
-
+using Errors = TokenErrors;
 using Batch = PagedBatch;
 
-Batch make_batch(const Case& c, uint32_t seed) {
-  PagedBatchShape shape;
-  shape.lens = c.lens;
-  shape.page_size = c.page_size;
-  shape.hq = c.hq;
-  shape.hkv = c.hkv;
-  shape.d = c.d;
-  shape.q = c.q;
-  shape.kv = c.kv;
-  shape.layout = c.layout;
-  shape.q_rows = static_cast<int64_t>(c.lens.size());  // one query token per request
-  return make_paged_batch(shape, seed);
-}
+// One query token per request.
+PagedBatchShape shape_of(const Case& c) { return paged_shape_of(c, c.lens, static_cast<int64_t>(c.lens.size())); }
+Batch make_batch(const Case& c, uint32_t seed) { return make_paged_batch(shape_of(c), seed); }
 
-// Max over requests of the rel. L2 error of o, and of the abs. error of lse.
+// Max over requests of the rel. L2 error of o, and of the abs. error of lse (null: not checked).
 Errors compare(const Case& c, const Batch& b, const std::vector<double>& out, const std::vector<double>* lse) {
-  Errors e;
-  const int H = c.hq, D = c.d;
-  for (size_t r = 0; r < c.lens.size(); ++r) {
-    SingleDecodeProblem sp;
-    sp.num_qo_heads = H;
-    sp.num_kv_heads = c.hkv;
-    sp.head_dim = D;
-    sp.kv_len = c.lens[r];
-    sp.q_dtype = c.q;
-    sp.kv_dtype = c.kv;
-    sp.options.window_left = c.window_left;
-    const std::vector<double> q(b.q.begin() + r * H * D, b.q.begin() + (r + 1) * H * D);
-    std::vector<double> sinks(H);
-    for (int h = 0; h < H; ++h) sinks[h] = sink_logit(h);
-    const auto ref = reference_single_decode(sp, q, b.k_dense[r], b.v_dense[r], c.sinks ? &sinks : nullptr);
-    double num = 0, den = 0;
-    for (int i = 0; i < H * D; ++i) {
-      const double x = out[r * H * D + i];
-      if (!std::isfinite(x)) return {INFINITY, INFINITY};
-      num += (x - ref.o[i]) * (x - ref.o[i]);
-      den += ref.o[i] * ref.o[i];
-    }
-    e.o_rel = std::max(e.o_rel, std::sqrt(num / std::max(den, 1e-30)));
-    if (lse)
-      for (int h = 0; h < H; ++h) e.lse_abs = std::max(e.lse_abs, std::fabs((*lse)[r * H + h] - ref.lse[h]));
-  }
-  return e;
+  const std::vector<double> sinks = sink_logits(c.hq);
+  TokenReference ref = token_reference_of(c, c.lens, std::vector<int32_t>(c.lens.size(), 1));
+  ref.window_left = c.window_left;
+  ref.sinks = c.sinks ? &sinks : nullptr;
+  return compare_tokens(ref, b, out, lse);
 }
 
 // cuDNN's ragged rows: request b's row of q (out) in slot perm[b] of a
@@ -154,89 +117,50 @@ std::vector<uint8_t> gather_rows(const std::vector<uint8_t>& big, const RaggedRo
 // out_bits: the output's bytes as the GPU wrote them (for bitwise comparisons).
 Errors run_case(const Runtime& rt, const Case& c, uint32_t seed, std::vector<uint8_t>* out_bits = nullptr) {
   cuda::ScopedDevice scope(0);
-  const Batch b = make_batch(c, seed);
-  const int64_t B = c.lens.size(), H = c.hq, Hk = c.hkv, D = c.d, ps = c.page_size, P = b.num_pages;
+  DevicePagedBatch d(shape_of(c), seed);
+  const Batch& b = d.host;
+  const int64_t B = d.batch(), H = c.hq, D = c.d;
   const size_t qe = dtype_size(c.q), row_bytes = size_t(H * D) * qe;
   const RaggedRows rq = ragged_rows(B, H * D, seed), ro = ragged_rows(B, H * D, seed + 7777);
-  DeviceBuffer dq(c.ragged ? B * rq.stride * qe : b.qb.size()), dk(b.kb.size()), dv(b.vb.size()),
-      dout(c.ragged ? B * ro.stride * qe : B * H * D * qe), dlse(B * H * 4);
-  dq.upload(c.ragged ? scatter_rows(b.qb, rq, row_bytes, qe) : b.qb);
-  dk.upload(b.kb);
-  dv.upload(b.vb);
-  dout.poison();
-  dlse.poison();
-  const bool nhd = c.layout == KVLayout::NHD;
-  // Built inside each call: an initializer_list kept in a variable would
-  // outlive the array behind it.
-  auto cache_view = [&](void* data) {
-    return nhd ? make_tensor(data, c.kv, {P, ps, Hk, D}) : make_tensor(data, c.kv, {P, Hk, ps, D});
-  };
-  TensorView tq = make_tensor(dq.get(), c.q, {B, H, D});
-  const TensorView tk = cache_view(dk.get()), tv = cache_view(dv.get());
-  TensorView to = make_tensor(dout.get(), c.q, {B, H, D});
-  const TensorView tl = make_tensor(dlse.get(), DType::F32, {B, H});
-  if (c.ragged) {  // rows `stride` apart: the offsets stay inside the tensors
+  if (c.ragged) {  // q and out rows `stride` apart, at shuffled offsets that stay inside the tensors
+    d.q = DeviceBuffer(B * rq.stride * qe);
+    d.q.upload(scatter_rows(b.qb, rq, row_bytes, qe));
+    d.out = DeviceBuffer(B * ro.stride * qe);
+    d.out.poison();
+  }
+  TensorView tq = d.q_view(), to = d.out_view();
+  if (c.ragged) {
     tq.strides[0] = rq.stride;
     to.strides[0] = ro.stride;
   }
+  const TensorView tk = d.cache_view(d.k), tv = d.cache_view(d.v), tl = d.lse_view();
   DeviceBuffer ws(128 << 20);
   const bool with_lse = c.entry != Entry::Cudnn;
   if (c.entry == Entry::FlashInfer) {
     BatchDecodeWithPagedKVCacheWrapper w(rt, ws.get(), ws.bytes(), c.layout, false, c.tc);
-    BatchDecodeWithPagedKVCacheWrapper::PlanArgs a;
-    a.num_qo_heads = c.hq;
-    a.num_kv_heads = c.hkv;
-    a.head_dim = c.d;
-    a.page_size = c.page_size;
-    a.window_left = c.window_left;
-    a.q_data_type = c.q;
-    a.kv_data_type = c.kv;
-    w.plan(b.indptr, b.indices, b.last, a);
+    w.plan(b.indptr, b.indices, b.last, wrapper_plan_args(d.shape, c.window_left));
     w.run(tq, tk, tv, to, &tl);
+  } else if (c.entry == Entry::TrtLlm) {
+    const DeviceBuffer sinks = upload_floats(sink_logits(c.hq));
+    TrtllmDecodeArgs a = trtllm_args(d);
+    a.window_left = c.window_left;
+    a.use_tensor_cores = c.tc;
+    a.sinks = c.sinks ? sinks.as<float>() : nullptr;
+    a.enable_pdl = c.pdl;
+    trtllm_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to, &tl);
+    ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the sinks go out of scope
   } else {
-    const DeviceBuffer table = upload_ints(b.table), lens = upload_ints(c.lens);
-    DeviceBuffer sinks(4 * H);
-    {
-      std::vector<uint8_t> bytes(4 * H);
-      for (int h = 0; h < H; ++h) {
-        const float s = float(sink_logit(h));
-        std::memcpy(&bytes[4 * h], &s, 4);
-      }
-      sinks.upload(bytes);
+    CudnnDecodeArgs a = cudnn_args(d);
+    const DeviceBuffer q_offsets = upload_ints(rq.offsets), o_offsets = upload_ints(ro.offsets);
+    if (c.ragged) {
+      a.batch_offsets_q = q_offsets.as<int32_t>();
+      a.batch_offsets_o = o_offsets.as<int32_t>();
     }
-    const int64_t max_len = *std::max_element(c.lens.begin(), c.lens.end());
-    if (c.entry == Entry::TrtLlm) {
-      TrtllmDecodeArgs a;
-      a.block_tables = static_cast<const int32_t*>(table.get());
-      a.max_pages_per_seq = b.max_pages;
-      a.seq_lens = static_cast<const int32_t*>(lens.get());
-      a.max_seq_len = max_len;
-      a.bmm1_scale = 1.f / std::sqrt(float(D));
-      a.window_left = c.window_left;
-      a.kv_layout = c.layout;
-      a.use_tensor_cores = c.tc;
-      a.sinks = c.sinks ? static_cast<const float*>(sinks.get()) : nullptr;
-      a.enable_pdl = c.pdl;
-      trtllm_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to, &tl);
-    } else {
-      CudnnDecodeArgs a;
-      a.scale = 1.f / std::sqrt(float(D));
-      a.max_sequence_kv = max_len;
-      a.actual_seq_lens_kv = static_cast<const int32_t*>(lens.get());
-      a.block_tables = static_cast<const int32_t*>(table.get());
-      a.max_pages_per_seq = b.max_pages;
-      const DeviceBuffer q_offsets = upload_ints(rq.offsets), o_offsets = upload_ints(ro.offsets);
-      if (c.ragged) {
-        a.batch_offsets_q = static_cast<const int32_t*>(q_offsets.get());
-        a.batch_offsets_o = static_cast<const int32_t*>(o_offsets.get());
-      }
-      cudnn_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to);
-      ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the offsets go out of scope
-    }
-    ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the tables go out of scope
+    cudnn_batch_decode_with_kv_cache(rt, tq, tk, tv, ws.get(), ws.bytes(), a, to);
+    ATTNJIT_CU(cuda::driver().CtxSynchronize());  // before the offsets go out of scope
   }
   ATTNJIT_CU(cuda::driver().CtxSynchronize());
-  std::vector<uint8_t> out_bytes = dout.download();
+  std::vector<uint8_t> out_bytes = d.out.download();
   if (c.ragged) {
     // Nothing but the rows may be written: every gap byte keeps its poison.
     const auto untouched = scatter_rows(gather_rows(out_bytes, ro, row_bytes, qe), ro, row_bytes, qe);
@@ -245,7 +169,7 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed, std::vector<uin
   }
   if (out_bits) *out_bits = out_bytes;
   const auto out = decode(c.q, out_bytes);
-  const auto lse = decode(DType::F32, dlse.download());
+  const auto lse = decode(DType::F32, d.lse.download());
   return compare(c, b, out, with_lse ? &lse : nullptr);
 }
 

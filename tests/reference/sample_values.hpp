@@ -1,5 +1,6 @@
 // What the GPU tests feed the kernels and how they judge the output: random
-// values in [-scale, scale], and the relative L2 error against the reference.
+// values in [-scale, scale], sink logits, and the relative L2 error against
+// the reference.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,15 @@ inline std::vector<float> random_values(std::mt19937& rng, size_t n, float scale
   std::vector<float> x(n);
   for (auto& e : x) e = uni(rng) * scale;
   return x;
+}
+
+// Attention sinks' logits per head, from -2 to 4: against logits of a few
+// units, from negligible to dominating a short request's denominator.
+inline double sink_logit(int h) { return -2.0 + 1.5 * (h % 5); }
+inline std::vector<double> sink_logits(int heads) {
+  std::vector<double> s(heads);
+  for (int h = 0; h < heads; ++h) s[h] = sink_logit(h);
+  return s;
 }
 
 // ||out - ref|| / ||ref||; infinite when out holds a NaN or an infinity (unwritten, poisoned output).

@@ -12,6 +12,7 @@
 
 #include "support/paged_kv_batch.hpp"
 #include "reference/decode_reference.hpp"
+#include "reference/sample_values.hpp"
 
 namespace attnjit::test {
 
@@ -27,15 +28,23 @@ struct TokenReference {
   const std::vector<double>* sinks = nullptr;
 };
 
+// A test case's heads and dtypes (hq, hkv, d, q, kv, named as here) with the
+// given lengths; the rest as the defaults above until the caller sets it.
+template <class Case>
+TokenReference token_reference_of(const Case& c, std::vector<int32_t> kv_lens, std::vector<int32_t> q_lens) {
+  return TokenReference{std::move(kv_lens), std::move(q_lens), c.hq, c.hkv, c.d, c.q, c.kv};
+}
+
 struct TokenErrors {
   double o_rel = 0, lse_abs = 0;
 };
 
 // Max over (request, token) of the rel. L2 error of o over its heads, and of
-// the abs. error of lse (base 2). out [tokens, hq, d], lse [tokens, hq]; a
-// non-finite output (a row left unwritten in poisoned memory) is an infinite error.
+// the abs. error of lse (base 2). out [tokens, hq, d], lse [tokens, hq] (null:
+// not checked); a non-finite output (a row left unwritten in poisoned memory)
+// is an infinite error.
 inline TokenErrors compare_tokens(const TokenReference& c, const PagedBatch& b, const std::vector<double>& out,
-                                  const std::vector<double>& lse) {
+                                  const std::vector<double>* lse) {
   TokenErrors e;
   const int H = c.hq, D = c.d;
   int64_t row = 0;
@@ -56,18 +65,17 @@ inline TokenErrors compare_tokens(const TokenReference& c, const PagedBatch& b, 
     for (int t = 0; t < Q; ++t, ++row) {
       const std::vector<double> q(b.q.begin() + row * H * D, b.q.begin() + (row + 1) * H * D);
       const auto ref = reference_single_decode(sp, q, b.k_dense[r], b.v_dense[r], c.sinks, int64_t(L - Q + t));
-      double num = 0, den = 0;
-      for (int i = 0; i < H * D; ++i) {
-        const double x = out[row * H * D + i];
-        if (!std::isfinite(x)) return {INFINITY, INFINITY};
-        num += (x - ref.o[i]) * (x - ref.o[i]);
-        den += ref.o[i] * ref.o[i];
-      }
-      e.o_rel = std::max(e.o_rel, std::sqrt(num / std::max(den, 1e-30)));
-      for (int h = 0; h < H; ++h) e.lse_abs = std::max(e.lse_abs, std::fabs(lse[row * H + h] - ref.lse[h]));
+      const std::vector<double> o(out.begin() + row * H * D, out.begin() + (row + 1) * H * D);
+      e.o_rel = std::max(e.o_rel, relative_l2(o, ref.o));
+      if (lse)
+        for (int h = 0; h < H; ++h) e.lse_abs = std::max(e.lse_abs, std::fabs((*lse)[row * H + h] - ref.lse[h]));
     }
   }
   return e;
+}
+inline TokenErrors compare_tokens(const TokenReference& c, const PagedBatch& b, const std::vector<double>& out,
+                                  const std::vector<double>& lse) {
+  return compare_tokens(c, b, out, &lse);
 }
 
 }  // namespace attnjit::test

@@ -1,5 +1,6 @@
 // The arguments of batch decode's three entry points for a DevicePagedBatch
-// (paged_kv_device.hpp): FlashInfer's wrapper plan from the shape, and
+// (paged_kv_device.hpp): a BatchDecodePlan's problem and FlashInfer's
+// wrapper plan from the shape, and
 // TensorRT-LLM's and cuDNN's over its block table and lengths with the softmax
 // scale 1/sqrt(d). A test sets what is its own on top (window, sinks, spoiled
 // tables).
@@ -10,6 +11,21 @@
 #include "support/paged_kv_device.hpp"
 
 namespace attnjit::test {
+
+// A BatchDecodePlan's problem for the shape's batch: heads, page size, dtypes
+// (out as q) and layout; one query token per request until the caller says.
+inline BatchDecodeProblem batch_decode_problem(const PagedBatchShape& s) {
+  BatchDecodeProblem p;
+  p.batch_size = static_cast<int>(s.lens.size());
+  p.num_qo_heads = s.hq;
+  p.num_kv_heads = s.hkv;
+  p.head_dim = s.d;
+  p.page_size = s.page_size;
+  p.q_dtype = p.o_dtype = s.q;
+  p.kv_dtype = s.kv;
+  p.options.kv_layout = s.layout;
+  return p;
+}
 
 inline BatchDecodeWithPagedKVCacheWrapper::PlanArgs wrapper_plan_args(const PagedBatchShape& s, int window_left) {
   BatchDecodeWithPagedKVCacheWrapper::PlanArgs a;

@@ -55,4 +55,17 @@ inline DeviceBuffer upload_ints(const std::vector<int32_t>& v) {
   return d;
 }
 
+// A float32 array on the device (at least 4 bytes), from doubles or floats.
+template <class T>
+DeviceBuffer upload_floats(const std::vector<T>& v) {
+  DeviceBuffer d(std::max<size_t>(4, v.size() * 4));
+  std::vector<uint8_t> bytes(d.bytes(), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float x = static_cast<float>(v[i]);
+    std::memcpy(&bytes[4 * i], &x, 4);
+  }
+  d.upload(bytes);
+  return d;
+}
+
 }  // namespace attnjit::test

@@ -28,17 +28,7 @@ struct PagedBatchShape {
 // its KV lengths and query rows are given.
 template <class Case>
 PagedBatchShape paged_shape_of(const Case& c, std::vector<int32_t> kv_lens, int64_t q_rows) {
-  PagedBatchShape s;
-  s.lens = std::move(kv_lens);
-  s.page_size = c.page_size;
-  s.hq = c.hq;
-  s.hkv = c.hkv;
-  s.d = c.d;
-  s.q = c.q;
-  s.kv = c.kv;
-  s.layout = c.layout;
-  s.q_rows = q_rows;
-  return s;
+  return PagedBatchShape{std::move(kv_lens), c.page_size, c.hq, c.hkv, c.d, c.q, c.kv, c.layout, q_rows};
 }
 
 struct PagedBatch {
