@@ -17,6 +17,7 @@
 #include <string>
 
 #include "attnjit/attnjit.hpp"
+#include "support/captured_graph.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 #include "support/decode_entry_args.hpp"
@@ -378,13 +379,8 @@ TEST_CASE("batch decode in a CUDA graph replays correctly after a new plan", "[g
   w.plan(b1.indptr, b1.indices, b1.last, a, stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   auto t = views(static_cast<int>(c.lens.size()));
-  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  w.run(t[0], t[1], t[2], t[3], &t[4], {}, {}, stream);
-  CUgraph graph;
-  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
-  CUgraphExec exec;
-  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
-  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  const CapturedGraph graph(stream, [&] { w.run(t[0], t[1], t[2], t[3], &t[4], {}, {}, stream); });
+  graph.launch(stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   auto check = [&](const Case& cc, const Batch& b) {
     const auto out = decode(DType::BF16, dout.download());
@@ -399,11 +395,9 @@ TEST_CASE("batch decode in a CUDA graph replays correctly after a new plan", "[g
   // A new plan (larger batch, other lengths and pages), then the same graph.
   load(b2);
   w.plan(b2.indptr, b2.indices, b2.last, a, stream);
-  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  graph.launch(stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   check(c2, b2);
-  cu.GraphExecDestroy(exec);
-  cu.GraphDestroy(graph);
   cu.StreamDestroy(stream);
 }
 

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "attnjit/attnjit.hpp"
+#include "support/captured_graph.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 #include "reference/host_dtypes.hpp"
@@ -72,18 +73,13 @@ TEST_CASE("ragged batch prefill at head_dim 512 in CUDA-graph mode replays after
     w.plan(qo, kv, kHq, kHk, kD, o, stream);
   };
   plan(plans[0]);
-  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  w.run(tq, tk, tv, to, &tl, stream);
-  CUgraph graph;
-  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
-  CUgraphExec exec;
-  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
+  const CapturedGraph graph(stream, [&] { w.run(tq, tk, tv, to, &tl, stream); });
   for (size_t i = 0; i < plans.size(); ++i) {
     INFO("plan " << i);
     if (i > 0) plan(plans[i]);
     out.poison();
     lse.poison();
-    ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+    graph.launch(stream);
     ATTNJIT_CU(cu.StreamSynchronize(stream));
     const auto got = decode(DType::F16, out.download());
     const auto got_lse = decode(DType::F32, lse.download());
@@ -114,8 +110,6 @@ TEST_CASE("ragged batch prefill at head_dim 512 in CUDA-graph mode replays after
     CHECK(std::sqrt(num / std::max(den, 1e-30)) <= 2e-3);
     CHECK(lse_abs <= 4e-3);
   }
-  cu.GraphExecDestroy(exec);
-  cu.GraphDestroy(graph);
   cu.StreamDestroy(stream);
 }
 

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "attnjit/attnjit.hpp"
+#include "support/captured_graph.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 #include "reference/host_dtypes.hpp"
@@ -205,19 +206,14 @@ TEST_CASE("batch prefill in CUDA-graph mode replays correctly after new plans", 
       // Capture once, after the first plan.
       PlanArrays first = arrays(plans[0], paged, rng);
       plan(plans[0], first);
-      ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-      run();
-      CUgraph graph;
-      ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
-      CUgraphExec exec;
-      ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
+      const CapturedGraph graph(stream, [&] { run(); });
       for (size_t i = 0; i < plans.size(); ++i) {
         INFO("plan " << i);
         const PlanArrays a = i == 0 ? first : arrays(plans[i], paged, rng);
         if (i > 0) plan(plans[i], a);
         out.poison();
         lse.poison();
-        ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+        graph.launch(stream);
         ATTNJIT_CU(cu.StreamSynchronize(stream));
         const auto e =
             compare(pool, plans[i], a, decode(DType::BF16, out.download()), decode(DType::F32, lse.download()));
@@ -232,8 +228,6 @@ TEST_CASE("batch prefill in CUDA-graph mode replays correctly after new plans", 
       CHECK_THROWS_WITH(plan(too_long, arrays(too_long, paged, rng)), Catch::Contains("was given q with 400 rows"));
       GraphPlan other{{4}, {40}, !plans[0].custom};
       CHECK_THROWS_WITH(plan(other, arrays(other, paged, rng)), Catch::Contains("the kernel would change"));
-      cu.GraphExecDestroy(exec);
-      cu.GraphDestroy(graph);
       cu.StreamDestroy(stream);
     }
 }

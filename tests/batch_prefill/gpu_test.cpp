@@ -14,6 +14,7 @@
 #include <random>
 
 #include "attnjit/attnjit.hpp"
+#include "support/captured_graph.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 #include "reference/host_dtypes.hpp"
@@ -558,17 +559,12 @@ TEST_CASE("batch prefill run() is captured in a CUDA graph and replays to the sa
   const auto tk = make_tensor(dk.get(), DType::BF16, {nk, Hk, D});
   const auto tv = make_tensor(dv.get(), DType::BF16, {nk, Hk, D});
   w.run(tq, tk, tv, make_tensor(o1.get(), DType::BF16, {nq, H, D}), nullptr, stream);
-  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  w.run(tq, tk, tv, make_tensor(o2.get(), DType::BF16, {nq, H, D}), nullptr, stream);
-  CUgraph graph;
-  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
-  CUgraphExec exec;
-  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i) ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  const CapturedGraph graph(stream, [&] {
+    w.run(tq, tk, tv, make_tensor(o2.get(), DType::BF16, {nq, H, D}), nullptr, stream);
+  });
+  for (int i = 0; i < 3; ++i) graph.launch(stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   CHECK(o1.download() == o2.download());
-  cu.GraphExecDestroy(exec);
-  cu.GraphDestroy(graph);
   cu.StreamDestroy(stream);
 }
 

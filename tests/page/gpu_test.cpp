@@ -21,6 +21,7 @@
 #include "attnjit/page.hpp"
 #include "attnjit/runtime.hpp"
 #include "cuda/driver.hpp"
+#include "support/captured_graph.hpp"
 #include "support/device_buffer.hpp"
 #include "support/error_capture.hpp"
 #include "support/gpu_support.hpp"
@@ -444,12 +445,7 @@ TEST_CASE("the page helpers record into a CUDA graph and replay on new tables", 
   write_tables({0, 0, 0}, {4, 4, 4}, t);
   step();  // loads both kernels before the capture
   ATTNJIT_CU(cu.StreamSynchronize(stream));
-  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  step();
-  CUgraph graph;
-  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
-  CUgraphExec exec;
-  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
+  const CapturedGraph graph(stream, [&] { step(); });
   const std::vector<std::pair<std::vector<int>, std::vector<int>>> steps = {
       {{0, 0, 0}, {4, 4, 4}}, {{4, 4, 4}, {1, 10, 1}}, {{3, 9, 0}, {0, 7, 5}}, {{20, 1, 2}, {12, 0, 0}}};
   for (size_t s = 0; s < steps.size(); ++s) {
@@ -458,7 +454,7 @@ TEST_CASE("the page helpers record into a CUDA graph and replay on new tables", 
     auto kh = random_bytes(cache_bytes, rng), vh = random_bytes(cache_bytes, rng);
     kc.upload(kh);
     vc.upload(vh);
-    ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+    graph.launch(stream);
     ATTNJIT_CU(cu.StreamSynchronize(stream));
     Case c{"graph", DType::BF16, KVLayout::NHD, P, H, D, steps[s].first, steps[s].second};
     Strided sk{{kNnz, H, D}, dense_strides({kNnz, H, D}), 0, 2, k, {}};
@@ -468,8 +464,6 @@ TEST_CASE("the page helpers record into a CUDA graph and replay on new tables", 
     CHECK(kc.download() == kh);
     CHECK(vc.download() == vh);
   }
-  cu.GraphExecDestroy(exec);
-  cu.GraphDestroy(graph);
   cu.StreamDestroy(stream);
 }
 

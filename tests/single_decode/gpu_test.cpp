@@ -11,6 +11,7 @@
 #include <random>
 
 #include "attnjit/attnjit.hpp"
+#include "support/captured_graph.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 #include "support/parallel_prewarm.hpp"
@@ -161,18 +162,11 @@ TEST_CASE("single decode runs inside a CUDA graph and replays", "[gpu][decode][g
   ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   // Global capture mode: any allocation or synchronization inside run() would
   // invalidate the capture, so a clean capture proves run() does neither.
-  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  plan.run(tq, tk, tv, to, nullptr, ws.get(), ws.bytes(), stream);
-  CUgraph graph;
-  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
-  CUgraphExec exec;
-  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i) ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  const CapturedGraph graph(stream, [&] { plan.run(tq, tk, tv, to, nullptr, ws.get(), ws.bytes(), stream); });
+  for (int i = 0; i < 3; ++i) graph.launch(stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   const auto ref = reference_single_decode(p, q, k, v);
   CHECK(relative_l2(decode(p.q_dtype, dout.download()), ref.o) <= 1e-2);
-  cu.GraphExecDestroy(exec);
-  cu.GraphDestroy(graph);
   cu.StreamDestroy(stream);
 }
 

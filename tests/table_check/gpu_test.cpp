@@ -25,6 +25,7 @@
 
 #include "attnjit/attnjit.hpp"
 #include "attnjit/page.hpp"
+#include "support/captured_graph.hpp"
 #include "support/device_buffer.hpp"
 #include "support/error_capture.hpp"
 #include "support/gpu_support.hpp"
@@ -310,12 +311,8 @@ TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a r
   ATTNJIT_CU(cu.StreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   w.plan(d.host.indptr, d.host.indices, d.host.last, a, stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
-  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  w.run(d.q_view(), d.cache_view(d.k), d.cache_view(d.v), d.out_view(), nullptr, {}, {}, stream);
-  CUgraph graph;
-  ATTNJIT_CU(cu.StreamEndCapture(stream, &graph));
-  CUgraphExec exec;
-  ATTNJIT_CU(cu.GraphInstantiate(&exec, graph, 0));
+  const CapturedGraph graph(
+      stream, [&] { w.run(d.q_view(), d.cache_view(d.k), d.cache_view(d.v), d.out_view(), nullptr, {}, {}, stream); });
 
   // The caller writes a page id past the cache into the fixed buffer, then replays.
   const int entry = d.host.indptr[kBad] + 3;
@@ -325,7 +322,7 @@ TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a r
   };
   spoil(bad_id);
   d.out.poison();
-  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  graph.launch(stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   d.check_outputs(kBad);
   CHECK_THAT(error_of([&] { w.check(); }, Status::InvalidArgument),
@@ -335,13 +332,13 @@ TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a r
 
   // A negative id this time, found by the next plan(); the plan after it is clean and the replay right.
   spoil(-7);
-  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  graph.launch(stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   CHECK_THAT(error_of([&] { w.plan(d.host.indptr, d.host.indices, d.host.last, a, stream); }, Status::InvalidArgument),
              Contains(fmt::format("indices[{}]=-7 is not allowed", entry)));
   w.plan(d.host.indptr, d.host.indices, d.host.last, a, stream);  // copies the good table into the fixed buffers
   d.out.poison();
-  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  graph.launch(stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   d.check_outputs(-1);
   CHECK_NOTHROW(w.check());
@@ -350,7 +347,7 @@ TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a r
   const int32_t past = kMaxPages + 9;
   ATTNJIT_CU(cu.MemcpyHtoD(reinterpret_cast<CUdeviceptr>(indptr.get()) + 4 * (kBad + 1), &past, 4));
   d.out.poison();
-  ATTNJIT_CU(cu.GraphLaunch(exec, stream));
+  graph.launch(stream);
   ATTNJIT_CU(cu.StreamSynchronize(stream));
   for (int r : {0, 1}) {  // request 3 starts at the spoiled entry
     INFO("request " << r);
@@ -359,8 +356,6 @@ TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a r
   CHECK_THAT(error_of([&] { w.run(d.q_view(), d.cache_view(d.k), d.cache_view(d.v), d.out_view(), nullptr, {}, {}, stream); },
                       Status::InvalidArgument),
              Contains(fmt::format("indptr[{}]={} is not allowed: allowed ", kBad + 1, past)));
-  cu.GraphExecDestroy(exec);
-  cu.GraphDestroy(graph);
   cu.StreamDestroy(stream);
 }
 
