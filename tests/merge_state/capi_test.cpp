@@ -5,6 +5,7 @@
 // naming the argument, its value and what is allowed. Every call fails in
 // validation, before the merge kernel would be loaded.
 #include "support/dltensor_maker.hpp"  // first: includes dlpack through the compat shim
+#include "support/c_runtime.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -22,16 +23,8 @@ namespace {
 
 constexpr DLDataType kBool{6, 8, 1};  // DLPack >= 0.8's kDLBool, as torch exports bool
 
-std::string last_error() { return attnjit_last_error(); }
-
-struct RuntimeHandle {
-  attnjit_runtime_t* rt = nullptr;
-  RuntimeHandle() {
-    INFO(attnjit_last_error());
-    REQUIRE(attnjit_runtime_create(&rt) == ATTNJIT_OK);
-  }
-  ~RuntimeHandle() { attnjit_runtime_destroy(rt); }
-};
+using RuntimeHandle = attnjit::test::CRuntime;
+std::string last_error() { return attnjit::test::c_last_error(); }
 
 // Two states of 4 positions, 8 heads, head_dim 128, float16, and the outputs: valid until spoiled.
 struct TwoStates {

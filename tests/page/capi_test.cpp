@@ -5,6 +5,7 @@
 // of the wrong length or device, and the C++ checks behind them (dtypes,
 // shapes). Every call fails in validation, before a kernel would be loaded.
 #include "support/dltensor_maker.hpp"  // first: includes dlpack through the compat shim
+#include "support/c_runtime.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -23,16 +24,8 @@ namespace {
 constexpr DLDataType kI32{kDLInt, 32, 1};
 constexpr DLDataType kI64{kDLInt, 64, 1};
 
-std::string last_error() { return attnjit_last_error(); }
-
-struct RuntimeHandle {
-  attnjit_runtime_t* rt = nullptr;
-  RuntimeHandle() {
-    INFO(attnjit_last_error());
-    REQUIRE(attnjit_runtime_create(&rt) == ATTNJIT_OK);
-  }
-  ~RuntimeHandle() { attnjit_runtime_destroy(rt); }
-};
+using RuntimeHandle = attnjit::test::CRuntime;
+std::string last_error() { return attnjit::test::c_last_error(); }
 
 // A valid append of 10 rows (8 heads x 128, bfloat16) for 4 requests into a
 // 40-page NHD cache of page size 16: valid until spoiled.

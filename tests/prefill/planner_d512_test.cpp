@@ -8,9 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include "attnjit/error.hpp"
-#include "codegen.hpp"
-#include "cuda/nvrtc.hpp"
 #include "support/error_capture.hpp"
+#include "support/nvrtc_compiles.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
@@ -185,20 +184,6 @@ TEST_CASE("batch prefill at head_dim 512: two CTAs per work item; CUDA-graph mod
   }
 }
 
-namespace {
-
-void compiles(const KernelSpec& spec) {
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    INFO(spec.name() << " " << arch);
-    const TranslationUnit tu = generate(spec);
-    cuda::CompileRequest req{tu.source, tu.name, tu.headers, {"-std=c++17"}, arch};
-    const auto res = cuda::compile("", req);
-    REQUIRE(res.cubin.size() > 4);
-    CHECK(res.cubin[0] == 0x7f);
-  }
-}
-
-}  // namespace
 
 TEST_CASE("the head_dim 512 prefill variants compile with NVRTC", "[nvrtc][prefill][d512]") {
   std::vector<KernelSpec> specs;
@@ -228,6 +213,6 @@ TEST_CASE("the head_dim 512 prefill variants compile with NVRTC", "[nvrtc][prefi
   for (const auto& s : specs) {
     REQUIRE(s.as<PrefillKernel>());
     CHECK(s.as<PrefillKernel>()->head_dim == 512);
-    compiles(s);
+    test::check_compiles(s);
   }
 }

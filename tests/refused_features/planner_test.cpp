@@ -11,8 +11,6 @@
 #include <map>
 
 #include "attnjit/error.hpp"
-#include "codegen.hpp"
-#include "cuda/nvrtc.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
@@ -22,6 +20,7 @@
 #include "ops/single_prefill/single_prefill_problem.hpp"
 #include "spec/decode_kernel.hpp"
 #include "spec/merge_kernel.hpp"
+#include "support/nvrtc_compiles.hpp"
 
 using namespace attnjit;
 
@@ -46,17 +45,6 @@ ops::DecodeShape decode_shape(int hq, int hkv, int d, int q_len = 1) {
   s.q_dtype = s.kv_dtype = s.o_dtype = DType::BF16;
   s.q_len = q_len;
   return s;
-}
-
-void compiles(const KernelSpec& spec) {
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    INFO(spec.name() << " " << arch);
-    const TranslationUnit tu = generate(spec);
-    cuda::CompileRequest req{tu.source, tu.name, tu.headers, {"-std=c++17"}, arch};
-    const auto res = cuda::compile("", req);
-    REQUIRE(res.cubin.size() > 4);
-    CHECK(res.cubin[0] == 0x7f);
-  }
 }
 
 }  // namespace
@@ -269,5 +257,5 @@ TEST_CASE("the new decode variants compile with NVRTC", "[refused][nvrtc]") {
   m.head_dim = 512;
   m.o_dtype = DType::BF16;
   specs.emplace_back(m);
-  for (const auto& k : specs) compiles(k);
+  for (const auto& k : specs) test::check_compiles(k);
 }

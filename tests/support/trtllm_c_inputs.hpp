@@ -9,22 +9,11 @@
 
 #include "attnjit/attnjit.h"
 #include "attnjit/attnjit_batch_decode.h"
+#include "support/c_runtime.hpp"
 
 namespace attnjit::test {
 
 constexpr DLDataType kI32{kDLInt, 32, 1};
-
-// A runtime handle for the test's scope.
-struct CRuntime {
-  attnjit_runtime_t* rt = nullptr;
-  CRuntime() {
-    INFO(attnjit_last_error());
-    REQUIRE(attnjit_runtime_create(&rt) == ATTNJIT_OK);
-  }
-  ~CRuntime() { attnjit_runtime_destroy(rt); }
-  CRuntime(const CRuntime&) = delete;
-  CRuntime& operator=(const CRuntime&) = delete;
-};
 
 // Batch 2, 8 qo / 2 kv heads, d 128, HND pages of 16, 4 pages per request.
 struct TrtllmInputs {
