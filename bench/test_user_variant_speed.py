@@ -67,7 +67,10 @@ def test_flex_verdict_is_flex_time_over_each_contender():
 def test_summary_reads_a_saved_run():
     data = {"device": "H100", "gemm_tflops": 700.0,
             "twins": [{"what": "prefill soft cap", **uvs.twin_verdict(100.0, 120.0), "agrees": False},
-                      {"what": "decode", "error": "E"}],
+                      {"what": "decode", "error": "E"},
+                      {"what": "causal", **uvs.twin_verdict(100.0, 200.0),
+                       "block_sparse": uvs.twin_verdict(100.0, 101.0)},
+                      {"what": "window", **uvs.twin_verdict(100.0, 200.0), "block_sparse": {"skipped": "absent"}}],
             "flex": [{"what": "doc", "speed_vs_flex": {"attnjit built-in": 1.4}, "flex_compile": {"compile_s": 4.6}}],
             "cold_compile": [{"what": "cold decode", "compile_s": 1.2, "limit_s": 1.5, "meets": True},
                              {"what": "cold sparse", "skipped": "no block sparsity"}],
@@ -75,7 +78,9 @@ def test_summary_reads_a_saved_run():
     text = uvs.summary(data)
     for words in ("MISSES <= 1.053); OUTPUTS DISAGREE", "decode", "attnjit built-in 1.40x", "Flex compile 4.6 s",
                   "block sparsity >= 1.2x: not measured", "1.20 s (meets <= 1.5 s)", "no block sparsity",
-                  "flex FAILED: boom"):
+                  "flex FAILED: boom",
+                  "time ratio 2.000 (MISSES <= 1.053); block-sparse time ratio 1.010 (meets <= 1.053)",
+                  "block-sparse absent"):
         assert words in text, words
 
 

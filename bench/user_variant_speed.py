@@ -201,17 +201,30 @@ def timed_results(peers, fns, iters, reps, flops=None, bytes_=None):
     return res
 
 
-def twin_row(torch, peers, what, shape, builtin, snippet, iters, reps, flops=None, bytes_=None):
-    """One twin row: outputs compared once, then both timed interleaved."""
-    diff = rel_diff(snippet(), builtin())
-    res = timed_results(peers, {"built-in": builtin, "snippet": snippet}, iters, reps, flops, bytes_)
-    row = {"what": what, **shape, "rel_diff": diff, "agrees": diff < AGREE, "results": res}
+def twin_row(torch, peers, what, shape, builtin, snippet, iters, reps, flops=None, bytes_=None, sparse=None):
+    """One twin row: outputs compared once, then the built-in, the snippet and (a mask_mod, where attnjit has
+    block sparsity: `sparse`, a callable, or the reason it is absent) the block-sparse snippet timed
+    interleaved."""
+    fns = {"built-in": builtin, "snippet": snippet}
+    if callable(sparse):
+        fns["snippet + block sparsity"] = sparse
+    reference = builtin()
+    diffs = {n: rel_diff(f(), reference) for n, f in fns.items() if n != "built-in"}
+    res = timed_results(peers, fns, iters, reps, flops, bytes_)
+    row = {"what": what, **shape, "rel_diff": diffs, "agrees": all(d < AGREE for d in diffs.values()),
+           "results": res}
     if "us" in res["built-in"] and "us" in res["snippet"]:
         row.update(twin_verdict(res["built-in"]["us"], res["snippet"]["us"]))
+    if isinstance(sparse, str):
+        row["block_sparse"] = {"skipped": sparse}
+    elif "us" in res["built-in"] and "us" in res.get("snippet + block sparsity", {}):
+        row["block_sparse"] = twin_verdict(res["built-in"]["us"], res["snippet + block sparsity"]["us"])
     unit = (lambda r: f"{r['tflops']:.0f} TFLOP/s") if flops else (lambda r: f"{r['gb_per_s']:.0f} GB/s")
     cells = [f"{n} {r['us']:.1f} us {unit(r)}" if "us" in r else f"{n} {r['error'][:80]}" for n, r in res.items()]
     print(f"twin {what}: " + " | ".join(cells) + (f" | time ratio {row['time_ratio']:.3f}" if "time_ratio" in row
-                                                  else "") + f" | rel diff {diff:.1e}", flush=True)
+                                                  else "")
+          + (f" | block-sparse {row['block_sparse']['time_ratio']:.3f}" if "time_ratio" in row.get("block_sparse", {})
+             else "") + " | rel diff " + ", ".join(f"{d:.1e}" for d in diffs.values()), flush=True)
     return row
 
 
@@ -239,10 +252,19 @@ def part_twins_prefill(torch, attnjit, peers, run, quick):
         rows.append((f"sliding window {WINDOW} (mask_mod)", attention_flops(window_pairs(T, WINDOW), H, D),
                      lambda: prefill(q, k, v, causal=True, window_left=WINDOW),
                      lambda var: (lambda: prefill(q, k, v, variant=var)), ("window", {"offset": 0, "window": WINDOW})))
+    sparse_kw, why = block_sparse_option(attnjit)
+
+    def sparse_of(name, values, snippet_of):
+        """A mask_mod row's block-sparse snippet call, or why there is none (a score_mod row: None)."""
+        if "mask_mod" not in SNIPPETS[name]:
+            return None
+        return why if sparse_kw is None else snippet_of(make_variant(attnjit, name, values, **sparse_kw))
+
     for what, flops, builtin, snippet_of, (name, values) in rows:
         guarded(run, "twins", f"prefill {what}",
                 lambda: twin_row(torch, peers, f"prefill {what}", dict(shape, snippet=name), builtin,
-                                 snippet_of(make_variant(attnjit, name, values)), iters, reps, flops=flops))
+                                 snippet_of(make_variant(attnjit, name, values)), iters, reps, flops=flops,
+                                 sparse=sparse_of(name, values, snippet_of)))
 
 
 def part_twins_decode(torch, attnjit, peers, run, quick):
@@ -408,6 +430,8 @@ def flex_row(torch, attnjit, peers, what, mask_mod, pairs_closed, builtin_plan, 
                                    if n != "FlexAttention"}
         row["agrees"] = all(d < AGREE for d in row["rel_diff_vs_flex"].values())
     res.update(timed_results(peers, fns, iters, reps, flops=flops))
+    order = ["FlexAttention", "attnjit snippet, no block sparsity", "attnjit snippet + block sparsity"]
+    res = row["results"] = {n: res[n] for n in sorted(res, key=lambda n: order.index(n) if n in order else 3)}
     row["speed_vs_flex"] = flex_verdict(res)
     sparse = row["speed_vs_flex"].get("attnjit snippet + block sparsity")
     row["meets"] = None if sparse is None else sparse >= FLEX_SPEEDUP
@@ -645,10 +669,14 @@ def summary(data):
     """The run's verdicts as text (also usable on a saved JSON)."""
     lines = [f"{data.get('device')}: GEMM {data.get('gemm_tflops', 0):.0f} TFLOP/s"]
     disagree = lambda r: "" if r.get("agrees", True) else "; OUTPUTS DISAGREE"  # noqa: E731
+    verdict = lambda r: f"time ratio {r['time_ratio']:.3f} ({'meets' if r['meets'] else 'MISSES'} <= " \
+        f"{1 / SNIPPET_SPEED:.3f})"  # noqa: E731
     for r in data.get("twins", []):
-        verdict = (f"time ratio {r['time_ratio']:.3f} ({'meets' if r['meets'] else 'MISSES'} <= "
-                   f"{1 / SNIPPET_SPEED:.3f})") if "time_ratio" in r else r.get("error", "not timed")[:100]
-        lines.append(f"  twin  {r['what']:<52} {verdict}{disagree(r)}")
+        text = verdict(r) if "time_ratio" in r else r.get("error", "not timed")[:100]
+        sparse = r.get("block_sparse")
+        if sparse:
+            text += "; block-sparse " + (verdict(sparse) if "time_ratio" in sparse else sparse["skipped"][:60])
+        lines.append(f"  twin  {r['what']:<44} {text}{disagree(r)}")
     for r in data.get("flex", []):
         speeds = ", ".join(f"{n} {x:.2f}x" for n, x in r.get("speed_vs_flex", {}).items()) or r.get("error", "")[:100]
         comp = r.get("flex_compile", {}).get("compile_s")
