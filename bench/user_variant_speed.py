@@ -2,20 +2,22 @@
 
 1. twins: each variant as a snippet and as its built-in twin, same problem, timed interleaved. Prefill: one
    request of 16k tokens, 32 / 8 heads, d128, causal (Llama-3-8B's attention): soft cap and ALiBi as score_mod;
-   causal and a 1024-token sliding window as mask_mod (the twins: causal=True, window_left). Batch decode:
-   64 requests x 4096 keys, paged (16), 32 / 8 heads: soft cap and ALiBi as score_mod. Target: snippet time /
-   built-in time <= 1 / 0.95.
+   causal and a 1024-token sliding window as mask_mod (the twins: causal=True, window_left; the mask_mods also
+   block-sparse where attnjit has it). Batch decode: 64 requests x 4096 keys, paged (16), 32 / 8 heads: soft
+   cap and ALiBi as score_mod. Target: snippet time / built-in time <= 1 / 0.95.
 2. flex: against FlexAttention (flex_attention under torch.compile, with create_block_mask) at 16k tokens,
    16 heads, d128: document masking over 8 packed documents (causal within each; doc ids in a tensor) and a
    causal 1024-token sliding window (q - kv <= 1024). TFLOP/s count only the allowed (query, key) pairs,
    counted from the mask on the GPU (and checked against the closed form). Contenders: FlexAttention (and its
-   first-call compile time: torch._dynamo.reset() and fresh inductor and Triton cache dirs), attnjit's snippet
+   first-call compile time: torch._dynamo.reset() and fresh inductor and Triton cache dirs, after the process's
+   first torch.compile, which is timed on its own), attnjit's snippet
    through the ragged wrapper without and (where attnjit has it) with block sparsity, and attnjit's built-in
    twin (documents as a ragged causal batch; the window as window_left). Target: attnjit with block sparsity
    >= 1.2x FlexAttention.
-3. cold: cold compile of a snippet variant, decode and prefill, each in a child process with a fresh, empty
-   ATTNJIT_CACHE_DIR: the first call's wall time minus a warm call's; FlexAttention's first-call compile time
-   from part 2 beside it. Targets: <= 1.5 s decode, <= 3 s prefill.
+3. cold: cold compile of a snippet variant, decode (ALiBi score_mod) and prefill (document mask_mod; and
+   block-sparse where attnjit has it), each in a child process with a fresh, empty ATTNJIT_CACHE_DIR: the
+   first call's wall time minus a warm call's; FlexAttention's first-call compile times from part 2 beside
+   it. Targets: <= 1.5 s decode, <= 3 s prefill.
 
 Timing as bench/prefill_peers.py does: CUDA graphs of `iters` calls (plain calls where capture fails: the
 "how" field), contenders interleaved rep by rep, medians; every input is larger than the 50 MB L2; the bf16
