@@ -107,7 +107,8 @@ TEST_CASE("batch decode options init sets FlashInfer's and TensorRT-LLM's defaul
 
   // void: nothing to report through, must not crash.
   attnjit_batch_decode_wrapper_options_init(nullptr);
-  attnjit_batch_decode_plan_options_init(nullptr);
+  (attnjit_batch_decode_plan_options_init)(nullptr);  // the unsized symbol; the macro takes a typed pointer
+  attnjit_batch_decode_plan_options_init_sized(nullptr, 64);
   attnjit_trtllm_decode_options_init(nullptr);
 }
 

@@ -89,7 +89,8 @@ TEST_CASE("decode options init sets FlashInfer's defaults", "[capi]") {
   CHECK(o.window_left == -1);
   for (float f : {o.q_scale, o.k_scale, o.v_scale, o.logits_soft_cap, o.sm_scale, o.rope_scale, o.rope_theta})
     CHECK(f == 0.0f);
-  attnjit_decode_options_init(nullptr);  // void: nothing to report, must not crash
+  (attnjit_decode_options_init)(nullptr);  // void: nothing to report, must not crash (the unsized symbol)
+  attnjit_decode_options_init_sized(nullptr, 64);
 }
 
 TEST_CASE("NULL handles and out pointers are refused, naming the parameter", "[capi]") {

@@ -32,7 +32,8 @@ TEST_CASE("C API: prefill options start at FlashInfer's defaults", "[capi][prefi
   CHECK(o.window_left == -1);
   CHECK(o.sm_scale == 0.f);
   CHECK(o.backend == ATTNJIT_PREFILL_BACKEND_AUTO);
-  attnjit_prefill_options_init(nullptr);  // no crash
+  (attnjit_prefill_options_init)(nullptr);  // no crash (the unsized symbol)
+  attnjit_prefill_options_init_sized(nullptr, 64);
 }
 
 TEST_CASE("C API: single prefill rejects bad options and problems, naming them", "[capi][prefill][errors]") {

@@ -55,7 +55,8 @@ typedef struct attnjit_variant attnjit_variant_t;
  * first; a float left at 0 means "not provided" (FlashInfer's defaults).
  * struct_size comes first and is set by the init function, so fields can be
  * added at the end without breaking callers compiled against an older
- * header: the library reads only the fields the caller's struct has. */
+ * header: the library reads only the fields the caller's struct has, and
+ * the init macro passes the caller's sizeof, so it writes only those too. */
 typedef struct attnjit_decode_options {
   uint32_t struct_size;       /* sizeof(attnjit_decode_options_t), set by init */
   int32_t kv_layout;          /* attnjit_kv_layout_t */
@@ -117,7 +118,15 @@ ATTNJIT_API attnjit_status_t attnjit_check_version(int header_abi_version);
 ATTNJIT_API attnjit_status_t attnjit_runtime_create(attnjit_runtime_t** out);
 ATTNJIT_API attnjit_status_t attnjit_runtime_destroy(attnjit_runtime_t* rt);
 
+/* Sets the defaults of the first struct_size bytes (at most this library's
+ * layout) and struct_size to what it covered: the init for any header's
+ * layout. attnjit_decode_options_init(o) is a macro calling it with the
+ * caller's sizeof; the function of that name, which callers compiled against
+ * headers before user variants call, writes that older layout only. */
+ATTNJIT_API void attnjit_decode_options_init_sized(attnjit_decode_options_t* options, uint32_t struct_size);
 ATTNJIT_API void attnjit_decode_options_init(attnjit_decode_options_t* options);
+#define attnjit_decode_options_init(options) \
+  attnjit_decode_options_init_sized((options), (uint32_t)sizeof(*(options)))
 
 /* Plan once (compiles/loads kernels, sizes the workspace), run many times.
  * q, k, v here only describe shapes and dtypes (data pointers unused). */
@@ -191,7 +200,12 @@ ATTNJIT_API attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime
                                                                  const attnjit_decode_options_t* options,
                                                                  void* workspace, size_t workspace_bytes, void* stream);
 
+/* As attnjit_decode_options_init_sized: the macro passes the caller's sizeof;
+ * the function writes the layout before user variants (up to backend). */
+ATTNJIT_API void attnjit_prefill_options_init_sized(attnjit_prefill_options_t* options, uint32_t struct_size);
 ATTNJIT_API void attnjit_prefill_options_init(attnjit_prefill_options_t* options);
+#define attnjit_prefill_options_init(options) \
+  attnjit_prefill_options_init_sized((options), (uint32_t)sizeof(*(options)))
 
 /* Prefill / append attention of one request (plan memoized, then run):
  * q [qo_len, H_qo, D]; k, v [kv_len, H_kv, D] (NHD) or [H_kv, kv_len, D] (HND);

@@ -67,7 +67,13 @@ typedef struct attnjit_trtllm_decode_options {
 } attnjit_trtllm_decode_options_t;
 
 ATTNJIT_API void attnjit_batch_decode_wrapper_options_init(attnjit_batch_decode_wrapper_options_t* options);
+/* As attnjit_decode_options_init_sized (attnjit.h): the macro passes the
+ * caller's sizeof; the function writes the layout before user variants. */
+ATTNJIT_API void attnjit_batch_decode_plan_options_init_sized(attnjit_batch_decode_plan_options_t* options,
+                                                               uint32_t struct_size);
 ATTNJIT_API void attnjit_batch_decode_plan_options_init(attnjit_batch_decode_plan_options_t* options);
+#define attnjit_batch_decode_plan_options_init(options) \
+  attnjit_batch_decode_plan_options_init_sized((options), (uint32_t)sizeof(*(options)))
 ATTNJIT_API void attnjit_trtllm_decode_options_init(attnjit_trtllm_decode_options_t* options);
 
 /* A wrapper: an attnjit_plan_t of operator "batch_decode" (destroy it with

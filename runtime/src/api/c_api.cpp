@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -23,6 +24,7 @@
 #include "api/c_api_convert.hpp"
 #include "api/c_api_guard.hpp"
 #include "api/c_api_handles.hpp"
+#include "api/sized_init.hpp"
 #include "api/dlpack_codes.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
 #include "attnjit/error.hpp"
@@ -121,15 +123,19 @@ attnjit_status_t attnjit_runtime_destroy(attnjit_runtime_t* rt) {
   return guard([&] { delete rt; });
 }
 
-void attnjit_decode_options_init(attnjit_decode_options_t* options) {
-  if (options == nullptr) return;  // nothing to report through: the function is void
-  *options = attnjit_decode_options_t{};
-  options->struct_size = sizeof(attnjit_decode_options_t);
-  options->kv_layout = ATTNJIT_KV_LAYOUT_NHD;
-  options->pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
-  options->use_tensor_cores = 0;
-  options->window_left = -1;
+void attnjit_decode_options_init_sized(attnjit_decode_options_t* options, uint32_t struct_size) {
+  attnjit_decode_options_t defaults{};
+  defaults.kv_layout = ATTNJIT_KV_LAYOUT_NHD;
+  defaults.pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
+  defaults.use_tensor_cores = 0;
+  defaults.window_left = -1;
   // Floats stay 0: "not provided", i.e. FlashInfer's defaults.
+  attnjit::capi::init_sized(options, defaults, struct_size);
+}
+
+// The symbol callers compiled before user variants call: their layout ends at rope_theta.
+void(attnjit_decode_options_init)(attnjit_decode_options_t* options) {
+  attnjit_decode_options_init_sized(options, offsetof(attnjit_decode_options_t, rope_theta) + sizeof(float));
 }
 
 attnjit_status_t attnjit_single_decode_plan(attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k,
@@ -250,13 +256,17 @@ attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime_t* rt, cons
   });
 }
 
-void attnjit_prefill_options_init(attnjit_prefill_options_t* options) {
-  if (!options) return;
-  *options = attnjit_prefill_options_t{};
-  options->struct_size = sizeof(attnjit_prefill_options_t);
-  options->kv_layout = ATTNJIT_KV_LAYOUT_NHD;
-  options->pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
-  options->window_left = -1;
+void attnjit_prefill_options_init_sized(attnjit_prefill_options_t* options, uint32_t struct_size) {
+  attnjit_prefill_options_t defaults{};
+  defaults.kv_layout = ATTNJIT_KV_LAYOUT_NHD;
+  defaults.pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
+  defaults.window_left = -1;
+  attnjit::capi::init_sized(options, defaults, struct_size);
+}
+
+// The symbol callers compiled before user variants call: their layout ends at backend.
+void(attnjit_prefill_options_init)(attnjit_prefill_options_t* options) {
+  attnjit_prefill_options_init_sized(options, offsetof(attnjit_prefill_options_t, backend) + sizeof(int32_t));
 }
 
 attnjit_status_t attnjit_single_prefill_with_kv_cache(attnjit_runtime_t* rt, const DLTensor* q, const DLTensor* k,

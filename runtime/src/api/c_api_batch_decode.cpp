@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "api/c_api_batch_decode_options.hpp"
 #include "api/c_api_batch_inputs.hpp"
 #include "api/c_api_device_vectors.hpp"
+#include "api/sized_init.hpp"
 #include "api/c_api_guard.hpp"
 #include "api/c_api_handles.hpp"
 #include "attnjit/batch_decode.hpp"
@@ -278,15 +280,20 @@ void attnjit_batch_decode_wrapper_options_init(attnjit_batch_decode_wrapper_opti
   options->kv_layout = ATTNJIT_KV_LAYOUT_NHD;
 }
 
-void attnjit_batch_decode_plan_options_init(attnjit_batch_decode_plan_options_t* options) {
-  if (options == nullptr) return;
-  *options = attnjit_batch_decode_plan_options_t{};
-  options->struct_size = sizeof(*options);
-  options->pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
-  options->window_left = -1;
-  options->q_data_type = DLDataType{kDLFloat, 16, 1};
-  options->kv_data_type = DLDataType{0, 0, 0};  // bits 0: q_data_type
+void attnjit_batch_decode_plan_options_init_sized(attnjit_batch_decode_plan_options_t* options, uint32_t struct_size) {
+  attnjit_batch_decode_plan_options_t defaults{};
+  defaults.pos_encoding_mode = ATTNJIT_POS_ENCODING_NONE;
+  defaults.window_left = -1;
+  defaults.q_data_type = DLDataType{kDLFloat, 16, 1};
+  defaults.kv_data_type = DLDataType{0, 0, 0};  // bits 0: q_data_type
   // Floats stay 0: "not provided".
+  attnjit::capi::init_sized(options, defaults, struct_size);
+}
+
+// The symbol callers compiled before user variants call: their layout ends at rope_theta.
+void(attnjit_batch_decode_plan_options_init)(attnjit_batch_decode_plan_options_t* options) {
+  attnjit_batch_decode_plan_options_init_sized(options,
+                                               offsetof(attnjit_batch_decode_plan_options_t, rope_theta) + sizeof(float));
 }
 
 void attnjit_trtllm_decode_options_init(attnjit_trtllm_decode_options_t* options) {

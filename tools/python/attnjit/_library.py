@@ -61,6 +61,8 @@ def _declare(lib):
         "attnjit_last_error": (c_char_p, []),
         "attnjit_runtime_create": (c_int, [pp]),
         "attnjit_runtime_destroy": (c_int, [c_void_p]),
+        # The sized inits write the layout this module's structs have (the unsized symbols write older ones).
+        "attnjit_decode_options_init_sized": (None, [opts, ctypes.c_uint32]),
         "attnjit_decode_options_init": (None, [opts]),
         "attnjit_single_decode_plan": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, opts, c_int, pp]),
         "attnjit_single_decode_plan_workspace_bytes": (c_int, [c_void_p, ctypes.POINTER(c_size_t)]),
@@ -69,6 +71,7 @@ def _declare(lib):
         "attnjit_single_decode_plan_destroy": (c_int, [c_void_p]),
         "attnjit_single_decode_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, opts, c_void_p, c_size_t, c_void_p]),
+        "attnjit_prefill_options_init_sized": (None, [popts, ctypes.c_uint32]),
         "attnjit_prefill_options_init": (None, [popts]),
         "attnjit_single_prefill_with_kv_cache": (
             c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, popts, c_void_p, c_size_t, c_void_p,
@@ -96,6 +99,8 @@ def _declare(lib):
         "attnjit_plan_destroy": (c_int, [c_void_p]),
         # attnjit_batch_decode.h
         "attnjit_batch_decode_wrapper_options_init": (None, [ctypes.POINTER(c_types.BatchDecodeWrapperOptions)]),
+        "attnjit_batch_decode_plan_options_init_sized": (
+            None, [ctypes.POINTER(c_types.BatchDecodePlanOptions), ctypes.c_uint32]),
         "attnjit_batch_decode_plan_options_init": (None, [ctypes.POINTER(c_types.BatchDecodePlanOptions)]),
         "attnjit_trtllm_decode_options_init": (None, [ctypes.POINTER(c_types.TrtllmDecodeOptions)]),
         "attnjit_batch_decode_wrapper_create": (

@@ -362,7 +362,7 @@ def _plan_options(torch, pos_encoding_mode, window_left, q_dtype, kv_dtype, logi
                   rope_theta, variant=None):
     """attnjit_batch_decode_plan_options_t of plan()'s options (plan() and workspace_size())."""
     options = c_types.BatchDecodePlanOptions()
-    lib().attnjit_batch_decode_plan_options_init(ctypes.byref(options))
+    lib().attnjit_batch_decode_plan_options_init_sized(ctypes.byref(options), ctypes.sizeof(options))
     options.pos_encoding_mode = checks.pos_encoding(pos_encoding_mode)
     options.window_left = checks.window(window_left)
     options.q_data_type = c_types.DLDataType(*checks.dlpack_dtype(torch, "q_data_type", q_dtype), 1)

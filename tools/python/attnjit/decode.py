@@ -16,7 +16,7 @@ from ._variant import variant_handle
 def _options(kv_layout, pos_encoding_mode, use_tensor_cores, q_scale, k_scale, v_scale, window_left,
              logits_soft_cap, sm_scale, rope_scale, rope_theta, variant=None):
     options = c_types.DecodeOptions()
-    lib().attnjit_decode_options_init(ctypes.byref(options))
+    lib().attnjit_decode_options_init_sized(ctypes.byref(options), ctypes.sizeof(options))
     options.kv_layout = checks.kv_layout(kv_layout)
     options.pos_encoding_mode = checks.pos_encoding(pos_encoding_mode)
     options.use_tensor_cores = checks.flag("use_tensor_cores", use_tensor_cores)

@@ -20,7 +20,7 @@ def prefill_options(causal, kv_layout, pos_encoding_mode, window_left, logits_so
     """attnjit_prefill_options_t from FlashInfer's arguments (use_fp16_qk_reduction is checked by the caller) and
     an attnjit.Variant or None (the caller keeps it alive for the call)."""
     options = c_types.PrefillOptions()
-    lib().attnjit_prefill_options_init(ctypes.byref(options))
+    lib().attnjit_prefill_options_init_sized(ctypes.byref(options), ctypes.sizeof(options))
     options.causal = checks.flag("causal", causal)
     options.kv_layout = checks.kv_layout(kv_layout)
     options.pos_encoding_mode = checks.pos_encoding(pos_encoding_mode)

@@ -65,8 +65,9 @@ def test_variant_argument_must_be_a_variant():
 
 @needs_library
 def test_options_mirrors_end_with_the_variant_pointer_the_library_sizes():
-    """The library's init functions write sizeof of the C structs: the ctypes mirrors must be as long, or the
-    library would read a variant pointer past them."""
+    """The sized init functions write what the caller's size covers, at most the C struct: the ctypes mirrors
+    must be exactly as long, or the library would not read their variant pointer (struct_size too short) or
+    read past them. The unsized symbols (older callers') stop before the variant."""
     import ctypes
 
     from attnjit import _ctypes_types as c_types
@@ -76,7 +77,10 @@ def test_options_mirrors_end_with_the_variant_pointer_the_library_sizes():
                          (c_types.PrefillOptions, "attnjit_prefill_options_init"),
                          (c_types.BatchDecodePlanOptions, "attnjit_batch_decode_plan_options_init")):
         options = struct()
-        getattr(lib(), init)(ctypes.byref(options))
+        getattr(lib(), init + "_sized")(ctypes.byref(options), ctypes.sizeof(options))
         assert options.struct_size == ctypes.sizeof(struct), struct.__name__
         assert struct.variant.offset + ctypes.sizeof(ctypes.c_void_p) == ctypes.sizeof(struct), struct.__name__
         assert options.variant is None
+        legacy = struct()
+        getattr(lib(), init)(ctypes.byref(legacy))
+        assert legacy.struct_size <= struct.variant.offset, struct.__name__

@@ -1,0 +1,106 @@
+// The options structs grew a trailing field (the user variant): an init
+// function must never write past the struct of a caller compiled against an
+// older header. The header's init macros pass the caller's sizeof; the
+// unsized symbols (what older binaries call) write the older layout only.
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "attnjit/attnjit.h"
+#include "attnjit/attnjit_batch_decode.h"
+
+namespace {
+
+constexpr unsigned char kCanary = 0xAB;
+
+// Runs init over a canary-filled buffer of `room` bytes; returns the buffer.
+template <class Init>
+std::vector<unsigned char> init_into(size_t room, Init init) {
+  std::vector<unsigned char> bytes(room + 64, kCanary);
+  init(bytes.data());
+  return bytes;
+}
+
+// The first byte at or after `from` that is not the canary, or bytes.size().
+size_t first_written_after(const std::vector<unsigned char>& bytes, size_t from) {
+  for (size_t i = from; i < bytes.size(); ++i)
+    if (bytes[i] != kCanary) return i;
+  return bytes.size();
+}
+
+uint32_t struct_size_of(const std::vector<unsigned char>& bytes) {
+  uint32_t size;
+  std::memcpy(&size, bytes.data(), sizeof size);
+  return size;
+}
+
+// The three structs that grew, each with its legacy layout's end, init symbols and one default to check.
+template <class T>
+struct Grown {
+  const char* name;
+  size_t legacy_bytes;
+  void (*legacy)(T*);
+  void (*sized)(T*, uint32_t);
+};
+
+template <class T>
+void check_grown(const Grown<T>& g) {
+  SECTION(std::string(g.name) + ": the unsized symbol writes the layout before variants, no further") {
+    auto bytes = init_into(g.legacy_bytes, [&](unsigned char* p) { g.legacy(reinterpret_cast<T*>(p)); });
+    CHECK(struct_size_of(bytes) == g.legacy_bytes);
+    CHECK(first_written_after(bytes, g.legacy_bytes) == bytes.size());
+  }
+  SECTION(std::string(g.name) + ": the sized init writes the caller's size, at most this library's") {
+    for (uint32_t size : {uint32_t(g.legacy_bytes), uint32_t(sizeof(T)), uint32_t(sizeof(T) + 32)}) {
+      auto bytes = init_into(size, [&](unsigned char* p) { g.sized(reinterpret_cast<T*>(p), size); });
+      const size_t written = size < sizeof(T) ? size : sizeof(T);
+      CHECK(struct_size_of(bytes) == written);
+      CHECK(first_written_after(bytes, written) == bytes.size());
+    }
+  }
+  SECTION(std::string(g.name) + ": a size that cannot hold struct_size writes nothing") {
+    auto bytes = init_into(2, [&](unsigned char* p) { g.sized(reinterpret_cast<T*>(p), 2); });
+    CHECK(first_written_after(bytes, 0) == bytes.size());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("options init functions write only the caller's struct", "[capi][abi]") {
+  check_grown(Grown<attnjit_decode_options_t>{"decode", offsetof(attnjit_decode_options_t, rope_theta) + sizeof(float),
+                                              &(attnjit_decode_options_init), &attnjit_decode_options_init_sized});
+  check_grown(Grown<attnjit_prefill_options_t>{"prefill", offsetof(attnjit_prefill_options_t, backend) + sizeof(int32_t),
+                                               &(attnjit_prefill_options_init), &attnjit_prefill_options_init_sized});
+  check_grown(Grown<attnjit_batch_decode_plan_options_t>{
+      "batch decode plan", offsetof(attnjit_batch_decode_plan_options_t, rope_theta) + sizeof(float),
+      &(attnjit_batch_decode_plan_options_init), &attnjit_batch_decode_plan_options_init_sized});
+}
+
+TEST_CASE("the init macros set this header's whole layout and its defaults", "[capi][abi]") {
+  attnjit_decode_options_t d;
+  std::memset(&d, 0x5A, sizeof d);
+  attnjit_decode_options_init(&d);
+  CHECK(d.struct_size == sizeof d);
+  CHECK(d.window_left == -1);
+  CHECK(d.variant == nullptr);
+  CHECK(d.sm_scale == 0.f);
+
+  attnjit_prefill_options_t p;
+  std::memset(&p, 0x5A, sizeof p);
+  attnjit_prefill_options_init(&p);
+  CHECK(p.struct_size == sizeof p);
+  CHECK(p.window_left == -1);
+  CHECK(p.backend == ATTNJIT_PREFILL_BACKEND_AUTO);
+  CHECK(p.variant == nullptr);
+
+  attnjit_batch_decode_plan_options_t b;
+  std::memset(&b, 0x5A, sizeof b);
+  attnjit_batch_decode_plan_options_init(&b);
+  CHECK(b.struct_size == sizeof b);
+  CHECK(b.window_left == -1);
+  CHECK(b.q_data_type.bits == 16);
+  CHECK(b.variant == nullptr);
+}
