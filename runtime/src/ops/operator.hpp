@@ -63,6 +63,16 @@ nlohmann::json kernels_json(const KernelLaunch& main, const std::optional<Kernel
 struct ModelShape {
   int num_qo_heads = 0, num_kv_heads = 0, head_dim = 0;
   float logits_soft_cap = 0;  // 0: none
+
+  // An operator's problem (its op, dtypes and own fields) for this model: the
+  // model's head counts, head_dim and soft cap (where it has one) added.
+  nlohmann::json problem(nlohmann::json j) const {
+    j["num_qo_heads"] = num_qo_heads;
+    j["num_kv_heads"] = num_kv_heads;
+    j["head_dim"] = head_dim;
+    if (logits_soft_cap > 0) j["logits_soft_cap"] = logits_soft_cap;
+    return j;
+  }
 };
 
 // Figures of one timed run, for `attnjit bench`.

@@ -6,6 +6,7 @@
 #include "decode_params.h"
 #include "enum_names.hpp"
 #include "spec/json_fields.hpp"
+#include "spec/spec_field_error.hpp"
 
 namespace attnjit {
 
@@ -99,9 +100,16 @@ std::vector<std::pair<std::string, std::string>> DecodeKernel::template_values()
 
 void DecodeKernel::validate() const {
   variant.validate(kFamily);
-  auto bad = [](const char* field, int value, const std::string& allowed) {
-    throw Error(Status::InvalidArgument,
-                fmt::format("decode spec.{}={} is not supported; allowed: {}", field, value, allowed));
+  auto bad = [](const char* field, int value, const char* allowed) {
+    unsupported_spec_field("decode", field, value, allowed);
+  };
+  // A CTA's query rows (heads x tokens) against what one CTA of its skeleton holds.
+  auto check_rows = [&](int most, const char* skeleton, const char* why) {
+    if (heads_per_cta * tokens_per_cta > most)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("decode spec.heads_per_cta={} x tokens_per_cta={} = {} query rows is not supported{}; "
+                              "allowed: at most {}{}",
+                              heads_per_cta, tokens_per_cta, heads_per_cta * tokens_per_cta, skeleton, most, why));
   };
   // One query token is the last position and sees every key (the window is
   // a run-time value); several (speculative decoding) are causal among
@@ -122,21 +130,13 @@ void DecodeKernel::validate() const {
     // The CTA's query rows are the MMA's 16 M rows; more would need a second
     // set of Q and O fragments (~100 registers at head_dim 128, past the
     // 255 a thread has): the planner splits them across sibling CTAs instead.
-    if (heads_per_cta * tokens_per_cta > 16)
-      throw Error(Status::InvalidArgument,
-                  fmt::format("decode spec.heads_per_cta={} x tokens_per_cta={} = {} query rows is not supported; "
-                              "allowed: at most 16 (one tensor-core M tile)",
-                              heads_per_cta, tokens_per_cta, heads_per_cta * tokens_per_cta));
+    check_rows(16, "", " (one tensor-core M tile)");
   } else {
     if (head_dim != 64 && head_dim != 128 && head_dim != 256 && head_dim != 512)
       bad("head_dim", head_dim, "64, 128, 256, 512");
     if (heads_per_cta < 1 || heads_per_cta > 8) bad("heads_per_cta", heads_per_cta, "1 to 8");
     // A CTA's rows each hold their q and state in registers (kernels/decode.cuh).
-    if (heads_per_cta * tokens_per_cta > 8)
-      throw Error(Status::InvalidArgument,
-                  fmt::format("decode spec.heads_per_cta={} x tokens_per_cta={} = {} query rows is not supported on "
-                              "CUDA cores; allowed: at most 8",
-                              heads_per_cta, tokens_per_cta, heads_per_cta * tokens_per_cta));
+    check_rows(8, " on CUDA cores", "");
     if (unroll < 1 || unroll > 8) bad("unroll", unroll, "1 to 8");
   }
   if (warps != 4) bad("warps", warps, "4");

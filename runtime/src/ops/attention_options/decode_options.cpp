@@ -11,4 +11,10 @@ const std::set<std::string>& decode_option_keys() {
   return keys;
 }
 
+std::set<std::string> decode_problem_keys(std::initializer_list<const char*> own) {
+  std::set<std::string> keys = decode_option_keys();
+  keys.insert(own.begin(), own.end());
+  return keys;
+}
+
 }  // namespace attnjit::ops

@@ -4,6 +4,7 @@
 // choice's shape, the run-time scales).
 #pragma once
 #include <cmath>
+#include <initializer_list>
 #include <set>
 #include <string>
 
@@ -15,6 +16,8 @@ namespace attnjit::ops {
 
 // attention_option_keys() and the decode-only keys.
 const std::set<std::string>& decode_option_keys();
+// What a decode problem's JSON may hold: decode_option_keys() and the operator's own keys.
+std::set<std::string> decode_problem_keys(std::initializer_list<const char*> own);
 
 template <class Options>
 void read_decode_options(const nlohmann::json& j, Options& o) {

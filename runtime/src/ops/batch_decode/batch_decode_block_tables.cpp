@@ -11,6 +11,7 @@
 #include "ops/batch_decode/batch_decode_plan_internals.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "ops/batch_decode/batch_decode_trtllm_batch.hpp"
+#include "ops/memoized_plan.hpp"
 
 namespace attnjit {
 
@@ -20,14 +21,7 @@ namespace {
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 std::shared_ptr<const BatchDecodePlan> memoized_plan(const Runtime& rt, const BatchDecodeProblem& p) {
-  auto& engine = rt.engine();
-  const std::string key = ops::to_json(p).dump();
-  auto plan = std::static_pointer_cast<const BatchDecodePlan>(engine.find_plan(key));
-  if (!plan) {
-    plan = std::make_shared<const BatchDecodePlan>(rt, p);
-    engine.remember_plan(key, plan);
-  }
-  return plan;
+  return ops::memoized_plan<BatchDecodePlan>(rt, ops::to_json(p).dump(), p);
 }
 
 // Shapes from q [batch, H, D] and a 4-D cache in `layout`.

@@ -74,15 +74,13 @@ std::vector<nlohmann::json> model_problems(const ModelShape& m) {
   std::vector<nlohmann::json> out;
   for (const char* q : {"bfloat16", "float16"})
     for (const char* kv : {q, "float8_e4m3fn"})
-      for (const char* table : {"indptr", "block_table"}) {
-        nlohmann::json p = {{"op", "batch_decode"},        {"num_qo_heads", m.num_qo_heads},
-                            {"num_kv_heads", m.num_kv_heads}, {"head_dim", m.head_dim},
-                            {"q_dtype", q},                 {"kv_dtype", kv},
-                            {"page_table", table},          {"host_lengths", std::string(table) == "indptr"},
-                            {"max_seq_len", 4096}};
-        if (m.logits_soft_cap > 0) p["logits_soft_cap"] = m.logits_soft_cap;
-        out.push_back(p);
-      }
+      for (const char* table : {"indptr", "block_table"})
+        out.push_back(m.problem({{"op", "batch_decode"},
+                                 {"q_dtype", q},
+                                 {"kv_dtype", kv},
+                                 {"page_table", table},
+                                 {"host_lengths", std::string(table) == "indptr"},
+                                 {"max_seq_len", 4096}}));
   return out;
 }
 

@@ -15,23 +15,16 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
-const std::set<std::string>& known_keys() {
-  static const std::set<std::string> keys = [] {
-    std::set<std::string> k = decode_option_keys();
-    k.insert({"op", "batch_size", "num_qo_heads", "num_kv_heads", "head_dim", "page_size", "page_table",
-              "host_lengths", "max_seq_len", "q_dtype", "kv_dtype", "o_dtype", "use_cuda_graph", "device", "kv_len",
-              "kv_lens", "q_len_per_req", "max_q_len", "draft_mask"});
-    return k;
-  }();
-  return keys;
-}
-
 const char* page_table_name(PageTable t) { return t == PageTable::BlockTable ? "block_table" : "indptr"; }
 
 }  // namespace
 
 BatchDecodeProblem batch_decode_problem_from_json(const nlohmann::json& j) {
-  problem_json::require_keys(j, known_keys(), "batch_decode");
+  static const std::set<std::string> keys = decode_problem_keys(
+      {"op", "batch_size", "num_qo_heads", "num_kv_heads", "head_dim", "page_size", "page_table", "host_lengths",
+       "max_seq_len", "q_dtype", "kv_dtype", "o_dtype", "use_cuda_graph", "device", "kv_len", "kv_lens",
+       "q_len_per_req", "max_q_len", "draft_mask"});
+  problem_json::require_keys(j, keys, "batch_decode");
   BatchDecodeProblem p;
   p.batch_size = problem_json::int_field(j, "batch_size", 1);
   p.num_qo_heads = problem_json::int_field(j, "num_qo_heads");

@@ -13,6 +13,7 @@
 #include "merge_params.h"
 #include "ops/attention_options/user_variant_options.hpp"
 #include "ops/decode_choice.hpp"
+#include "ops/memoized_plan.hpp"
 #include "ops/plan_fill.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "ops/single_decode/single_decode_problem.hpp"
@@ -138,20 +139,13 @@ void single_decode_with_kv_cache(const Runtime& rt, const TensorView& q, const T
   if (opts.variant) opts.variant = std::make_shared<const Variant>(opts.variant->source());
   const SingleDecodeProblem problem = ops::single_decode_problem_from_tensors(q, k, v, opts);
 
-  auto& engine = rt.engine();
-  // Memoized per problem: the problem's JSON form holds every field.
-  const std::string key = ops::to_json(problem).dump();
-  auto plan = std::static_pointer_cast<const SingleDecodePlan>(engine.find_plan(key));
-  if (!plan) {
-    plan = std::make_shared<const SingleDecodePlan>(rt, problem);
-    engine.remember_plan(key, plan);
-  }
+  const auto plan = ops::memoized_plan<SingleDecodePlan>(rt, ops::to_json(problem).dump(), problem);
   if (workspace || plan->workspace_bytes() == 0) {
     plan->run(q, k, v, o, lse, workspace, workspace_bytes, stream, options.variant.get());
     return;
   }
   // A buffer of this call's own, busy until the GPU is done with it.
-  auto lease = engine.workspace_pool(problem.device).acquire(plan->workspace_bytes(), stream);
+  auto lease = rt.engine().workspace_pool(problem.device).acquire(plan->workspace_bytes(), stream);
   plan->run(q, k, v, o, lse, lease.get(), lease.bytes(), stream, options.variant.get());
 }
 

@@ -16,15 +16,6 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
-const std::set<std::string>& known_keys() {
-  static const std::set<std::string> keys = [] {
-    std::set<std::string> k = decode_option_keys();
-    k.insert({"op", "num_qo_heads", "num_kv_heads", "head_dim", "kv_len", "q_dtype", "kv_dtype", "device"});
-    return k;
-  }();
-  return keys;
-}
-
 }  // namespace
 
 SingleDecodeProblem single_decode_problem_from_tensors(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -43,7 +34,9 @@ SingleDecodeProblem single_decode_problem_from_tensors(const TensorView& q, cons
 }
 
 SingleDecodeProblem single_decode_problem_from_json(const nlohmann::json& j) {
-  problem_json::require_keys(j, known_keys(), "single_decode");
+  static const std::set<std::string> keys = decode_problem_keys(
+      {"op", "num_qo_heads", "num_kv_heads", "head_dim", "kv_len", "q_dtype", "kv_dtype", "device"});
+  problem_json::require_keys(j, keys, "single_decode");
   SingleDecodeProblem p;
   p.num_qo_heads = problem_json::int_field(j, "num_qo_heads");
   p.num_kv_heads = problem_json::int_field(j, "num_kv_heads");
