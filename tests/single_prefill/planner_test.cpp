@@ -305,10 +305,11 @@ TEST_CASE("single prefill plan: the backend follows the device and the K/V dtype
         }) == 2);
 }
 
-// "auto" on sm_90a: the warp-specialized skeleton wherever it serves the
-// variant (every 16-bit variant at head_dim 64 and 128, and at 256 without
-// RoPE); fa3 where it does not (RoPE at 256); fa2 for head_dim 512, fp8 K/V
-// and other archs. prewarm lists exactly the Hopper kernel "auto" plans.
+// "auto" on sm_90a: the warp-specialized skeleton where it serves the
+// variant at head_dim 128 and 256 (every 16-bit variant at 128, and at 256
+// without RoPE); fa3 where it does not (RoPE at 256) and at head_dim 64;
+// fa2 for head_dim 512, fp8 K/V and other archs. prewarm lists exactly the
+// Hopper kernel "auto" plans.
 TEST_CASE("single and batch prefill plans: auto takes fa3_ws on sm_90a where it serves the spec",
           "[prefill][planner][fa3_ws]") {
   const ops::DeviceFigures hopper{132}, ampere{108, 163 * 1024, "sm_80"};
@@ -327,7 +328,7 @@ TEST_CASE("single and batch prefill plans: auto takes fa3_ws on sm_90a where it 
         auto p = problem(1000, 4096, 32, 8, d);
         p.options.pos_encoding_mode = pe;
         p.options.causal = causal;
-        const bool served = !(pe == PosEncoding::RopeLlama && d > 128);
+        const bool served = d >= 128 && !(pe == PosEncoding::RopeLlama && d > 128);
         INFO("head_dim " << d << " " << to_string(pe) << (causal ? " causal" : ""));
         const PrefillKernel k = kernel(p, hopper);
         CHECK(k.backend == PrefillBackend::Fa3);
@@ -374,7 +375,7 @@ TEST_CASE("single and batch prefill plans: auto takes fa3_ws on sm_90a where it 
         const auto* k = L.prefill.spec.as<PrefillKernel>();
         REQUIRE(k);
         CHECK(k->backend == PrefillBackend::Fa3);
-        CHECK(k->warp_specialized == !(pe == PosEncoding::RopeLlama && d > 128));
+        CHECK(k->warp_specialized == (d >= 128 && !(pe == PosEncoding::RopeLlama && d > 128)));
       }
 }
 

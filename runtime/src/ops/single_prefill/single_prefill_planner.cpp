@@ -46,10 +46,11 @@ bool fa3_ws_serves(const PrefillKernel& k) {
          !(k.variant.user && !k.variant.user->mask_mod.empty());
 }
 
-// "auto" takes fa3_ws wherever it serves the variant: faster than fa3 across
-// the prefill tables (docs/PERFORMANCE.md), and its RoPE keeps f16 operands.
+// "auto" takes fa3_ws where it serves the variant at 128- and 256-wide heads,
+// where it beats fa3 (docs/PERFORMANCE.md); 64-wide heads stay on fa3, whose
+// three CTAs per SM beat fa3_ws's one there.
 bool prefill_warp_specialized(const PrefillKernel& k, const PrefillOptions& o) {
-  return o.backend == "fa3_ws" || (o.backend == "auto" && fa3_ws_serves(k));
+  return o.backend == "fa3_ws" || (o.backend == "auto" && k.head_dim >= 128 && fa3_ws_serves(k));
 }
 
 void choose_prefill_skeleton(PrefillKernel& k, const PrefillOptions& o, const std::string& arch) {
