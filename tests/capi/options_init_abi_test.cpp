@@ -79,28 +79,25 @@ TEST_CASE("options init functions write only the caller's struct", "[capi][abi]"
       &(attnjit_batch_decode_plan_options_init), &attnjit_batch_decode_plan_options_init_sized});
 }
 
+// The macro's whole layout over a struct full of garbage: struct_size, a default and a null variant.
+template <class T, class Init>
+void check_macro_init(Init init) {
+  T o;
+  std::memset(&o, 0x5A, sizeof o);
+  init(&o);
+  CHECK(o.struct_size == sizeof o);
+  CHECK(o.window_left == -1);
+  CHECK(o.variant == nullptr);
+}
+
 TEST_CASE("the init macros set this header's whole layout and its defaults", "[capi][abi]") {
-  attnjit_decode_options_t d;
-  std::memset(&d, 0x5A, sizeof d);
-  attnjit_decode_options_init(&d);
-  CHECK(d.struct_size == sizeof d);
-  CHECK(d.window_left == -1);
-  CHECK(d.variant == nullptr);
-  CHECK(d.sm_scale == 0.f);
-
-  attnjit_prefill_options_t p;
-  std::memset(&p, 0x5A, sizeof p);
-  attnjit_prefill_options_init(&p);
-  CHECK(p.struct_size == sizeof p);
-  CHECK(p.window_left == -1);
-  CHECK(p.backend == ATTNJIT_PREFILL_BACKEND_AUTO);
-  CHECK(p.variant == nullptr);
-
-  attnjit_batch_decode_plan_options_t b;
-  std::memset(&b, 0x5A, sizeof b);
-  attnjit_batch_decode_plan_options_init(&b);
-  CHECK(b.struct_size == sizeof b);
-  CHECK(b.window_left == -1);
-  CHECK(b.q_data_type.bits == 16);
-  CHECK(b.variant == nullptr);
+  check_macro_init<attnjit_decode_options_t>([](auto* o) { attnjit_decode_options_init(o); });
+  check_macro_init<attnjit_prefill_options_t>([](auto* o) {
+    attnjit_prefill_options_init(o);
+    CHECK(o->backend == ATTNJIT_PREFILL_BACKEND_AUTO);
+  });
+  check_macro_init<attnjit_batch_decode_plan_options_t>([](auto* o) {
+    attnjit_batch_decode_plan_options_init(o);
+    CHECK(o->q_data_type.bits == 16);
+  });
 }
