@@ -38,6 +38,7 @@
 #include "cp_async.cuh"
 #include "fragment_softmax.cuh"
 #include "kv_source.cuh"
+#include "kv_tile_walk.cuh"
 #include "mma.cuh"
 #include "numeric.cuh"
 #include "prefill_params.h"
@@ -125,7 +126,11 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   const int qo_begin = e.qo_begin, qo_len = e.qo_len, packed_len = e.packed_len, row0 = e.row0;
   if (row0 >= packed_len) return;  // a batch's padding item: the whole CTA leaves
   const int kv_len = e.kv_len, pos_offset = e.pos_offset, min_q_pos = e.min_q_pos, max_q_pos = e.max_q_pos;
-  const int kv_end = e.kv_end, tile0 = e.tile0, num_tiles = e.num_tiles;
+  // The KV tiles this item visits (all of its extent, or a block mask's kept ones).
+  constexpr bool kSparse = user_block_sparse();
+  using Walk = KVTileWalk<kTKV, kSparse>;
+  const Walk walk(p, w.q_tile, kv_head, e.tile0, e.num_tiles);
+  const int kv_end = e.kv_end, num_tiles = walk.count();
 
   const uint32_t smem = smem_addr(attnjit_prefill_smem);
   const Tile q_tile{smem};
@@ -195,14 +200,14 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q
   // with the first); with one stage, Q with K 0, then V 0.
   if constexpr (Tr::kSplitKV) {
-    if (num_tiles > 0) load_rows(0, tile0, true, false);
+    if (num_tiles > 0) load_rows(0, walk.base(0), true, false);
     cp_async_commit();
-    if (num_tiles > 0) load_rows(0, tile0, false, true);
+    if (num_tiles > 0) load_rows(0, walk.base(0), false, true);
     cp_async_commit();
   }
 #pragma unroll
   for (int st = 0; st < kS - 1; ++st) {
-    if (st < num_tiles) load_kv(st, tile0 + st * kTKV);
+    if (st < num_tiles) load_kv(st, walk.base(st));
     cp_async_commit();
   }
 
@@ -216,7 +221,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   }
 
   for (int it = 0; it < num_tiles; ++it) {
-    const int base = tile0 + it * kTKV;
+    const int base = walk.base(it);
     const int stage = it % kS;
     // The groups committed so far end with tile it + kS - 2: waiting for all
     // but kS - 2 of them lands tile it. The barrier then both publishes it
@@ -247,7 +252,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
       cp_async_wait<kS - 2>();
       __syncthreads();
       if constexpr (!kAsyncCopies)
-        if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
+        if (next < num_tiles) load_kv(next % kS, walk.base(next));
     }
 
     const Tile kt = k_tile(stage);
@@ -289,13 +294,15 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
 
     if constexpr (!Tr::kSplitKV) {
       if constexpr (kAsyncCopies)
-        if (next < num_tiles) load_kv(next % kS, tile0 + next * kTKV);
+        if (next < num_tiles) load_kv(next % kS, walk.base(next));
       cp_async_commit();
     }
 
     // Logits through the variant; the mask only on tiles it can touch (the
     // tile reaches past the chunk's end, the diagonal, or a window's start).
-    bool need_mask = base + kTKV > kv_end || Tr::kMaskMode == kernels::kMaskCustom;
+    // A block mask's full tile keeps every pair: only the edge and the window.
+    const bool tile_full = walk.full(it);
+    bool need_mask = base + kTKV > kv_end || (Tr::kMaskMode == kernels::kMaskCustom && !tile_full);
     if constexpr (Tr::kMaskMode == kernels::kMaskCausal) need_mask = need_mask || base + kTKV - 1 > min_q_pos;
     if constexpr (Tr::kWindow)
       need_mask = need_mask || (p.var.window_left >= 0 && base < max_q_pos - p.var.window_left);
@@ -308,7 +315,11 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
         map_tile(s[m], [&](int half, int col, float x) {
           const Variant& v = var[m][half];
           const int j = base + col;
-          return j < kv_end && v.keep(q_pos[half], j) ? v.score(x, j) : neg_inf();
+          // (keep() only where j < kv_end, as without a block mask)
+          return j < kv_end && (kSparse && tile_full ? v.keep_without_mask_mod(q_pos[half], j)
+                                                     : v.keep(q_pos[half], j))
+                     ? v.score(x, j)
+                     : neg_inf();
         });
       } else if constexpr (!Variant::kLinearScore) {
         map_tile(s[m], [&](int half, int col, float x) { return var[m][half].score(x, base + col); });
@@ -324,7 +335,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     if constexpr (Tr::kSplitKV) {
       cp_async_wait<0>();  // V `it`
       __syncthreads();
-      if (it + 1 < num_tiles) load_rows(0, base + kTKV, true, false);
+      if (it + 1 < num_tiles) load_rows(0, kSparse ? walk.base(it + 1) : base + kTKV, true, false);
       cp_async_commit();
     }
 

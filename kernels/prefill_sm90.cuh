@@ -24,6 +24,7 @@
 #include "cp_async.cuh"
 #include "fragment_softmax.cuh"
 #include "kv_source.cuh"
+#include "kv_tile_walk.cuh"
 #include "numeric.cuh"
 #include "prefill_params.h"
 #include "prefill_schedule.cuh"
@@ -87,6 +88,11 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
   const typename Tr::KVSource kv(p.kv, w.request);
   const PrefillExtent e = prefill_extent<kTQ, kTKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
   if (e.row0 >= e.packed_len) return;  // a batch's padding item: the whole CTA leaves
+  // The KV tiles this item visits (all of its extent, or a block mask's kept ones).
+  constexpr bool kSparse = user_block_sparse();
+  using Walk = KVTileWalk<kTKV, kSparse>;
+  const Walk walk(p, w.q_tile, kv_head, e.tile0, e.num_tiles);
+  const int num_tiles = walk.count();
 
   const uint32_t smem = (smem_addr(attnjit_prefill_smem) + 1023u) & ~1023u;
   const QTile q_tile{smem};
@@ -125,7 +131,7 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
   // Prologue: Q and the first kS - 1 KV tiles, one commit group per tile (Q with the first).
 #pragma unroll
   for (int st = 0; st < kS - 1; ++st) {
-    if (st < e.num_tiles) load_kv(st, e.tile0 + st * kTKV);
+    if (st < num_tiles) load_kv(st, walk.base(st));
     cp_async_commit();
   }
 
@@ -135,8 +141,8 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) o[n].zero();
 
-  for (int it = 0; it < e.num_tiles; ++it) {
-    const int base = e.tile0 + it * kTKV;
+  for (int it = 0; it < num_tiles; ++it) {
+    const int base = walk.base(it);
     const int stage = it % kS;
     // Tile `it` has landed once all but the kS - 2 newest groups have; the
     // barrier publishes it and retires the last iteration (every warpgroup
@@ -167,13 +173,15 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
       Wgmma<qk_t, kTKV>::ss(s, q_tile.k_major(group_row0, ks * 16), kt.k_major(0, ks * 16), ks > 0);
     wgmma_commit();
     const int next = it + kS - 1;
-    if (next < e.num_tiles) load_kv(next % kS, e.tile0 + next * kTKV);
+    if (next < num_tiles) load_kv(next % kS, walk.base(next));
     cp_async_commit();
     wgmma_wait<0>();
     wgmma_hold(s);
 
-    // Logits through the variant; the mask only on tiles it can touch.
-    bool need_mask = base + kTKV > e.kv_end || Tr::kMaskMode == kernels::kMaskCustom;
+    // Logits through the variant; the mask only on tiles it can touch (a
+    // block mask's full tile: only the edge and the window).
+    const bool tile_full = walk.full(it);
+    bool need_mask = base + kTKV > e.kv_end || (Tr::kMaskMode == kernels::kMaskCustom && !tile_full);
     if constexpr (Tr::kMaskMode == kernels::kMaskCausal) need_mask = need_mask || base + kTKV - 1 > e.min_q_pos;
     if constexpr (Tr::kWindow)
       need_mask = need_mask || (p.var.window_left >= 0 && base < e.max_q_pos - p.var.window_left);
@@ -183,7 +191,11 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
       map_tile(s, [&](int half, int col, float x) {
         const Variant& v = var[half];
         const int j = base + col;
-        return j < e.kv_end && v.keep(q_pos[half], j) ? v.score(x, j) : neg_inf();
+        // (keep() only where j < kv_end, as without a block mask)
+        return j < e.kv_end && (kSparse && tile_full ? v.keep_without_mask_mod(q_pos[half], j)
+                                                     : v.keep(q_pos[half], j))
+                   ? v.score(x, j)
+                   : neg_inf();
       });
     } else if constexpr (!Variant::kLinearScore) {
       map_tile(s, [&](int half, int col, float x) { return var[half].score(x, base + col); });

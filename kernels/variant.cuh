@@ -81,6 +81,8 @@ struct AttentionVariant {
 #endif
     return ok;
   }
+  // keep() less a mask_mod: on a block mask's full tiles (kv_tile_walk.cuh).
+  ATTNJIT_DEVICE bool keep_without_mask_mod(int q_pos_, int k_pos) const { return mask.keep(q_pos_, k_pos); }
 
   // A thread's 8-wide slice (from dim0) of a query or key at position pos;
   // the slice's rotation partner is the lane partner_lane_xor away. Neither

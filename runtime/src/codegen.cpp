@@ -25,10 +25,11 @@ std::string fill_template(const std::string& text, const std::vector<std::pair<s
 
 namespace {
 
-// The user variant of the attention families, or null.
+// The user variant of the attention families and the block mask, or null.
 const VariantSource* user_variant_of(const KernelSpec& spec) {
   if (const auto* d = spec.as<DecodeKernel>()) return d->variant.user.get();
   if (const auto* p = spec.as<PrefillKernel>()) return p->variant.user.get();
+  if (const auto* b = spec.as<BlockMaskKernel>()) return b->user.get();
   return nullptr;
 }
 

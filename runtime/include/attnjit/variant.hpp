@@ -49,8 +49,17 @@ struct VariantSource {
   std::string score_mod;  // the body of score_mod; empty: none
   std::string mask_mod;   // the body of mask_mod; empty: none
   std::vector<VariantParam> params;
+  // Block sparsity (needs a mask_mod; prefill only): every run first
+  // classifies each (query tile, KV tile) of the plan by mask_mod on the GPU
+  // as empty (skipped: not loaded, not computed), full (mask_mod not
+  // evaluated) or partial, so a kernel visits only the tiles the mask keeps.
+  // heads_vary = false is the caller's promise that mask_mod does not read
+  // h: one classification serves every KV head (FlexAttention's H=None).
+  bool block_sparse = false;
+  bool heads_vary = true;
   bool operator==(const VariantSource& o) const {
-    return score_mod == o.score_mod && mask_mod == o.mask_mod && params == o.params;
+    return score_mod == o.score_mod && mask_mod == o.mask_mod && params == o.params &&
+           block_sparse == o.block_sparse && heads_vary == o.heads_vary;
   }
 };
 

@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "spec/block_mask_kernel.hpp"
 #include "spec/decode_kernel.hpp"
 #include "spec/merge_kernel.hpp"
 #include "spec/page_kernel.hpp"
@@ -23,7 +24,7 @@ namespace attnjit {
 
 class KernelSpec {
  public:
-  using Family = std::variant<DecodeKernel, MergeKernel, PrefillKernel, PageKernel>;
+  using Family = std::variant<DecodeKernel, MergeKernel, PrefillKernel, PageKernel, BlockMaskKernel>;
 
   KernelSpec() = default;
   template <class F, class = std::enable_if_t<std::is_constructible_v<Family, F>>>

@@ -10,6 +10,7 @@
 #include "attnjit/error.hpp"
 #include "enum_names.hpp"
 #include "sha256.hpp"
+#include "block_mask_params.h"
 #include "variant_params.h"
 
 namespace attnjit {
@@ -90,6 +91,10 @@ std::vector<VariantParamSlot> variant_param_layout(const VariantSource& s, size_
 void validate_variant_source(const VariantSource& s) {
   if (s.score_mod.empty() && s.mask_mod.empty())
     invalid("variant: score_mod and mask_mod are both empty; give at least one (the body of the device function)");
+  if (s.block_sparse && s.mask_mod.empty())
+    invalid("variant: block_sparse=true needs a mask_mod (the classes are mask_mod's); allowed without one: false");
+  if (!s.heads_vary && !s.block_sparse)
+    invalid("variant: heads_vary=false is a promise about the block mask; allowed without block_sparse: true");
   std::set<std::string> members;
   for (size_t i = 0; i < s.params.size(); ++i) {
     const auto& p = s.params[i];
@@ -113,23 +118,31 @@ void validate_variant_source(const VariantSource& s) {
   }
   size_t bytes = 0;
   variant_param_layout(s, &bytes);
-  if (bytes > Variant::kMaxParamsBytes)
-    invalid(fmt::format("variant params take {} bytes; at most {} fit in the kernel's parameters (a tensor of rank R "
-                        "takes 8 + 16 R bytes, a scalar 4)",
-                        bytes, Variant::kMaxParamsBytes));
+  // A block-sparse variant's kernels find their tile classes in the blob's tail (block_mask_params.h).
+  const size_t most = Variant::kMaxParamsBytes - (s.block_sparse ? sizeof(kernels::BlockTiles) : 0);
+  if (bytes > most)
+    invalid(fmt::format("variant params take {} bytes; at most {} fit in the kernel's parameters{} (a tensor of rank "
+                        "R takes 8 + 16 R bytes, a scalar 4)",
+                        bytes, most, s.block_sparse ? " with block_sparse=true" : ""));
 }
 
 nlohmann::json variant_source_json(const VariantSource& s) {
   nlohmann::json params = nlohmann::json::array();
   for (const auto& p : s.params) params.push_back({{"name", p.name}, {"type", to_string(p.type)}, {"rank", p.rank}});
-  return {{"score_mod", s.score_mod}, {"mask_mod", s.mask_mod}, {"params", params}};
+  nlohmann::json j = {{"score_mod", s.score_mod}, {"mask_mod", s.mask_mod}, {"params", params}};
+  // Absent when off, so variants without block sparsity keep their JSON (and kernels).
+  if (s.block_sparse) j["block_sparse"] = true;
+  if (!s.heads_vary) j["heads_vary"] = false;
+  return j;
 }
 
 VariantSource variant_source_from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) invalid(fmt::format("{}={} is not allowed; expected an object", where, j.dump()));
-  static const std::set<std::string> keys = {"score_mod", "mask_mod", "params"};
+  static const std::set<std::string> keys = {"score_mod", "mask_mod", "params", "block_sparse", "heads_vary"};
   for (const auto& [k, v] : j.items())
-    if (!keys.count(k)) invalid(fmt::format("{}.{} is not a field; allowed: score_mod, mask_mod, params", where, k));
+    if (!keys.count(k))
+      invalid(fmt::format("{}.{} is not a field; allowed: score_mod, mask_mod, params, block_sparse, heads_vary",
+                          where, k));
   VariantSource s;
   auto text = [&](const char* key) -> std::string {
     if (!j.contains(key) || j.at(key).is_null()) return "";
@@ -139,6 +152,14 @@ VariantSource variant_source_from_json(const nlohmann::json& j, const std::strin
   };
   s.score_mod = text("score_mod");
   s.mask_mod = text("mask_mod");
+  auto flag = [&](const char* key, bool fallback) {
+    if (!j.contains(key) || j.at(key).is_null()) return fallback;
+    if (!j.at(key).is_boolean())
+      invalid(fmt::format("{}.{}={} is not allowed; expected true or false", where, key, j.at(key).dump()));
+    return j.at(key).get<bool>();
+  };
+  s.block_sparse = flag("block_sparse", false);
+  s.heads_vary = flag("heads_vary", true);
   if (j.contains("params")) {
     const auto& ps = j.at("params");
     if (!ps.is_array()) invalid(fmt::format("{}.params={} is not allowed; expected an array", where, ps.dump()));
@@ -175,6 +196,7 @@ std::string variant_device_code(const VariantSource& s, const std::string& tu_na
   o << "// attnjit user variant " << variant_source_digest(s) << "\n";
   if (!s.score_mod.empty()) o << "#define ATTNJIT_USER_SCORE_MOD 1\n";
   if (!s.mask_mod.empty()) o << "#define ATTNJIT_USER_MASK_MOD 1\n";
+  if (s.block_sparse) o << "#define ATTNJIT_USER_BLOCK_SPARSE 1\n";
   o << "#include \"user_variant.cuh\"\n"
     << "namespace attnjit {\nnamespace user {\n"
     << "struct Params {\n";

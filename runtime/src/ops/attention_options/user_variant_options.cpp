@@ -30,8 +30,17 @@ void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool caus
   if (!v->mask_mod.empty()) k.variant.mask = MaskMode::Custom;
 }
 
+void refuse_block_sparse(const VariantSource* v, const char* op) {
+  if (v && v->block_sparse)
+    throw Error(Status::Unsupported,
+                fmt::format("variant user{} has block_sparse=true, which {} does not take; allowed there: a variant "
+                            "with block_sparse=false (the same mask_mod, every pair tested)",
+                            variant_source_digest(*v), op));
+}
+
 void apply_user_variant(const std::shared_ptr<const VariantSource>& v, DecodeKernel& k) {
   if (!v) return;
+  refuse_block_sparse(v.get(), "decode (its skeletons have no KV tiles to skip)");
   if (!v->mask_mod.empty() && k.variant.mask == MaskMode::Draft)
     throw Error(Status::InvalidArgument, "a draft-tree mask with a variant's mask_mod is not allowed: the mask_mod "
                                          "decides every pair; write the tree into it");

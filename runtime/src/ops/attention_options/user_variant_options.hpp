@@ -14,13 +14,17 @@
 
 namespace attnjit::ops {
 
-// Prefill: a mask_mod plans the Custom mode (the skeletons test every tile;
-// block sparsity, issue 31 item 2, will narrow this) and so cannot be mixed with
+// Prefill: a mask_mod plans the Custom mode (the skeletons test every tile,
+// or with block_sparse the tiles its classes keep) and so cannot be mixed with
 // causal=true or a packed custom mask (InvalidArgument: write them into the
 // mask_mod); fa3_ws tests a thread's two rows with one row's head, so it
 // refuses a mask_mod (Unsupported naming backend and variant). Null: nothing.
 void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool causal, bool custom_mask,
                         PrefillKernel& k);
+// A block-sparse variant (VariantSource::block_sparse) where `op` has no
+// block mask (decode: its skeletons have no KV tiles to skip; batch prefill:
+// not yet): Unsupported naming block_sparse and op. Null: nothing.
+void refuse_block_sparse(const VariantSource* v, const char* op);
 // Those refusals alone, for the problem checks that run before any device is asked.
 void check_prefill_user_variant(const VariantSource* v, bool causal, bool custom_mask, bool warp_specialized);
 // Decode: the planned mode stays (none, or causal for several tokens) and

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "ops/attention_options/prefill_options.hpp"
+#include "ops/attention_options/user_variant_options.hpp"
 #include "ops/split_states.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 
@@ -14,6 +15,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   std::vector<KernelSpec> out;
   auto base = [&](PrefillBackend backend) {
     PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
+    refuse_block_sparse(k.variant.user.get(), "batch prefill (the ragged and paged wrappers; so far single prefill only)");
     k.backend = backend;
     k.kv_source = p.source;
     return k;

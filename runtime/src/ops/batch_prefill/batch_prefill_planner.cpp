@@ -8,6 +8,7 @@
 #include "attnjit/error.hpp"
 #include "ops/split_states.hpp"
 #include "ops/attention_options/prefill_options.hpp"
+#include "ops/attention_options/user_variant_options.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 
 namespace attnjit::ops {
@@ -103,6 +104,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const Devi
 
   BatchPrefillLayout layout;
   PrefillKernel k = prefill_variant(shape.options, shape.head_dim, shape.q_dtype, shape.kv_dtype);
+  refuse_block_sparse(k.variant.user.get(), "batch prefill (the ragged and paged wrappers; so far single prefill only)");
   choose_prefill_skeleton(k, shape.options, device.arch);
   k.kv_source = shape.source;
   layout.var = prefill_variant_params(shape.options, shape.head_dim);

@@ -2,6 +2,8 @@
 // ready) and run (check tensors, fill params, launch).
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "attnjit/error.hpp"
 #include "attnjit/prefill.hpp"
 #include "cuda/driver.hpp"
@@ -14,6 +16,7 @@
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
 #include "ops/tensor_checks.hpp"
+#include "block_mask_params.h"
 #include "prefill_params.h"
 
 namespace attnjit {
@@ -21,7 +24,7 @@ namespace attnjit {
 struct SinglePrefillPlan::Impl {
   SinglePrefillProblem problem;
   ops::SinglePrefillLayout layout;
-  std::shared_ptr<detail::Kernel> prefill, merge;
+  std::shared_ptr<detail::Kernel> prefill, merge, block_mask;
 };
 
 SinglePrefillPlan::SinglePrefillPlan(const Runtime& rt, const SinglePrefillProblem& problem)
@@ -32,6 +35,8 @@ SinglePrefillPlan::SinglePrefillPlan(const Runtime& rt, const SinglePrefillProbl
   impl_->layout = ops::plan_single_prefill(problem, ops::device_figures(rt, problem.device));  // validates
   impl_->prefill = engine.load_on_device(impl_->layout.prefill.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
+  if (impl_->layout.block_mask)
+    impl_->block_mask = engine.load_on_device(impl_->layout.block_mask->spec, problem.device);
 }
 
 SinglePrefillPlan::~SinglePrefillPlan() = default;
@@ -48,6 +53,10 @@ std::string SinglePrefillPlan::describe() const {
   std::string text = fmt::format("{} grid=({},{},{}) threads={} smem={} chunks={} chunk={}", d.spec.name(),
                                  d.shape.grid[0], d.shape.grid[1], d.shape.grid[2], d.shape.threads, d.shape.smem_bytes,
                                  layout.num_chunks, layout.chunk_size);
+  if (layout.block_mask)
+    text += fmt::format("; {} grid=({},{}) first, block_mask {} B of the workspace", layout.block_mask->spec.name(),
+                        layout.block_mask->shape.grid[0], layout.block_mask->shape.grid[1],
+                        layout.workspace.region("block_mask").bytes);
   if (layout.merge)
     text += fmt::format("; {} grid={} workspace={} B", layout.merge->spec.name(), layout.merge->shape.grid[0],
                         layout.workspace.float_bytes());
@@ -116,6 +125,24 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   pp.num_rows = static_cast<int32_t>(M * H);
 
   cuda::ScopedDevice scope(problem.device);
+  if (layout.block_mask) {
+    // The classes of this run's bound values, before the kernel that walks them (same stream).
+    kernels::BlockMaskParams bp{};
+    const int64_t rows = layout.num_q_tiles, slots = layout.block_mask_slots;
+    auto* region = ops::scratch_ptr<int32_t>(workspace, layout.workspace.region("block_mask"));
+    bp.counts = region;
+    bp.tiles = region + rows * slots;
+    bp.stride = layout.block_mask_stride;
+    bp.slots = static_cast<int32_t>(slots);
+    bp.qo_len = static_cast<int32_t>(M);
+    bp.kv_len = static_cast<int32_t>(N);
+    bp.tile_q = layout.prefill.spec.as<PrefillKernel>()->tile_q();
+    bp.tile_kv = layout.prefill.spec.as<PrefillKernel>()->tile_kv();
+    bp.group = pp.group;
+    std::memcpy(bp.user_params, pp.var.user_params, sizeof(bp.user_params));
+    if (rows > 0) detail::launch(*impl_->block_mask, layout.block_mask->shape, &bp, stream);
+    kernels::block_tiles(pp.var) = {bp.tiles, bp.counts, bp.stride, bp.slots};
+  }
   ops::launch_prefill(*impl_->prefill, layout.prefill.shape, pp, stream);
   if (split) {
     const kernels::MergeParams mp =

@@ -6,9 +6,11 @@
 #include <cstdint>
 
 #include "attnjit/error.hpp"
+#include "block_mask_params.h"
 #include "ops/split_states.hpp"
 #include "ops/attention_options/prefill_options.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
+#include "spec/block_mask_kernel.hpp"
 
 namespace attnjit::ops {
 
@@ -200,7 +202,27 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& probl
     }
   }
   out.emplace_back(split_merge_kernel(problem.head_dim, problem.q_dtype));
+  const auto& user = problem.options.variant;
+  if (user && user->source().block_sparse) out.emplace_back(BlockMaskKernel{user->shared_source()});
   return out;
+}
+
+std::optional<KernelLaunch> plan_block_mask(const PrefillKernel& k, int rows, int64_t kv_len, int num_kv_heads,
+                                            WorkspaceLayout& workspace, int& slots, int& stride) {
+  const auto& user = k.variant.user;
+  if (!user || !user->block_sparse) return std::nullopt;
+  slots = user->heads_vary ? num_kv_heads : 1;
+  stride = static_cast<int>((kv_len + k.tile_kv() - 1) / k.tile_kv());
+  workspace.add_float("block_mask", size_t(kernels::block_mask_entries(rows, slots, stride)) * sizeof(int32_t));
+  KernelLaunch launch;
+  launch.role = "block_mask";
+  launch.spec = BlockMaskKernel{user};
+  launch.shape.grid[0] = static_cast<uint32_t>(rows);
+  launch.shape.grid[1] = static_cast<uint32_t>(slots);
+  launch.shape.grid[2] = 1;
+  launch.shape.threads = kernels::kBlockMaskThreads;
+  launch.shape.smem_bytes = 0;
+  return launch;
 }
 
 SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, const DeviceFigures& device) {
@@ -244,12 +266,16 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, con
         merge_launch(problem.head_dim, problem.q_dtype, static_cast<uint32_t>(rows));  // one CTA per output row
     add_split_states(layout.workspace, layout.num_chunks, rows, problem.head_dim);
   }
+  layout.block_mask = plan_block_mask(k, layout.num_q_tiles, problem.kv_len, problem.num_kv_heads, layout.workspace,
+                                      layout.block_mask_slots, layout.block_mask_stride);
   layout.var = prefill_variant_params(problem.options, problem.head_dim);
   return layout;
 }
 
 nlohmann::json SinglePrefillLayout::to_json() const {
-  return {{"kernels", kernels_json(prefill, merge)},
+  nlohmann::json kernels = kernels_json(prefill, merge);
+  if (block_mask) kernels.insert(kernels.begin(), launch_json(*block_mask));  // it runs first
+  return {{"kernels", kernels},
           {"num_q_tiles", num_q_tiles},
           {"tiles_fastest", tiles_fastest},
           {"num_chunks", num_chunks},

@@ -15,7 +15,12 @@ namespace attnjit::ops {
 struct SinglePrefillLayout {
   KernelLaunch prefill;
   std::optional<KernelLaunch> merge;  // present when num_chunks > 1
-  WorkspaceLayout workspace;          // "partial_o", "partial_lse" when split
+  // A block-sparse variant's classification, launched before the prefill
+  // kernel at every run into the workspace's "block_mask" region.
+  std::optional<KernelLaunch> block_mask;
+  int block_mask_slots = 0;           // 1 or the KV heads
+  int block_mask_stride = 0;          // KV tiles per row (prefill tile_kv)
+  WorkspaceLayout workspace;          // "partial_o", "partial_lse" when split; "block_mask"
   int num_q_tiles = 1;
   bool tiles_fastest = false;         // grid x: query tiles fastest (else KV heads; prefill_work)
   int num_chunks = 1;
@@ -28,6 +33,14 @@ struct SinglePrefillLayout {
 SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, const DeviceFigures& device);
 // Every kernel the problem may need whatever its lengths (prewarm).
 std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& problem);
+
+// A block-sparse variant's classification for `rows` query tiles of a
+// prefill kernel k over kv_len keys: its launch (a CTA per row and slot)
+// and the int32 region "block_mask" in the caller's workspace (scratch:
+// written at the start of each run, read by the prefill kernel after it).
+// Sets slots and stride; nullopt when k's variant is not block-sparse.
+std::optional<KernelLaunch> plan_block_mask(const PrefillKernel& k, int rows, int64_t kv_len, int num_kv_heads,
+                                            WorkspaceLayout& workspace, int& slots, int& stride);
 
 // Shared with the batch planners: query rows per CTA for a packed query length
 // (tokens x group), and the KV split that fills the device for a given number

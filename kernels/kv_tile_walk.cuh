@@ -1,0 +1,58 @@
+// The KV tiles a prefill item visits, in order: the skeletons' loop and
+// their K/V prefetch walk it (tile i of count(), starting at key base(i)).
+// Without a block mask, every tile of the item's extent; with a
+// block-sparse user variant (user_hooks.cuh), only the tiles its classes
+// keep (block_mask_params.h), and full(i) says mask_mod keeps every pair of
+// tile i, so the skeleton applies only the sequence edge and the window there.
+#pragma once
+#include "block_mask_params.h"
+#include "platform.cuh"
+#include "prefill_params.h"
+#include "user_hooks.cuh"
+
+namespace attnjit {
+
+template <int TileKV, bool Sparse = user_block_sparse()>
+struct KVTileWalk {
+  int tile0, num;
+  // row: the plan's query tile of this item; tile0 and num_tiles: its extent.
+  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams&, int /*row*/, int /*kv_head*/, int tile0_, int num_tiles)
+      : tile0(tile0_), num(num_tiles) {}
+  ATTNJIT_DEVICE int count() const { return num; }
+  ATTNJIT_DEVICE int base(int i) const { return tile0 + i * TileKV; }
+  ATTNJIT_DEVICE bool full(int) const { return false; }
+};
+
+template <int TileKV>
+struct KVTileWalk<TileKV, true> {
+  const int32_t* list;  // the row's kept tiles within the extent
+  int num;
+  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams& p, int row, int kv_head, int tile0, int num_tiles) {
+    const kernels::BlockTiles& b = kernels::block_tiles(p.var);
+    const int64_t at = int64_t(row) * b.slots + (b.slots > 1 ? kv_head : 0);
+    const int32_t* all = b.tiles + at * b.stride;
+    const int n = b.counts[at];
+    // The extent (a KV chunk, a window) is tiles t0 .. t1 of the row's
+    // ascending list: two binary searches, the same for every thread.
+    const int t0 = tile0 / TileKV, t1 = t0 + num_tiles;
+    const int lo = lower_bound(all, n, 2 * t0), hi = lower_bound(all, n, 2 * t1);
+    list = all + lo;
+    num = hi - lo;
+  }
+  ATTNJIT_DEVICE int count() const { return num; }
+  ATTNJIT_DEVICE int base(int i) const { return (list[i] >> 1) * TileKV; }
+  ATTNJIT_DEVICE bool full(int i) const { return list[i] & 1; }
+
+ private:
+  static ATTNJIT_DEVICE int lower_bound(const int32_t* a, int n, int value) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (a[mid] < value) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+};
+
+}  // namespace attnjit
