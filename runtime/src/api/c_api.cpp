@@ -86,6 +86,19 @@ void hand_buffer(attnjit_plan_t* plan, void* buffer, size_t bytes, const char* f
   require_memory_hook(bool(plan->memory.*use), plan, fn);
   (plan->memory.*use)(buffer, bytes);
 }
+
+// The one-call entry points' tensors as views, converted in argument order (lse: none when NULL).
+struct CallViews {
+  attnjit::TensorView q, k, v, o;
+  std::optional<attnjit::TensorView> lse;
+  const attnjit::TensorView* lse_or_null() const { return lse ? &*lse : nullptr; }
+};
+CallViews call_views(const DLTensor* q, const DLTensor* k, const DLTensor* v, const DLTensor* o, const DLTensor* lse) {
+  CallViews views{attnjit::from_dlpack(q, "q"), attnjit::from_dlpack(k, "k"), attnjit::from_dlpack(v, "v"),
+                  attnjit::from_dlpack(o, "o"), std::nullopt};
+  if (lse) views.lse = attnjit::from_dlpack(lse, "lse");
+  return views;
+}
 }  // namespace
 
 extern "C" {
@@ -247,11 +260,8 @@ attnjit_status_t attnjit_single_decode_with_kv_cache(attnjit_runtime_t* rt, cons
   return guard([&] {
     require_non_null(rt, "attnjit_single_decode_with_kv_cache", "rt", kRuntimeHandle);
     const attnjit::SingleDecodeOptions opts = attnjit::capi::to_options(options, lse != nullptr);
-    const attnjit::TensorView qv = attnjit::from_dlpack(q, "q"), kv = attnjit::from_dlpack(k, "k"),
-                              vv = attnjit::from_dlpack(v, "v"), ov = attnjit::from_dlpack(o, "o");
-    std::optional<attnjit::TensorView> lv;
-    if (lse) lv = attnjit::from_dlpack(lse, "lse");
-    attnjit::single_decode_with_kv_cache(rt->runtime, qv, kv, vv, ov, lv ? &*lv : nullptr, opts, as_stream(stream),
+    const CallViews t = call_views(q, k, v, o, lse);
+    attnjit::single_decode_with_kv_cache(rt->runtime, t.q, t.k, t.v, t.o, t.lse_or_null(), opts, as_stream(stream),
                                          workspace, workspace_bytes);
   });
 }
@@ -277,12 +287,9 @@ attnjit_status_t attnjit_single_prefill_with_kv_cache(attnjit_runtime_t* rt, con
   return guard([&] {
     require_non_null(rt, "attnjit_single_prefill_with_kv_cache", "rt", kRuntimeHandle);
     const attnjit::PrefillOptions opts = attnjit::capi::to_prefill_options(options, lse != nullptr);
-    const attnjit::TensorView qv = attnjit::from_dlpack(q, "q"), kv = attnjit::from_dlpack(k, "k"),
-                              vv = attnjit::from_dlpack(v, "v"), ov = attnjit::from_dlpack(o, "o");
-    std::optional<attnjit::TensorView> lv;
-    if (lse) lv = attnjit::from_dlpack(lse, "lse");
+    const CallViews t = call_views(q, k, v, o, lse);
     const attnjit::PackedMask mask{packed_custom_mask, packed_custom_mask_bytes};
-    attnjit::single_prefill_with_kv_cache(rt->runtime, qv, kv, vv, ov, lv ? &*lv : nullptr, opts, as_stream(stream),
+    attnjit::single_prefill_with_kv_cache(rt->runtime, t.q, t.k, t.v, t.o, t.lse_or_null(), opts, as_stream(stream),
                                           packed_custom_mask ? &mask : nullptr, workspace, workspace_bytes);
   });
 }

@@ -1,5 +1,7 @@
 #include "ops/operator.hpp"
 
+#include <fmt/format.h>
+
 namespace attnjit::ops {
 
 nlohmann::json launch_json(const KernelLaunch& k) {
@@ -9,6 +11,11 @@ nlohmann::json launch_json(const KernelLaunch& k) {
           {"grid", {k.shape.grid[0], k.shape.grid[1], k.shape.grid[2]}},
           {"threads", k.shape.threads},
           {"smem_bytes", k.shape.smem_bytes}};
+}
+
+std::string launch_text(const KernelLaunch& k) {
+  return fmt::format("{} grid=({},{},{}) threads={} smem={}", k.spec.name(), k.shape.grid[0], k.shape.grid[1],
+                     k.shape.grid[2], k.shape.threads, k.shape.smem_bytes);
 }
 
 nlohmann::json kernels_json(const KernelLaunch& main, const std::optional<KernelLaunch>& merge) {

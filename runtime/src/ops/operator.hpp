@@ -55,6 +55,8 @@ struct KernelLaunch {
 };
 // A launch as the planners' JSON (explain, bench) shows it: role, kernel name, spec, grid, threads, smem.
 nlohmann::json launch_json(const KernelLaunch& k);
+// A launch as a plan's describe() opens: "<kernel> grid=(x,y,z) threads=<n> smem=<bytes>".
+std::string launch_text(const KernelLaunch& k);
 // A plan's kernels as explain shows them: its main launch, then the merge if it has one.
 nlohmann::json kernels_json(const KernelLaunch& main, const std::optional<KernelLaunch>& merge);
 

@@ -1,5 +1,10 @@
 #include "ops/plan_fill.hpp"
 
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
 #include "engine.hpp"
 
@@ -18,6 +23,20 @@ PartialStates partial_states(void* workspace, const WorkspaceLayout& layout, boo
   if (!has_them) return {};
   return {scratch_ptr<float>(workspace, layout.region("partial_o")),
           scratch_ptr<float>(workspace, layout.region("partial_lse"))};
+}
+
+void check_float_workspace(const void* workspace, size_t bytes, size_t needed, int kv_splits) {
+  if (needed == 0) return;
+  if (!workspace)
+    throw Error(Status::WorkspaceTooSmall,
+                kv_splits > 0
+                    ? fmt::format("workspace is null; this plan ({} KV splits) needs {} bytes", kv_splits, needed)
+                    : fmt::format("workspace is null; this plan needs {} bytes", needed));
+  if (bytes < needed)
+    throw Error(Status::WorkspaceTooSmall,
+                fmt::format("workspace_bytes={} is too small; this plan needs {} bytes", bytes, needed));
+  if (reinterpret_cast<uintptr_t>(workspace) % WorkspaceLayout::kAlign != 0)
+    throw Error(Status::InvalidArgument, "workspace must be 256-byte aligned");
 }
 
 void set_contiguous_kv(kernels::KVSourceParams& kv, const TensorView& k, const TensorView& v, KVLayout layout,

@@ -2,6 +2,8 @@
 // kernels' params: the device's figures, the split states in the caller's
 // workspace, a contiguous K/V pair, and the merge of packed KV splits.
 #pragma once
+#include <cstddef>
+
 #include "attnjit/tensor.hpp"
 #include "kv_source_params.h"
 #include "merge_params.h"
@@ -23,6 +25,25 @@ struct PartialStates {
   float* lse = nullptr;
 };
 PartialStates partial_states(void* workspace, const WorkspaceLayout& layout, bool has_them);
+
+// A run's caller-given scratch: nothing to check when the plan needs none
+// (needed 0), else non-null (the error names kv_splits where > 0), at least
+// `needed` bytes and 256-byte aligned.
+void check_float_workspace(const void* workspace, size_t bytes, size_t needed, int kv_splits = 0);
+
+// A kernel's q, o and lse (null: none) pointers and, where it has them, its
+// partial states in the caller's workspace, which it returns.
+template <class Params>
+PartialStates set_outputs(Params& params, const TensorView& q, const TensorView& o, const TensorView* lse,
+                          void* workspace, const WorkspaceLayout& layout, bool has_partial_states) {
+  params.q = q.data;
+  params.o = o.data;
+  params.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+  const PartialStates partial = partial_states(workspace, layout, has_partial_states);
+  params.partial_o = partial.o;
+  params.partial_lse = partial.lse;
+  return partial;
+}
 
 // One request's K and V as [rows, heads, dim] (NHD) or [heads, rows, dim] (HND):
 // the contiguous source's pointers, strides and length.

@@ -81,18 +81,6 @@ std::string BatchDecodePlan::describe() const {
 
 namespace {
 
-void check_workspace(const ops::WorkspaceLayout& ws, const void* workspace, size_t bytes) {
-  const size_t needed = ws.float_bytes();
-  if (needed == 0) return;
-  if (!workspace)
-    throw Error(Status::WorkspaceTooSmall, fmt::format("workspace is null; this plan needs {} bytes", needed));
-  if (bytes < needed)
-    throw Error(Status::WorkspaceTooSmall,
-                fmt::format("workspace_bytes={} is too small; this plan needs {} bytes", bytes, needed));
-  if (reinterpret_cast<uintptr_t>(workspace) % ops::WorkspaceLayout::kAlign != 0)
-    throw Error(Status::InvalidArgument, "workspace must be 256-byte aligned");
-}
-
 }  // namespace
 
 void BatchDecodePlan::plan(const int32_t* kv_lens, int batch, Stream stream) {
@@ -207,15 +195,10 @@ void BatchDecodePlanInternals::run(const BatchDecodePlan& plan, const TensorView
     throw Error(Status::InvalidArgument, fmt::format("kv: k_block_table, v_block_table, seq_lens and block_table_stride "
                                                      "(got {}) must all be set for PageTable::BlockTable",
                                                      kv.block_table_stride));
-  check_workspace(L.workspace, workspace, workspace_bytes);
+  ops::check_float_workspace(workspace, workspace_bytes, L.workspace.float_bytes());
 
   kernels::DecodeParams dp{};
-  dp.q = q.data;
-  dp.o = o.data;
-  dp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-  const ops::PartialStates partial = ops::partial_states(workspace, L.workspace, L.workspace.has("partial_o"));
-  dp.partial_o = partial.o;
-  dp.partial_lse = partial.lse;
+  ops::set_outputs(dp, q, o, lse, workspace, L.workspace, L.workspace.has("partial_o"));
   const CUdeviceptr memory = I.memory->base();
   dp.work = P.host_lengths ? ops::plan_ptr<const kernels::DecodeWorkItem>(memory, L.workspace.region("work")) : nullptr;
   dp.q_stride_b = q.strides[0];

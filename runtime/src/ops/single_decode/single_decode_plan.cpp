@@ -53,9 +53,7 @@ int SingleDecodePlan::num_splits() const { return impl_->layout.num_splits; }
 
 std::string SingleDecodePlan::describe() const {
   const auto& layout = impl_->layout;
-  const auto& d = layout.decode;
-  std::string text = fmt::format("{} grid=({},{},{}) threads={} smem={} splits={} chunk={} kv_begin={}", d.spec.name(),
-                                 d.shape.grid[0], d.shape.grid[1], d.shape.grid[2], d.shape.threads, d.shape.smem_bytes,
+  std::string text = fmt::format("{} splits={} chunk={} kv_begin={}", ops::launch_text(layout.decode),
                                  layout.num_splits, layout.chunk_size, layout.kv_begin);
   if (layout.merge)
     text += fmt::format("; {} grid={} workspace={} B", layout.merge->spec.name(), layout.merge->shape.grid[0],
@@ -78,26 +76,11 @@ void SingleDecodePlan::run(const TensorView& q, const TensorView& k, const Tenso
                     nhd ? std::initializer_list<int64_t>{N, Hk, D} : std::initializer_list<int64_t>{Hk, N, D}, kva);
   ops::check_tensor(o, "o", problem.q_dtype, problem.device, {H, D}, qa);
   if (lse) ops::check_tensor(*lse, "lse", DType::F32, problem.device, {H}, 4);
-  const size_t needed = layout.workspace.float_bytes();
-  if (needed > 0) {
-    if (!workspace)
-      throw Error(Status::WorkspaceTooSmall,
-                  fmt::format("workspace is null; this plan ({} KV splits) needs {} bytes", layout.num_splits, needed));
-    if (workspace_bytes < needed)
-      throw Error(Status::WorkspaceTooSmall,
-                  fmt::format("workspace_bytes={} is too small; this plan needs {} bytes", workspace_bytes, needed));
-    if (reinterpret_cast<uintptr_t>(workspace) % ops::WorkspaceLayout::kAlign != 0)
-      throw Error(Status::InvalidArgument, "workspace must be 256-byte aligned");
-  }
+  ops::check_float_workspace(workspace, workspace_bytes, layout.workspace.float_bytes(), layout.num_splits);
 
   kernels::DecodeParams dp{};
-  dp.q = q.data;
-  dp.o = o.data;
-  dp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
   const bool split = layout.num_splits > 1;
-  const ops::PartialStates partial = ops::partial_states(workspace, layout.workspace, split);
-  dp.partial_o = partial.o;
-  dp.partial_lse = partial.lse;
+  const ops::PartialStates partial = ops::set_outputs(dp, q, o, lse, workspace, layout.workspace, split);
   dp.q_stride_h = q.strides[0];
   dp.o_stride_h = o.strides[0];
   ops::set_contiguous_kv(dp.kv, k, v, problem.options.kv_layout, N);
