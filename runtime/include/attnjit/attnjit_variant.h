@@ -39,6 +39,19 @@ extern "C" {
  * "" for none. At most 256 bytes of Params. */
 ATTNJIT_API attnjit_status_t attnjit_variant_create(const char* score_mod, const char* mask_mod,
                                                     const char* params_json, attnjit_variant_t** out);
+/* The whole source as one JSON object: {"score_mod": str, "mask_mod": str,
+ * "params": [...as above], "block_sparse": bool, "heads_vary": bool} (the
+ * form `attnjit explain --variant FILE` reads). block_sparse (needs a
+ * mask_mod; single prefill, fa2 and fa3): each run first classifies every
+ * (query tile, KV tile) of the plan by mask_mod on the GPU, then the kernel
+ * skips the empty tiles and evaluates mask_mod only on the partial ones. The
+ * classes follow the values bound at that run; a tensor param rewritten in
+ * place is read by the next run as it is then. heads_vary false promises
+ * that mask_mod does not read h (one classification for every head; the
+ * output is wrong if it does). Decode and the batch prefill wrappers refuse
+ * block_sparse with ATTNJIT_ERROR_UNSUPPORTED; the plan's workspace holds the
+ * classes. */
+ATTNJIT_API attnjit_status_t attnjit_variant_create_from_json(const char* source_json, attnjit_variant_t** out);
 /* A declared tensor param: a DLTensor in CUDA memory of its type and rank
  * (strides in elements; NULL strides mean contiguous). The tensor is not
  * copied: it must stay alive while runs that read it execute. */

@@ -53,6 +53,24 @@ attnjit_status_t attnjit_variant_create(const char* score_mod, const char* mask_
   });
 }
 
+attnjit_status_t attnjit_variant_create_from_json(const char* source_json, attnjit_variant_t** out) {
+  return attnjit::capi::guard([&] {
+    attnjit::capi::require_non_null(out, "attnjit_variant_create_from_json", "out", "an attnjit_variant_t** to fill");
+    *out = nullptr;
+    attnjit::capi::require_non_null(source_json, "attnjit_variant_create_from_json", "source_json",
+                                    "a JSON object {\"score_mod\", \"mask_mod\", \"params\", \"block_sparse\", "
+                                    "\"heads_vary\"}");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(source_json);
+    } catch (const nlohmann::json::parse_error& e) {
+      invalid(fmt::format("source_json is not JSON ({})", e.what()));
+    }
+    auto v = std::make_shared<attnjit::Variant>(attnjit::variant_source_from_json(j, "variant"));
+    *out = new attnjit_variant_t{std::move(v)};
+  });
+}
+
 attnjit_status_t attnjit_variant_bind_tensor(attnjit_variant_t* variant, const char* name, const DLTensor* tensor) {
   return attnjit::capi::guard([&] {
     const char* f = "attnjit_variant_bind_tensor";

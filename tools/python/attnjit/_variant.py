@@ -16,6 +16,18 @@ the exact kernels and run on the GPU with the caller's rights: code, not data.
 Params are declared from the values given (a torch tensor: its dtype and rank;
 a float: f32; an int: i32). Plans made with a variant read its bound values at
 each run, so ``variant.bind(name=new_value)`` between runs needs no new plan.
+
+Block sparsity (FlexAttention's BlockMask, ``block_sparse=True``; needs a
+mask_mod; single prefill on fa2 and fa3): every run first evaluates mask_mod on
+the GPU over each (query tile, KV tile) of the plan and classifies it empty,
+full or partial; the kernel then skips the empty tiles (no load, no math) and
+evaluates mask_mod only on the partial ones. The classes follow the values bound
+at each run (no host sync; a captured CUDA graph replays the classification), so
+a ``bind`` or a tensor param rewritten in place is seen by the next run.
+``heads_vary=False`` is the caller's promise that mask_mod does not read ``h``
+(FlexAttention's ``H=None``): one classification then serves every head; the
+output is wrong if the mask does read it. Decode and the batch prefill wrappers
+refuse a block-sparse variant (UNSUPPORTED).
 """
 
 import ctypes
@@ -70,18 +82,30 @@ class Variant:
     alive by the variant until rebound.
     """
 
-    def __init__(self, score_mod=None, mask_mod=None, params=None):
+    def __init__(self, score_mod=None, mask_mod=None, params=None, *, block_sparse=False, heads_vary=True):
         params = {} if params is None else params
+        for name, flag in (("block_sparse", block_sparse), ("heads_vary", heads_vary)):
+            if not isinstance(flag, bool):
+                raise invalid_argument(f"{name}={flag!r} is not allowed; expected True or False")
         if not isinstance(params, dict):
             raise invalid_argument(f"params: expected a dict of name -> value, got {type(params).__name__}")
         declaration = [_declare(name, value) for name, value in params.items()]
         self._handle = None
         self._values = {}
         self.score_mod, self.mask_mod = score_mod, mask_mod
+        self.block_sparse, self.heads_vary = block_sparse, heads_vary
         self.params = [dict(p) for p in declaration]
         handle = ctypes.c_void_p()
-        check(lib().attnjit_variant_create(_text("score_mod", score_mod), _text("mask_mod", mask_mod),
-                                           json.dumps(declaration).encode("utf-8"), ctypes.byref(handle)))
+        if block_sparse or not heads_vary:
+            _text("score_mod", score_mod), _text("mask_mod", mask_mod)  # the same type checks
+            source = {"score_mod": score_mod, "mask_mod": mask_mod, "params": declaration,
+                      "block_sparse": block_sparse, "heads_vary": heads_vary}
+            create = lib().attnjit_variant_create_from_json
+            create.argtypes, create.restype = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int
+            check(create(json.dumps(source).encode("utf-8"), ctypes.byref(handle)))
+        else:
+            check(lib().attnjit_variant_create(_text("score_mod", score_mod), _text("mask_mod", mask_mod),
+                                               json.dumps(declaration).encode("utf-8"), ctypes.byref(handle)))
         self._handle = handle
         self.bind(**params)
 
@@ -109,7 +133,8 @@ class Variant:
         return self._handle
 
     def __repr__(self):
-        return f"Variant(score_mod={self.score_mod!r}, mask_mod={self.mask_mod!r}, params={self.params!r})"
+        sparse = f", block_sparse=True, heads_vary={self.heads_vary}" if self.block_sparse else ""
+        return f"Variant(score_mod={self.score_mod!r}, mask_mod={self.mask_mod!r}, params={self.params!r}{sparse})"
 
     def __del__(self):
         handle, self._handle = getattr(self, "_handle", None), None

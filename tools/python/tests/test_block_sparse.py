@@ -1,0 +1,221 @@
+"""Block sparsity of a user mask_mod (issue 31 item 2): attnjit.Variant(..., block_sparse=True, heads_vary=...).
+
+The checks without a GPU run anywhere: the keyword arguments and their refusals. The GPU tests (torch + CUDA)
+run the masks of issue 31 through single prefill on fa2 and fa3 (fa3 where the device is sm_90) with and without
+block sparsity, at lengths that are no multiple of any tile and GQA groups of 3 and 4, each against a float64
+reference and against the same variant without block sparsity (the same kernels but for the tiles skipped: equal
+up to float reassociation); a rebind that changes the classes between two runs of one cached plan; and a
+CUDA graph that replays the classification. The classes themselves are checked against a CPU evaluation in the
+Catch2 GPU test tests/block_sparse/gpu_test.cpp.
+"""
+
+import math
+
+import pytest
+
+import attnjit
+from attnjit import AttnjitError, Status
+
+DOCUMENTS = "return p.doc_at(q) == p.doc_at(kv) && kv <= q;"
+
+
+def test_keywords_are_checked_without_a_gpu():
+    v = attnjit.Variant(mask_mod="return kv <= q + p.shift;", params={"shift": 3}, block_sparse=True)
+    assert v.block_sparse and v.heads_vary
+    assert "block_sparse=True" in repr(v)
+    shared = attnjit.Variant(mask_mod="return kv <= q;", block_sparse=True, heads_vary=False)
+    assert not shared.heads_vary
+    with pytest.raises(AttnjitError) as e:
+        attnjit.Variant(score_mod="return s;", block_sparse=True)
+    assert e.value.status == Status.INVALID_ARGUMENT and "needs a mask_mod" in str(e.value)
+    with pytest.raises(AttnjitError) as e:
+        attnjit.Variant(mask_mod="return true;", heads_vary=False)
+    assert e.value.status == Status.INVALID_ARGUMENT and "heads_vary=false" in str(e.value)
+    with pytest.raises(AttnjitError) as e:
+        attnjit.Variant(mask_mod="return true;", block_sparse=1)
+    assert e.value.status == Status.INVALID_ARGUMENT and "block_sparse=1" in str(e.value)
+
+
+try:
+    import torch
+except ImportError:  # the GPU tests below skip; the checks above run
+    torch = None
+gpu = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch and a CUDA device")
+# By dtype name, so that this module imports without torch.
+TOLERANCE = {"float16": 3e-3, "bfloat16": 1.5e-2}  # relative Frobenius error against float64
+SAME = {"float16": 1e-3, "bfloat16": 8e-3}  # block-sparse against dense: reassociation only
+
+
+def backends():
+    if torch is None or not torch.cuda.is_available():
+        return ["fa2"]
+    return ["fa2", "fa3"] if torch.cuda.get_device_capability() == (9, 0) else ["fa2"]
+
+
+def reference(q, k, v, visible):
+    """o [T, H, D], lse [T, H] (base 2) in float64; visible(h, i, j) -> bool, broadcastable."""
+    q, k, v = q.double(), k.double(), v.double()
+    t, heads, d = q.shape
+    g = heads // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = torch.einsum("thd,nhd->htn", q, k) / math.sqrt(d)
+    h = torch.arange(heads, device=q.device)[:, None, None]
+    i = torch.arange(t, device=q.device)[None, :, None]
+    j = torch.arange(k.shape[0], device=q.device)[None, None, :]
+    s = s.masked_fill(~torch.broadcast_to(visible(h, i, j), s.shape), float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+    return torch.einsum("htn,nhd->thd", p, v), (lse / math.log(2.0)).transpose(0, 1)
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def qkv(qo, kv, heads, kv_heads, d=128, dtype="float16", seed=0):
+    torch.manual_seed(seed)
+    dtype = getattr(torch, dtype)
+    q = torch.randn(qo, heads, d, dtype=dtype, device="cuda")
+    k = torch.randn(kv, kv_heads, d, dtype=dtype, device="cuda")
+    v = torch.randn(kv, kv_heads, d, dtype=dtype, device="cuda")
+    return q, k, v
+
+
+def run_both(q, k, v, backend, mask_mod, params, heads_vary=True):
+    """(o, lse) of the block-sparse variant and of the same mask without block sparsity."""
+    sparse = attnjit.Variant(mask_mod=mask_mod, params=params, block_sparse=True, heads_vary=heads_vary)
+    dense = attnjit.Variant(mask_mod=mask_mod, params=params)
+    got = attnjit.single_prefill_with_kv_cache_return_lse(q, k, v, backend=backend, variant=sparse)
+    twin = attnjit.single_prefill_with_kv_cache_return_lse(q, k, v, backend=backend, variant=dense)
+    return got, twin
+
+
+def check(got, twin, ref, dtype):
+    (o, lse), (o_dense, lse_dense), (o_ref, lse_ref) = got, twin, ref
+    assert rel(o, o_ref) < TOLERANCE[dtype]
+    assert rel(o, o_dense) < SAME[dtype]
+    seen = torch.isfinite(lse_ref)
+    assert torch.equal(torch.isfinite(lse), seen.to(lse.device))  # rows without a key: lse -inf, as dense
+    assert torch.equal(torch.isfinite(lse_dense), seen.to(lse.device))
+    assert (lse[seen] - lse_ref[seen]).abs().max().item() < 2e-2
+    unseen = ~seen.to(o.device)
+    if unseen.any():
+        assert o[unseen].abs().max().item() == 0.0
+
+
+@gpu
+@pytest.mark.parametrize("backend", backends())
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("heads_vary", [True, False])
+def test_document_masking_over_packed_sequences(backend, dtype, heads_vary):
+    lengths = [100, 37, 263, 1, 99, 555]
+    n = sum(lengths)
+    doc = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32), torch.tensor(lengths)).to("cuda")
+    q, k, v = qkv(n, n, heads=12, kv_heads=4, dtype=dtype, seed=1)  # group 3
+    got, twin = run_both(q, k, v, backend, DOCUMENTS, {"doc": doc}, heads_vary)
+    d64 = doc.long()
+    check(got, twin, reference(q, k, v, lambda h, i, j: (d64[i] == d64[j]) & (j <= i)), dtype)
+
+
+WINDOW_WITH_SINKS = "const int pos = q + p.offset; return kv <= pos && (kv < p.sinks || pos - kv <= p.window);"
+
+
+@gpu
+@pytest.mark.parametrize("backend", backends())
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sliding_window_with_sink_tokens(backend, dtype):
+    qo, kv, window, sinks = 701, 1999, 127, 4
+    q, k, v = qkv(qo, kv, heads=16, kv_heads=4, dtype=dtype, seed=2)  # group 4
+    params = {"offset": kv - qo, "window": window, "sinks": sinks}
+    got, twin = run_both(q, k, v, backend, WINDOW_WITH_SINKS, params)
+
+    def visible(h, i, j):
+        pos = i + (kv - qo)
+        return (j <= pos) & ((j < sinks) | (pos - j <= window))
+
+    check(got, twin, reference(q, k, v, visible), dtype)
+
+
+@gpu
+@pytest.mark.parametrize("backend", backends())
+def test_prefix_lm_and_causal_as_mask_mod(backend):
+    dtype = "bfloat16"
+    n, prefix = 1333, 190
+    q, k, v = qkv(n, n, heads=8, kv_heads=2, dtype=dtype, seed=3)
+    got, twin = run_both(q, k, v, backend, "return kv < p.prefix || kv <= q;", {"prefix": prefix})
+    check(got, twin, reference(q, k, v, lambda h, i, j: (j < prefix) | (j <= i)), dtype)
+    got, twin = run_both(q, k, v, backend, "return kv <= q;", {}, heads_vary=False)
+    check(got, twin, reference(q, k, v, lambda h, i, j: j <= i), dtype)
+    builtin = attnjit.single_prefill_with_kv_cache(q, k, v, backend=backend, causal=True)
+    assert rel(got[0], builtin) < SAME[dtype]
+
+
+@gpu
+@pytest.mark.parametrize("backend", backends())
+def test_a_mask_that_reads_the_head_and_rows_without_keys(backend):
+    # Odd heads see only the first half of the keys, even heads the second: per-head classes; queries
+    # past p.stop see nothing (o = 0, lse = -inf).
+    dtype = "float16"
+    qo, kv = 517, 777
+    q, k, v = qkv(qo, kv, heads=12, kv_heads=3, dtype=dtype, seed=4)
+    mask = "return q < p.stop && ((h & 1) ? kv < p.half : kv >= p.half);"
+    params = {"stop": 450, "half": kv // 2}
+    got, twin = run_both(q, k, v, backend, mask, params)
+    ref = reference(q, k, v, lambda h, i, j: (i < 450) & torch.where(h % 2 == 1, j < kv // 2, j >= kv // 2))
+    check(got, twin, ref, dtype)
+
+
+@gpu
+@pytest.mark.parametrize("backend", backends())
+def test_a_rebind_changes_the_classes_of_the_next_run(backend):
+    dtype = "float16"
+    n = 900
+    q, k, v = qkv(n, n, heads=8, kv_heads=2, dtype=dtype, seed=5)
+    one_doc = torch.zeros(n, dtype=torch.int32, device="cuda")
+    many = torch.repeat_interleave(torch.arange(9, dtype=torch.int32), torch.full((9,), 100)).to("cuda")
+    variant = attnjit.Variant(mask_mod=DOCUMENTS, params={"doc": one_doc}, block_sparse=True)
+    first = attnjit.single_prefill_with_kv_cache(q, k, v, backend=backend, variant=variant)
+    ref1, _ = reference(q, k, v, lambda h, i, j: j <= i)
+    assert rel(first, ref1) < TOLERANCE[dtype]
+    variant.bind(doc=many)  # most tiles become empty
+    second = attnjit.single_prefill_with_kv_cache(q, k, v, backend=backend, variant=variant)
+    m64 = many.long()
+    ref2, _ = reference(q, k, v, lambda h, i, j: (m64[i] == m64[j]) & (j <= i))
+    assert rel(second, ref2) < TOLERANCE[dtype]
+    # A tensor rewritten in place: the next run classifies it again.
+    many.copy_(one_doc)
+    third = attnjit.single_prefill_with_kv_cache(q, k, v, backend=backend, variant=variant)
+    assert rel(third, ref1) < TOLERANCE[dtype]
+
+
+@gpu
+def test_a_captured_graph_replays_the_classification():
+    dtype = "float16"
+    n = 640
+    q, k, v = qkv(n, n, heads=8, kv_heads=2, dtype=dtype, seed=6)
+    doc = torch.zeros(n, dtype=torch.int32, device="cuda")
+    variant = attnjit.Variant(mask_mod=DOCUMENTS, params={"doc": doc}, block_sparse=True)
+    attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)  # plan and compile outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)
+    doc.copy_(torch.arange(n, dtype=torch.int32, device="cuda") // 100)  # in place: the replay classifies it
+    graph.replay()
+    torch.cuda.synchronize()
+    d64 = doc.long()
+    ref, _ = reference(q, k, v, lambda h, i, j: (d64[i] == d64[j]) & (j <= i))
+    assert rel(out, ref) < TOLERANCE[dtype]
+
+
+@gpu
+def test_operators_without_a_block_mask_refuse_it():
+    q, k, v = qkv(64, 64, heads=4, kv_heads=4, seed=7)
+    variant = attnjit.Variant(mask_mod="return kv <= q;", block_sparse=True)
+    with pytest.raises(AttnjitError) as e:
+        attnjit.single_decode_with_kv_cache(q[0], k, v, variant=variant)
+    assert e.value.status == Status.UNSUPPORTED and "block_sparse" in str(e.value)
+    with pytest.raises(AttnjitError) as e:
+        attnjit.single_prefill_with_kv_cache(q, k, v, backend="fa3_ws", variant=variant)
+    assert "fa3_ws" in str(e.value)
