@@ -10,10 +10,9 @@
    causal 1024-token sliding window (q - kv <= 1024). TFLOP/s count only the allowed (query, key) pairs,
    counted from the mask on the GPU (and checked against the closed form). Contenders: FlexAttention (and its
    first-call compile time: torch._dynamo.reset() and fresh inductor and Triton cache dirs, after the process's
-   first torch.compile, which is timed on its own), attnjit's snippet
-   through the ragged wrapper without and (where attnjit has it) with block sparsity, and attnjit's built-in
-   twin (documents as a ragged causal batch; the window as window_left). Target: attnjit with block sparsity
-   >= 1.2x FlexAttention.
+   first torch.compile, which is timed on its own), attnjit's snippet through single prefill without and
+   (where attnjit has it) with block sparsity, and attnjit's built-in twin (documents as a ragged causal batch;
+   the window as single prefill's window_left). Target: attnjit with block sparsity >= 1.2x FlexAttention.
 3. cold: cold compile of a snippet variant, decode (ALiBi score_mod) and prefill (document mask_mod; and
    block-sparse where attnjit has it), each in a child process with a fresh, empty ATTNJIT_CACHE_DIR: the
    first call's wall time minus a warm call's; FlexAttention's first-call compile times from part 2 beside
@@ -369,9 +368,11 @@ def fresh_flex_compile(torch, flex_attention, qf, kf, vf, block_mask, scratch):
     return flex, {"first_call_s": first, "warm_call_s": w, "compile_s": first - w}
 
 
-def flex_row(torch, attnjit, peers, what, mask_mod, pairs_closed, builtin_plan, snippet, iters, reps, scratch):
-    """One mask at FLEX's shape: FlexAttention (compile time, then speed) and attnjit's snippet (without and
-    with block sparsity) and built-in twin through the ragged wrapper, outputs compared with FlexAttention's."""
+def flex_row(torch, attnjit, peers, what, mask_mod, pairs_closed, builtin, snippet, iters, reps, scratch):
+    """One mask at FLEX's shape: FlexAttention (compile time, then speed), attnjit's snippet (single prefill,
+    without and with block sparsity) and its built-in twin (`builtin`: (name, indptr, plan keywords), the
+    ragged wrapper over indptr, or single prefill where indptr is None), outputs compared with FlexAttention's;
+    snippet(extra) makes the Variant with extra keywords."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     T, H, D = FLEX["tokens"], FLEX["heads"], FLEX["head_dim"]
@@ -406,27 +407,42 @@ def flex_row(torch, attnjit, peers, what, mask_mod, pairs_closed, builtin_plan, 
     except Exception as e:
         res["FlexAttention"] = {"error": error_text(e)}
 
-    def ragged(name, qo_indptr, **plan_kw):
+    def contender(name, make_call):
+        """make_call() -> the timed call; its output kept for the comparison with FlexAttention's."""
         try:
-            w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"),
-                                                             "NHD")
-            w.plan(qo_indptr, qo_indptr, H, H, D, q_data_type=torch.bfloat16, **plan_kw)
-            out = torch.empty_like(q)
-            outs[name] = w.run(q, k, v).clone()
-            fns[name] = lambda: w.run(q, k, v, out=out)
+            call = make_call()
+            outs[name] = call().clone()
+            fns[name] = call
         except Exception as e:
             res[name] = {"error": error_text(e)}
 
-    one = torch.tensor([0, T], dtype=torch.int32)
-    ragged("attnjit snippet, no block sparsity", one, variant=snippet(None))
+    def ragged_call(indptr, **plan_kw):
+        w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"),
+                                                         "NHD")
+        w.plan(indptr, indptr, H, H, D, q_data_type=torch.bfloat16, **plan_kw)
+        out = torch.empty_like(q)
+        return lambda: w.run(q, k, v, out=out)
+
+    # The snippets through single prefill: the operator block sparsity serves (the batch wrappers refuse it).
+    prefill = attnjit.single_prefill_with_kv_cache
+
+    def snippet_call(extra):
+        var = snippet(extra)
+        return lambda: prefill(q, k, v, variant=var)
+
+    def builtin_call():
+        if indptr is None:
+            return lambda: prefill(q, k, v, **builtin_kw)
+        return ragged_call(indptr, **builtin_kw)
+
+    contender("attnjit snippet, no block sparsity", lambda: snippet_call(None))
     sparse_kw, why = block_sparse_option(attnjit)
     if sparse_kw is None:
         res["attnjit snippet + block sparsity"] = {"skipped": why}
     else:
-        ragged("attnjit snippet + block sparsity", one, variant=snippet(sparse_kw))
-    indptr, builtin_kw = builtin_plan
-    ragged(f"attnjit built-in ({'ragged causal batch' if len(indptr) > 2 else 'window_left'})", indptr,
-           **builtin_kw)
+        contender("attnjit snippet + block sparsity", lambda: snippet_call(sparse_kw))
+    builtin_name, indptr, builtin_kw = builtin
+    contender(f"attnjit built-in ({builtin_name})", builtin_call)
     if "FlexAttention" in outs:
         row["rel_diff_vs_flex"] = {n: rel_diff(o, outs["FlexAttention"]) for n, o in outs.items()
                                    if n != "FlexAttention"}
@@ -452,7 +468,6 @@ def part_flex(torch, attnjit, peers, run, quick, scratch):
     doc = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32),
                                   torch.tensor(lengths)).to("cuda")
     doc_indptr = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32)
-    one = torch.tensor([0, T], dtype=torch.int32)
 
     def document_mask(b, h, q_idx, kv_idx):
         return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
@@ -467,7 +482,8 @@ def part_flex(torch, attnjit, peers, run, quick, scratch):
         run.data["inductor_first_use_s"] = {"error": error_text(e)}
     what = f"document mask, {len(lengths)} packed documents"
     row = guarded(run, "flex", what, lambda: flex_row(
-        torch, attnjit, peers, what, document_mask, document_pairs(lengths), (doc_indptr, {"causal": True}),
+        torch, attnjit, peers, what, document_mask, document_pairs(lengths),
+        ("ragged causal batch", doc_indptr, {"causal": True}),
         lambda extra: make_variant(attnjit, "document", {"doc": doc}, **(extra or {})), iters, reps,
         os.path.join(scratch, "flex_document")))
     row["document_lengths"] = lengths
@@ -475,7 +491,8 @@ def part_flex(torch, attnjit, peers, run, quick, scratch):
     torch.cuda.empty_cache()  # the row's inputs, outputs and graphs are gone with its frame
     what = f"sliding window {W}, causal"
     guarded(run, "flex", what, lambda: flex_row(
-        torch, attnjit, peers, what, window_mask, window_pairs(T, W), (one, {"causal": True, "window_left": W}),
+        torch, attnjit, peers, what, window_mask, window_pairs(T, W),
+        ("window_left", None, {"causal": True, "window_left": W}),
         lambda extra: make_variant(attnjit, "window", {"offset": 0, "window": W}, **(extra or {})), iters, reps,
         os.path.join(scratch, "flex_window")))
 
