@@ -28,6 +28,7 @@
 #include "support/gpu_support.hpp"
 #include "support/decode_entry_args.hpp"
 #include "support/paged_kv_device.hpp"
+#include "support/ragged_batch.hpp"
 #include "reference/host_dtypes.hpp"
 #include "reference/prefill_reference.hpp"
 #include "reference/sample_values.hpp"
@@ -439,25 +440,15 @@ Check run_prefill(const Runtime& rt, const PrefillCase& c, uint32_t seed) {
   const size_t batch = c.qo_lens.size();
   const int64_t H = c.hq, Hk = c.hk, D = c.d;
   const size_t es = dtype_size(c.dt);
-  std::vector<int32_t> qo_indptr(batch + 1, 0), kv_indptr(batch + 1, 0);
-  for (size_t b = 0; b < batch; ++b) {
-    qo_indptr[b + 1] = qo_indptr[b] + c.qo_lens[b];
-    kv_indptr[b + 1] = kv_indptr[b] + c.kv_lens[b];
-  }
-  const int64_t nq = qo_indptr.back(), nkv = kv_indptr.back();
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> qb, kb, vb;
-  const auto q = encode(c.dt, random_values(rng, nq * H * D, 2.f), qb);
-  const auto k = encode(c.dt, random_values(rng, std::max<int64_t>(nkv, 1) * Hk * D, 2.f), kb);
-  const auto v = encode(c.dt, random_values(rng, std::max<int64_t>(nkv, 1) * Hk * D, 1.f), vb);
-  DeviceBuffer dq(qb.size()), dout(nq * H * D * es), dlse(nq * H * 4), ws(128 << 20), dk(kb.size()), dv(vb.size());
-  dq.upload(qb);
-  dk.upload(kb);
-  dv.upload(vb);
+  const RaggedBatch in = make_ragged_batch(seed, c.qo_lens, c.kv_lens, c.hq, c.hk, c.d, c.dt, 1);
+  DeviceBuffer dq(in.qb.size()), dout(in.nq * H * D * es), dlse(in.nq * H * 4), ws(128 << 20), dk(in.kb.size()), dv(in.vb.size());
+  dq.upload(in.qb);
+  dk.upload(in.kb);
+  dv.upload(in.vb);
   dout.poison();
   dlse.poison();
-  const TensorView tq = make_tensor(dq.get(), c.dt, {nq, H, D}), to = make_tensor(dout.get(), c.dt, {nq, H, D});
-  const TensorView tl = make_tensor(dlse.get(), DType::F32, {nq, H});
+  const TensorView tq = make_tensor(dq.get(), c.dt, {in.nq, H, D}), to = make_tensor(dout.get(), c.dt, {in.nq, H, D});
+  const TensorView tl = make_tensor(dlse.get(), DType::F32, {in.nq, H});
   BatchPrefillPlanOptions opts;
   opts.causal = c.causal;
   opts.q_data_type = c.dt;
@@ -467,20 +458,20 @@ Check run_prefill(const Runtime& rt, const PrefillCase& c, uint32_t seed) {
     p.num_qo_heads = c.hq;
     p.num_kv_heads = c.hk;
     p.head_dim = c.d;
-    p.qo_len = nq;
-    p.kv_len = nkv;
+    p.qo_len = c.qo_lens[0];  // one request
+    p.kv_len = c.kv_lens[0];
     p.q_dtype = p.kv_dtype = c.dt;
     p.options.causal = c.causal;
     p.options.return_lse = true;
     SinglePrefillPlan plan(rt, p);
     DeviceBuffer pws(std::max<size_t>(plan.workspace_bytes(), 256));
-    plan.run(tq, make_tensor(dk.get(), c.dt, {nkv, Hk, D}), make_tensor(dv.get(), c.dt, {nkv, Hk, D}), to, &tl, nullptr,
+    plan.run(tq, make_tensor(dk.get(), c.dt, {in.nkv, Hk, D}), make_tensor(dv.get(), c.dt, {in.nkv, Hk, D}), to, &tl, nullptr,
              pws.get(), pws.bytes(), nullptr);
     ATTNJIT_CU(cuda::driver().CtxSynchronize());
   } else if (c.page_size == 0) {
     BatchPrefillWithRaggedKVCacheWrapper w(rt, ws.get(), ws.bytes(), KVLayout::NHD);
-    w.plan(qo_indptr, kv_indptr, c.hq, c.hk, c.d, opts, nullptr);
-    const int64_t rows = std::max<int64_t>(nkv, 1);
+    w.plan(in.qo_indptr, in.kv_indptr, c.hq, c.hk, c.d, opts, nullptr);
+    const int64_t rows = std::max<int64_t>(in.nkv, 1);
     w.run(tq, make_tensor(dk.get(), c.dt, {rows, Hk, D}), make_tensor(dv.get(), c.dt, {rows, Hk, D}), to, &tl, nullptr);
     ATTNJIT_CU(cuda::driver().CtxSynchronize());
   } else {
@@ -498,16 +489,16 @@ Check run_prefill(const Runtime& rt, const PrefillCase& c, uint32_t seed) {
     for (size_t b = 0; b < batch; ++b)
       for (int32_t j = 0; j < c.kv_lens[b]; ++j) {
         const int64_t at = (int64_t(indices[page_indptr[b] + j / S]) * S + j % S) * Hk * D;
-        const int64_t row = kv_indptr[b] + j;
-        std::copy_n(&kb[size_t(row * Hk * D) * es], Hk * D * es, &kc[size_t(at) * es]);
-        std::copy_n(&vb[size_t(row * Hk * D) * es], Hk * D * es, &vc[size_t(at) * es]);
+        const int64_t row = in.kv_indptr[b] + j;
+        std::copy_n(&in.kb[size_t(row * Hk * D) * es], Hk * D * es, &kc[size_t(at) * es]);
+        std::copy_n(&in.vb[size_t(row * Hk * D) * es], Hk * D * es, &vc[size_t(at) * es]);
       }
     cache = DeviceBuffer(2 * kc.size());
     std::vector<uint8_t> both(kc);
     both.insert(both.end(), vc.begin(), vc.end());
     cache.upload(both);
     BatchPrefillWithPagedKVCacheWrapper w(rt, ws.get(), ws.bytes(), KVLayout::NHD);
-    w.plan(qo_indptr, page_indptr, indices, last, c.hq, c.hk, c.d, S, opts, nullptr);
+    w.plan(in.qo_indptr, page_indptr, indices, last, c.hq, c.hk, c.d, S, opts, nullptr);
     const TensorView tkc = make_tensor(cache.get(), c.dt, {num_pages, S, Hk, D});
     const TensorView tvc = make_tensor(static_cast<char*>(cache.get()) + kc.size(), c.dt, {num_pages, S, Hk, D});
     w.run(tq, tkc, tvc, to, &tl, nullptr);
@@ -520,15 +511,12 @@ Check run_prefill(const Runtime& rt, const PrefillCase& c, uint32_t seed) {
     const int64_t M = c.qo_lens[b], N = c.kv_lens[b];
     PrefillOptions po;
     po.causal = c.causal;
-    const std::vector<double> qr(q.begin() + qo_indptr[b] * H * D, q.begin() + qo_indptr[b + 1] * H * D);
-    const std::vector<double> kr(k.begin() + kv_indptr[b] * Hk * D, k.begin() + kv_indptr[b + 1] * Hk * D);
-    const std::vector<double> vr(v.begin() + kv_indptr[b] * Hk * D, v.begin() + kv_indptr[b + 1] * Hk * D);
-    const auto ref = reference_prefill({c.hq, c.hk, c.d, M, N}, po, qr, kr, vr, nullptr);
+    const auto ref = reference_prefill({c.hq, c.hk, c.d, M, N}, po, in.q_of(b), in.k_of(b), in.v_of(b), nullptr);
     for (int64_t i = 0; i < M * H; ++i) {
       RowRef rr;
       rr.o.assign(ref.o.begin() + i * D, ref.o.begin() + (i + 1) * D);
       rr.lse = ref.lse[i];
-      const size_t at = size_t(qo_indptr[b] * H + i);
+      const size_t at = size_t(in.qo_indptr[b] * H + i);
       ck.row(rr, &out[at * D], &lse[at], int(D));
     }
   }
