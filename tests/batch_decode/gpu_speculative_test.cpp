@@ -23,6 +23,7 @@
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
+#include "support/grid_tally.hpp"
 #include "support/decode_entry_args.hpp"
 #include "support/paged_kv_device.hpp"
 #include "reference/host_dtypes.hpp"
@@ -179,24 +180,14 @@ TEST_CASE("speculative batch decode matches the float64 reference: q_len_per_req
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
   const auto cases = grid();
-  std::map<std::string, Errors> worst;
-  size_t passed = 0;
+  GridTally tally;
   uint32_t seed = 100;
   for (const auto& c : cases) {
     INFO(c.label());
     const Errors e = run_case(rt, c, seed++);
-    CHECK(e.o_rel <= o_tol(c.q));
-    CHECK(e.lse_abs <= lse_tol(c.q));
-    if (e.o_rel <= o_tol(c.q) && e.lse_abs <= lse_tol(c.q)) ++passed;
-    auto& w = worst[fmt::format("q_len {} {}", c.q_lens[0], to_string(c.kv))];
-    w.o_rel = std::max(w.o_rel, e.o_rel);
-    w.lse_abs = std::max(w.lse_abs, e.lse_abs);
+    tally.check(fmt::format("q_len {} {}", c.q_lens[0], to_string(c.kv)), e.o_rel, o_tol(c.q), e.lse_abs, lse_tol(c.q));
   }
-  std::string table = fmt::format("speculative batch decode grid: {}/{} cases within tolerance\n", passed, cases.size());
-  for (auto& [k, e] : worst)
-    table += fmt::format("  {:<22} worst rel L2 err(o) {:.2e}  worst abs err(lse, base 2) {:.2e}\n", k, e.o_rel,
-                         e.lse_abs);
-  WARN(table);
+  WARN(tally.summary("speculative batch decode grid", 22));
 }
 
 TEST_CASE("speculative batch decode: split KV merges per query token", "[gpu][batch_decode][speculative][split]") {

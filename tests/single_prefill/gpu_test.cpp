@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <random>
 
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
+#include "support/grid_tally.hpp"
 #include "support/parallel_prewarm.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "reference/host_dtypes.hpp"
@@ -225,6 +227,29 @@ void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
   prewarm_in_parallel(rt, specs);
 }
 
+// Runs every case (seeds 1, 2, ...) against the reference on `backend`:
+// expect_kernel CHECKs the kernel it ran, the tally its errors, and some case
+// must split the KV (the merge is part of the grid). WARNs the summary.
+void check_grid(const Runtime& rt, const std::vector<Case>& cases, const std::string& backend,
+                const std::function<void(const Case&, const std::string& kernel)>& expect_kernel) {
+  prewarm(rt, cases);
+  GridTally tally;
+  size_t split_cases = 0;
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    INFO(c.label());
+    const Outcome e = run_case(rt, c, seed++);
+    expect_kernel(c, e.kernel);
+    const bool rope = c.p.options.pos_encoding_mode == PosEncoding::RopeLlama;
+    tally.check(fmt::format("{} d{}{}", to_string(c.p.q_dtype), c.p.head_dim, rope ? " rope" : ""), e.o_rel,
+                tolerance(c.p.q_dtype), e.lse_abs, lse_tolerance(c));
+    split_cases += e.chunks > 1;
+  }
+  CHECK(split_cases > 0);
+  WARN(tally.summary(fmt::format("single prefill grid, backend {}", backend), 18,
+                     fmt::format(" ({} with split KV)", split_cases)));
+}
+
 }  // namespace
 
 TEST_CASE("single prefill matches the float64 reference across the grid", "[gpu][prefill]") {
@@ -236,37 +261,16 @@ TEST_CASE("single prefill matches the float64 reference across the grid", "[gpu]
   Runtime rt;
   auto cases = prefill_grid();
   for (auto& c : cases) c.p.options.backend = backend;
-  prewarm(rt, cases);
   const bool hopper = rt.default_arch() == "sm_90a";
-  std::map<std::string, std::pair<double, double>> worst;
-  size_t passed = 0, split_cases = 0;
-  uint32_t seed = 1;
-  for (const auto& c : cases) {
-    INFO(c.label());
-    const Outcome e = run_case(rt, c, seed++);
+  check_grid(rt, cases, backend, [&](const Case& c, const std::string& kernel) {
     // auto on Hopper with 16-bit K/V: fa3_ws where it serves the variant
     // at 128- and 256-wide heads (not RoPE on 256-wide heads), else fa3.
+    const bool rope = c.p.options.pos_encoding_mode == PosEncoding::RopeLlama;
     const bool wgmma = backend == "auto" && hopper && dtype_size(c.p.kv_dtype) == 2;
-    const bool ws = wgmma && c.p.head_dim >= 128 &&
-                    !(c.p.options.pos_encoding_mode == PosEncoding::RopeLlama && c.p.head_dim > 128);
-    CHECK((e.kernel.rfind("prefill_fa3", 0) == 0) == wgmma);
-    CHECK((e.kernel.rfind("prefill_fa3ws_", 0) == 0) == ws);
-    const bool ok = e.o_rel <= tolerance(c.p.q_dtype) && e.lse_abs <= lse_tolerance(c);
-    CHECK(e.o_rel <= tolerance(c.p.q_dtype));
-    CHECK(e.lse_abs <= lse_tolerance(c));
-    passed += ok;
-    split_cases += e.chunks > 1;
-    auto& w = worst[fmt::format("{} d{}{}", to_string(c.p.q_dtype), c.p.head_dim,
-                                c.p.options.pos_encoding_mode == PosEncoding::RopeLlama ? " rope" : "")];
-    w.first = std::max(w.first, e.o_rel);
-    w.second = std::max(w.second, e.lse_abs);
-  }
-  CHECK(split_cases > 0);  // the grid must exercise the KV split and the merge
-  std::string table = fmt::format("single prefill grid, backend {}: {}/{} cases within tolerance ({} with split KV)\n",
-                                  backend, passed, cases.size(), split_cases);
-  for (auto& [k, e] : worst)
-    table += fmt::format("  {:<18} worst rel L2 err(o) {:.2e}  worst abs err(lse, base 2) {:.2e}\n", k, e.first, e.second);
-  WARN(table);
+    const bool ws = wgmma && c.p.head_dim >= 128 && !(rope && c.p.head_dim > 128);
+    CHECK((kernel.rfind("prefill_fa3", 0) == 0) == wgmma);
+    CHECK((kernel.rfind("prefill_fa3ws_", 0) == 0) == ws);
+  });
 }
 
 // The warp-specialized Hopper skeleton (kernels/prefill_sm90_ws.cuh) asked
@@ -321,29 +325,8 @@ TEST_CASE("single prefill on the warp-specialized skeleton matches the float64 r
     c.p.options.backend = "fa3_ws";
     cases.push_back(c);
   }
-  prewarm(rt, cases);
-  std::map<std::string, std::pair<double, double>> worst;
-  size_t passed = 0, split_cases = 0;
-  uint32_t seed = 1;
-  for (const auto& c : cases) {
-    INFO(c.label());
-    const Outcome e = run_case(rt, c, seed++);
-    CHECK(e.kernel.rfind("prefill_fa3ws_", 0) == 0);
-    const bool ok = e.o_rel <= tolerance(c.p.q_dtype) && e.lse_abs <= lse_tolerance(c);
-    CHECK(e.o_rel <= tolerance(c.p.q_dtype));
-    CHECK(e.lse_abs <= lse_tolerance(c));
-    passed += ok;
-    split_cases += e.chunks > 1;
-    auto& w = worst[fmt::format("{} d{}", to_string(c.p.q_dtype), c.p.head_dim)];
-    w.first = std::max(w.first, e.o_rel);
-    w.second = std::max(w.second, e.lse_abs);
-  }
-  CHECK(split_cases > 0);
-  std::string table = fmt::format("single prefill grid, backend fa3_ws: {}/{} cases within tolerance ({} with split KV)\n",
-                                  passed, cases.size(), split_cases);
-  for (auto& [k, e] : worst)
-    table += fmt::format("  {:<18} worst rel L2 err(o) {:.2e}  worst abs err(lse, base 2) {:.2e}\n", k, e.first, e.second);
-  WARN(table);
+  check_grid(rt, cases, "fa3_ws",
+             [](const Case&, const std::string& kernel) { CHECK(kernel.rfind("prefill_fa3ws_", 0) == 0); });
 }
 
 // RoPE as exact as no RoPE (issue 30): bf16 at long positions (30k keys,
