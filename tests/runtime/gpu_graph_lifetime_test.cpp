@@ -17,7 +17,8 @@
 #include "reference/host_dtypes.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
-#include "support/paged_kv_batch.hpp"
+#include "support/decode_entry_args.hpp"
+#include "support/paged_kv_device.hpp"
 
 namespace attnjit::test {
 namespace {
@@ -190,31 +191,15 @@ TEST_CASE("a graph that captured a batch decode wrapper's run replays correctly 
   cuda::ScopedDevice scope(0);
   const auto& cu = cuda::driver();
   Stream stream;
-  PagedBatchShape ps;
-  ps.lens = {2001, 17, 4500, 1};
-  ps.page_size = 16;
-  ps.hq = kHq;
-  ps.hkv = kHk;
-  ps.d = kD;
-  ps.q = ps.kv = kDt;
-  ps.q_rows = 4;
-  const PagedBatch pb = make_paged_batch(ps, 37);
-  DeviceBuffer pk(pb.kb.size()), pv(pb.vb.size()), pq(pb.qb.size());
-  pk.upload(pb.kb);
-  pv.upload(pb.vb);
-  pq.upload(pb.qb);
-  const int64_t B = 4;
-  const TensorView kc = make_tensor(pk.get(), kDt, {pb.num_pages, ps.page_size, kHk, kD});
-  const TensorView vc = make_tensor(pv.get(), kDt, {pb.num_pages, ps.page_size, kHk, kD});
-  DeviceBuffer ws(128 << 20), o(size_t(B) * kHq * kD * 2), lse(size_t(B) * kHq * 4);
-  const TensorView tq = make_tensor(pq.get(), kDt, {B, kHq, kD}), to = make_tensor(o.get(), kDt, {B, kHq, kD}),
-                   tl = make_tensor(lse.get(), DType::F32, {B, kHq});
-  BatchDecodeWithPagedKVCacheWrapper::PlanArgs args;
-  args.num_qo_heads = kHq;
-  args.num_kv_heads = kHk;
-  args.head_dim = kD;
-  args.page_size = ps.page_size;
-  args.q_data_type = kDt;
+  // Four requests, one query token each, over 16-token pages (NHD).
+  DevicePagedBatch b(PagedBatchShape{{2001, 17, 4500, 1}, 16, kHq, kHk, kD, kDt, kDt, KVLayout::NHD, 4}, 37);
+  const PagedBatch& pb = b.host;
+  const int64_t B = b.batch();
+  DeviceBuffer ws(128 << 20);
+  DeviceBuffer &o = b.out, &lse = b.lse;
+  const TensorView kc = b.cache_view(b.k), vc = b.cache_view(b.v);
+  const TensorView tq = b.q_view(), to = b.out_view(), tl = b.lse_view();
+  const auto args = wrapper_plan_args(b.shape, -1);
 
   for (bool use_cuda_graph : {false, true}) {
     INFO("use_cuda_graph " << use_cuda_graph);

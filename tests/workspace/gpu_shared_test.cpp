@@ -17,7 +17,8 @@
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
-#include "support/paged_kv_batch.hpp"
+#include "support/decode_entry_args.hpp"
+#include "support/paged_kv_device.hpp"
 #include "reference/host_dtypes.hpp"
 
 namespace attnjit::test {
@@ -104,22 +105,11 @@ TEST_CASE("wrappers sharing one float workspace, all planned before any runs, gi
   // Short queries over long KV: every plan splits and fills the scratch.
   const RaggedInputs a = make_ragged({3, 1, 7}, {5000, 333, 2900}, 11);
   const RaggedInputs b = make_ragged({16, 2}, {3100, 4097}, 12);
-  PagedBatchShape ps;
-  ps.lens = {2001, 17, 4500};
-  ps.page_size = 16;
-  ps.hq = kHq;
-  ps.hkv = kHk;
-  ps.d = kD;
-  ps.q = ps.kv = kDt;
-  ps.q_rows = 3;
-  const PagedBatch pb = make_paged_batch(ps, 13);
-  DeviceBuffer pk(pb.kb.size()), pv(pb.vb.size()), pq(pb.qb.size());
-  pk.upload(pb.kb);
-  pv.upload(pb.vb);
-  pq.upload(pb.qb);
-  const int64_t pages = pb.num_pages;
-  const TensorView kc = make_tensor(pk.get(), kDt, {pages, ps.page_size, kHk, kD});
-  const TensorView vc = make_tensor(pv.get(), kDt, {pages, ps.page_size, kHk, kD});
+  // Three requests, one query token each, over 16-token pages (NHD).
+  const DevicePagedBatch paged(PagedBatchShape{{2001, 17, 4500}, 16, kHq, kHk, kD, kDt, kDt, KVLayout::NHD, 3}, 13);
+  const PagedBatchShape& ps = paged.shape;
+  const PagedBatch& pb = paged.host;
+  const TensorView kc = paged.cache_view(paged.k), vc = paged.cache_view(paged.v), tq = paged.q_view();
   const std::vector<int32_t> one_token_per_request{0, 1, 2, 3};
 
   auto steps_on = [&](void* ws, size_t ws_bytes, bool borrow_int, std::vector<DeviceBuffer>& int_buffers) {
@@ -161,23 +151,13 @@ TEST_CASE("wrappers sharing one float workspace, all planned before any runs, gi
                          },
                          [&, pw](Outputs& out) {
                            const TensorView lse = make_tensor(out.lse.get(), DType::F32, {3, kHq});
-                           pw->run(make_tensor(pq.get(), kDt, {3, kHq, kD}), kc, vc,
-                                   make_tensor(out.o.get(), kDt, {3, kHq, kD}), &lse, nullptr);
+                           pw->run(tq, kc, vc, make_tensor(out.o.get(), kDt, {3, kHq, kD}), &lse, nullptr);
                          },
                          3});
-    steps.push_back(Step{[&, dw] {
-                           BatchDecodeWithPagedKVCacheWrapper::PlanArgs args;
-                           args.num_qo_heads = kHq;
-                           args.num_kv_heads = kHk;
-                           args.head_dim = kD;
-                           args.page_size = ps.page_size;
-                           args.q_data_type = kDt;
-                           dw->plan(pb.indptr, pb.indices, pb.last, args, nullptr);
-                         },
+    steps.push_back(Step{[&, dw] { dw->plan(pb.indptr, pb.indices, pb.last, wrapper_plan_args(ps, -1), nullptr); },
                          [&, dw](Outputs& out) {
                            const TensorView lse = make_tensor(out.lse.get(), DType::F32, {3, kHq});
-                           dw->run(make_tensor(pq.get(), kDt, {3, kHq, kD}), kc, vc,
-                                   make_tensor(out.o.get(), kDt, {3, kHq, kD}), &lse);
+                           dw->run(tq, kc, vc, make_tensor(out.o.get(), kDt, {3, kHq, kD}), &lse);
                          },
                          3});
     return steps;

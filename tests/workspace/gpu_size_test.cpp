@@ -16,7 +16,8 @@
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
-#include "support/paged_kv_batch.hpp"
+#include "support/decode_entry_args.hpp"
+#include "support/paged_kv_device.hpp"
 #include "reference/host_dtypes.hpp"
 
 namespace attnjit::test {
@@ -32,31 +33,16 @@ std::vector<int32_t> random_lens(std::mt19937& rng, int batch, int most) {
   return lens;
 }
 
-// The cache and queries of one paged batch on the device.
-struct DeviceBatch {
-  PagedBatchShape shape;
-  PagedBatch host;
-  DeviceBuffer k, v, q;
-  DeviceBatch(std::vector<int32_t> lens, int page_size, uint32_t seed) {
-    shape.lens = std::move(lens);
-    shape.page_size = page_size;
-    shape.hq = kHq;
-    shape.hkv = kHk;
-    shape.d = kD;
-    shape.q = shape.kv = kDt;
-    shape.q_rows = static_cast<int64_t>(shape.lens.size());
-    host = make_paged_batch(shape, seed);
-    k = DeviceBuffer(host.kb.size());
-    v = DeviceBuffer(host.vb.size());
-    q = DeviceBuffer(host.qb.size());
-    k.upload(host.kb);
-    v.upload(host.vb);
-    q.upload(host.qb);
-  }
+// One paged batch on the device (NHD), one query token per request.
+struct DeviceBatch : DevicePagedBatch {
+  DeviceBatch(const std::vector<int32_t>& lens, int page_size, uint32_t seed)
+      : DevicePagedBatch(
+            PagedBatchShape{lens, page_size, kHq, kHk, kD, kDt, kDt, KVLayout::NHD, static_cast<int64_t>(lens.size())},
+            seed) {}
   int64_t rows() const { return shape.q_rows; }
-  TensorView kc() const { return make_tensor(k.get(), kDt, {host.num_pages, shape.page_size, kHk, kD}); }
-  TensorView vc() const { return make_tensor(v.get(), kDt, {host.num_pages, shape.page_size, kHk, kD}); }
-  TensorView qv() const { return make_tensor(q.get(), kDt, {rows(), kHq, kD}); }
+  TensorView kc() const { return cache_view(k); }
+  TensorView vc() const { return cache_view(v); }
+  TensorView qv() const { return q_view(); }
 };
 
 // o and lse of one run, downloaded together.
@@ -81,16 +67,6 @@ void require_too_small(const std::function<void()>& plan, const char* workspace)
   }
 }
 
-BatchDecodeWithPagedKVCacheWrapper::PlanArgs decode_args(int page_size) {
-  BatchDecodeWithPagedKVCacheWrapper::PlanArgs a;
-  a.num_qo_heads = kHq;
-  a.num_kv_heads = kHk;
-  a.head_dim = kD;
-  a.page_size = page_size;
-  a.q_data_type = kDt;
-  return a;
-}
-
 }  // namespace
 
 TEST_CASE("batch decode: workspace_size() is exactly what plan() then needs, and disturbs nothing",
@@ -103,7 +79,7 @@ TEST_CASE("batch decode: workspace_size() is exactly what plan() then needs, and
     const int page_size = trial % 2 ? 1 : 16;
     const DeviceBatch a(random_lens(rng, 1 + trial * 3, 5000), page_size, 100 + trial);
     const DeviceBatch other(random_lens(rng, 7, 3000), page_size, 200 + trial);
-    const auto args = decode_args(page_size);
+    const auto args = wrapper_plan_args(a.shape, -1);
     INFO("trial " << trial << ": batch " << a.rows() << ", page_size " << page_size);
     DeviceBuffer big(256 << 20);
     BatchDecodeWithPagedKVCacheWrapper reference(rt, big.get(), big.bytes());
@@ -171,7 +147,7 @@ TEST_CASE("batch decode in CUDA-graph mode: workspace_size() sizes the fixed-gri
                                               static_cast<int32_t*>(indices_buf.get()),
                                               static_cast<int32_t*>(last_buf.get()), max_batch, max_pages);
   };
-  const auto args = decode_args(16);
+  const auto args = wrapper_plan_args(a.shape, -1);
   auto reference = make(big.get(), big.bytes());
   const WorkspaceSizes sizes = reference.workspace_size(a.host.indptr, a.host.indices, a.host.last, args);
   reference.plan(a.host.indptr, a.host.indices, a.host.last, args);
