@@ -4,7 +4,8 @@
 #   bash tools/gpu/tests.sh                      (DRY_RUN=1 prints the steps; tools/gpu/env.sh sets the rest)
 # PARTS: any of "catch2 pytest notebook" (default "catch2 pytest").
 # CATCH2: Catch2 test specs (default "[gpu]"); CATCH2_ARGS: more arguments (e.g. "--durations yes");
-#   QUICK=0: the full single-decode grid (default 1: ATTNJIT_TEST_QUICK=1); GRID=reduced: ATTNJIT_TEST_GRID.
+#   QUICK=0: the full single-decode grid (default 1: ATTNJIT_TEST_QUICK=1); GRID=reduced: ATTNJIT_TEST_GRID;
+#   SPLIT=1: all of [gpu] as two processes side by side (catch2_a.log, catch2_b.log; CATCH2 is not read).
 # PYTEST_ARGS: pytest's files and options (default tools/python/tests; e.g. "-k decode tools/python/tests",
 #   or "-s tools/python/tests/test_transformers_args.py tools/python/tests/test_transformers_integration.py").
 # WHEELS: for PARTS=notebook, a folder with the attnjit wheel and its [notebook] extras' wheels: the notebook
@@ -17,15 +18,36 @@ PARTS=${PARTS:-"catch2 pytest"}
 status=0
 gpu_line
 
-if [[ " $PARTS " == *" catch2 "* ]]; then
-  echo "== Catch2 ${CATCH2:-[gpu]}"
-  env_vars=()
+# The prefill-heavy tags, run beside the rest by SPLIT=1: their JIT compiles are CPU-bound and the
+# device has 16 cores, so two processes take about half the time of one.
+SPLIT_A="[gpu][prefill],[gpu][table_check],[gpu][fa3_ws],[gpu][user_variant],[gpu][d512],[gpu][rope_exact],\
+[gpu][fa3_ws_small],[gpu][block_sparse]"
+SPLIT_B="[gpu]~[prefill]~[table_check]~[fa3_ws]~[user_variant]~[d512]~[rope_exact]~[fa3_ws_small]~[block_sparse]"
+
+catch2() {  # log name, test spec, extra environment...
+  local log=$1 spec=$2
+  shift 2
+  local env_vars=("$@")
   [ "${QUICK:-1}" = 1 ] && env_vars+=(ATTNJIT_TEST_QUICK=1)
   [ -n "${GRID:-}" ] && env_vars+=("ATTNJIT_TEST_GRID=$GRID")
   # shellcheck disable=SC2086  # CATCH2_ARGS is a list of words
-  step catch2.log "${CATCH2_TIMEOUT:-420}" env "${env_vars[@]}" "$BIN/attnjit_tests" "${CATCH2:-[gpu]}" ${CATCH2_ARGS:-} ||
-    status=1
-  show catch2.log "FAILED|test cases|assertions|worst|cases within" 30
+  step "$log" "${CATCH2_TIMEOUT:-420}" env "${env_vars[@]}" "$BIN/attnjit_tests" "$spec" ${CATCH2_ARGS:-}
+}
+
+if [[ " $PARTS " == *" catch2 "* ]]; then
+  if [ "${SPLIT:-0}" = 1 ]; then
+    echo "== Catch2 [gpu] as two processes: $SPLIT_A | $SPLIT_B"
+    catch2 catch2_a.log "$SPLIT_A" & a=$!
+    catch2 catch2_b.log "$SPLIT_B" ATTNJIT_CACHE_DIR=/tmp/attnjit-cache-split-b & b=$!
+    wait $a || status=1
+    wait $b || status=1
+    show catch2_a.log "FAILED|test cases|assertions|worst|cases within" 30
+    show catch2_b.log "FAILED|test cases|assertions|worst|cases within" 30
+  else
+    echo "== Catch2 ${CATCH2:-[gpu]}"
+    catch2 catch2.log "${CATCH2:-[gpu]}" || status=1
+    show catch2.log "FAILED|test cases|assertions|worst|cases within" 30
+  fi
 fi
 
 if [[ " $PARTS " == *" pytest "* ]]; then
