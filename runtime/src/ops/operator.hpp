@@ -111,4 +111,15 @@ std::vector<KernelSpec> kernels_from_json(const nlohmann::json& problem) {
   return KernelsOf(ProblemFromJson(problem));
 }
 
+// An entry's explain where the plan takes only the problem and the device: the
+// plan's JSON with the normalized problem under "problem".
+template <class Problem, Problem (*FromJson)(const nlohmann::json&), auto PlanOf,
+          nlohmann::json (*ToJson)(const Problem&)>
+nlohmann::json explain_plan(const nlohmann::json& problem, const DeviceFigures& device) {
+  const Problem p = FromJson(problem);
+  nlohmann::json j = PlanOf(p, device).to_json();
+  j["problem"] = ToJson(p);
+  return j;
+}
+
 }  // namespace attnjit::ops

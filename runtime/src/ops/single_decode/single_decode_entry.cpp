@@ -7,13 +7,6 @@ namespace attnjit::ops {
 
 namespace {
 
-nlohmann::json explain(const nlohmann::json& problem, const DeviceFigures& device) {
-  const SingleDecodeProblem p = single_decode_problem_from_json(problem);
-  nlohmann::json j = plan_single_decode(p, device).to_json();
-  j["problem"] = to_json(p);
-  return j;
-}
-
 // Problems that together reach every kernel the planner generates along each
 // axis: head dims x dtype pairs x group sizes (every heads-per-CTA choice of
 // both skeletons) x tensor cores asked or not, with the positional encoding
@@ -66,7 +59,7 @@ OperatorEntry single_decode_entry() {
   return {"single_decode",
           "one query token per head against one request's KV cache (flashinfer.single_decode_with_kv_cache)",
           kernels_from_json<single_decode_problem_from_json, single_decode_kernels>,
-          explain,
+          explain_plan<SingleDecodeProblem, single_decode_problem_from_json, plan_single_decode, to_json>,
           variant_grid,
           model_problems,
           single_decode_bench_problems,
