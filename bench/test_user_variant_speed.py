@@ -115,3 +115,19 @@ def test_each_snippet_compiles_with_its_declaration(name, tmp_path):
                         "--cache-dir", str(tmp_path / "cache"), "-j", "2"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 failed" in r.stdout and "_user" in r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not os.path.exists(CLI), reason="no build/attnjit: build the attnjit_cli target")
+@pytest.mark.parametrize("name", sorted(n for n, spec in uvs.SNIPPETS.items() if "mask_mod" in spec))
+def test_each_mask_snippet_compiles_block_sparse_for_single_prefill(name, tmp_path):
+    """The block-sparse form the script makes (block_sparse=True, heads_vary=False): fa3 prefill kernels and the
+    block_mask classification kernel for sm_90a."""
+    variant = tmp_path / "variant.json"
+    variant.write_text(json.dumps(dict(uvs.SNIPPETS[name], block_sparse=True, heads_vary=False)))
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"problems": [{"op": "single_prefill", "num_qo_heads": 16, "num_kv_heads": 16,
+                                                  "head_dim": 128, "q_dtype": "bfloat16", "backend": "fa3"}]}))
+    r = subprocess.run([CLI, "prewarm", "--manifest", str(manifest), "--variant", str(variant), "--arch", "sm_90a",
+                        "--cache-dir", str(tmp_path / "cache"), "-j", "2"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 failed" in r.stdout and "compiled block_mask_user" in r.stdout + r.stderr
