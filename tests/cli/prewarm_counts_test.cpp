@@ -51,33 +51,30 @@ TEST_CASE("CLI: prewarm in modes off and readonly counts nothing as stored, even
   REQUIRE(first.status == 0);
   REQUIRE(first.has("1 kernels: 1 compiled, 1 stored, 0 already cached"));
   const auto files = sorted_files(cache);
-
-  // Mode off compiles again (it never reads the folder) and writes nothing:
-  // the entry from the first run is not this run's store.
-  const CliResult off = run_cli(prewarm(manifest), cache, "ATTNJIT_CACHE_MODE=off");
-  INFO(off.output);
-  CHECK(off.status == 0);
-  CHECK(off.has("1 kernels: 1 compiled, 0 stored (cache mode off), 0 already cached, 0 failed, 1 not stored"));
-  CHECK(off.has("cache mode off does not write"));
-  CHECK_FALSE(off.has("1 stored"));
-
-  // Readonly loads the entry: already cached, nothing compiled or stored.
-  const CliResult ro = run_cli(prewarm(manifest), cache, "ATTNJIT_CACHE_MODE=readonly");
-  INFO(ro.output);
-  CHECK(ro.status == 0);
-  CHECK(ro.has("1 kernels: 0 compiled, 0 stored (cache mode readonly), 1 already cached, 0 failed, 0 not stored"));
+  expect_cli(cache, {
+      // Mode off compiles again (it never reads the folder) and writes nothing:
+      // the entry from the first run is not this run's store.
+      {prewarm(manifest),
+       0,
+       {"1 kernels: 1 compiled, 0 stored (cache mode off), 0 already cached, 0 failed, 1 not stored",
+        "cache mode off does not write"},
+       {"1 stored"},
+       "ATTNJIT_CACHE_MODE=off"},
+      // Readonly loads the entry: already cached, nothing compiled or stored.
+      {prewarm(manifest),
+       0,
+       {"1 kernels: 0 compiled, 0 stored (cache mode readonly), 1 already cached, 0 failed, 0 not stored"},
+       {},
+       "ATTNJIT_CACHE_MODE=readonly"},
+  });
   CHECK(sorted_files(cache) == files);
 }
 
 TEST_CASE("CLI: prewarm as another user over a complete cache it cannot write succeeds; a missing kernel fails",
           "[cli][prewarm][faults]") {
-  if (!can_switch_user() || std::system("command -v setpriv >/dev/null 2>&1") != 0) {
-    WARN("skipped: needs root and setpriv to act as a second user");
-    return;
-  }
+  if (!can_run_cli_as_nobody()) return;
   TempDir tmp;
-  fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                  fs::perms::others_read | fs::perms::others_exec);
+  open_to_others(tmp.path());
   const fs::path cache = tmp.path() / "cache";
   const fs::path one = write_manifest(tmp.path(), "one.json", kOneKernel);
   const fs::path two = write_manifest(tmp.path(), "two.json", kTwoKernels);
@@ -87,32 +84,29 @@ TEST_CASE("CLI: prewarm as another user over a complete cache it cannot write su
   REQUIRE(fill.status == 0);
   const auto files = sorted_files(cache);
 
-  const std::string as_other = "setpriv --reuid=65534 --regid=65534 --clear-groups env";
-  for (const char* mode : {"require", "readwrite"}) {
-    const CliResult r = run_cli(prewarm(one), cache, std::string("ATTNJIT_CACHE_MODE=") + mode, as_other);
-    INFO(mode << "\n" << r.output);
-    CHECK(r.status == 0);
-    CHECK(r.has("1 kernels: 0 compiled, 0 stored, 1 already cached, 0 failed, 0 not stored, 0 not cached"));
-    CHECK(r.has("is not writable, but every kernel is already cached there and verifies: nothing to store"));
-    CHECK_FALSE(r.has("attnjit: error"));
-  }
-
-  // One kernel more than the cache holds: it would have to be stored, and cannot.
-  const CliResult missing = run_cli(prewarm(two), cache, "ATTNJIT_CACHE_MODE=require", as_other);
-  INFO(missing.output);
-  CHECK(missing.status == 1);
-  CHECK(missing.has("2 kernels: 0 compiled, 0 stored, 1 already cached, 0 failed, 0 not stored, 1 not cached"));
-  CHECK(missing.has("attnjit: error: cannot store kernels in the cache folder " + cache.string()));
-  CHECK(missing.has("Permission denied"));
-  CHECK(missing.has("1 of 2 kernels are not cached there and were not compiled (they could not be stored): "
-                    "merge_states_d128_f16_w4"));
+  const std::vector<std::string> nothing_to_store = {
+      "1 kernels: 0 compiled, 0 stored, 1 already cached, 0 failed, 0 not stored, 0 not cached",
+      "is not writable, but every kernel is already cached there and verifies: nothing to store"};
+  expect_cli(cache,
+             {
+                 {prewarm(one), 0, nothing_to_store, {"attnjit: error"}, "ATTNJIT_CACHE_MODE=require"},
+                 {prewarm(one), 0, nothing_to_store, {"attnjit: error"}, "ATTNJIT_CACHE_MODE=readwrite"},
+                 // One kernel more than the cache holds: it would have to be stored, and cannot.
+                 {prewarm(two),
+                  1,
+                  {"2 kernels: 0 compiled, 0 stored, 1 already cached, 0 failed, 0 not stored, 1 not cached",
+                   "attnjit: error: cannot store kernels in the cache folder " + cache.string(), "Permission denied",
+                   "1 of 2 kernels are not cached there and were not compiled (they could not be stored): "
+                   "merge_states_d128_f16_w4"},
+                  {},
+                  "ATTNJIT_CACHE_MODE=require"},
+             },
+             "", kCliAsNobody);
   CHECK(sorted_files(cache) == files);  // no lock file, no temporary: the other user touched nothing
 
   // --allow-memory-only still compiles what is missing, without storing it.
-  const CliResult memory = run_cli(prewarm(two) + " --allow-memory-only", cache, "", as_other);
-  INFO(memory.output);
-  CHECK(memory.status == 0);
-  CHECK(memory.has("2 kernels: 1 compiled, 0 stored, 1 already cached, 0 failed, 1 not stored"));
+  expect_cli(cache, {{prewarm(two) + " --allow-memory-only", 0, {"2 kernels: 1 compiled, 0 stored, 1 already cached, 0 failed, 1 not stored"}}},
+             "", kCliAsNobody);
 }
 
 TEST_CASE("CLI: cache clear, gc and verify --remove in modes off and readonly change nothing and name the mode",
@@ -124,14 +118,11 @@ TEST_CASE("CLI: cache clear, gc and verify --remove in modes off and readonly ch
     REQUIRE(c.store(make_entry("kept")));
   }
   const auto files = sorted_files(cache);
-  for (const char* mode : {"off", "readonly"}) {
-    for (const char* args : {"cache clear", "cache gc --max-bytes 1", "cache verify --remove"}) {
-      const CliResult r = run_cli(args, cache, std::string("ATTNJIT_CACHE_MODE=") + mode);
-      INFO(mode << " " << args << "\n" << r.output);
-      CHECK(r.status == 0);
-      CHECK(r.has(std::string("note: cache mode is ") + mode + " (ATTNJIT_CACHE_MODE)"));
-    }
-  }
+  std::vector<CliExpect> commands;
+  for (const std::string mode : {"off", "readonly"})
+    for (const char* args : {"cache clear", "cache gc --max-bytes 1", "cache verify --remove"})
+      commands.push_back({args, 0, {"note: cache mode is " + mode + " (ATTNJIT_CACHE_MODE)"}, {}, "ATTNJIT_CACHE_MODE=" + mode});
+  expect_cli(cache, commands);
   CHECK(sorted_files(cache) == files);
 }
 

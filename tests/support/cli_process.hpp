@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace attnjit::test {
 
@@ -45,6 +46,46 @@ inline CliResult run_cli(const std::string& args, const std::filesystem::path& c
   // sh reports a child killed by signal N as exit status 128+N.
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// A command and what its user must see: the exit status and texts the output
+// holds (`shows`) and must not hold (`hides`); `env` for this command only.
+struct CliExpect {
+  std::string args;
+  int status = 0;
+  std::vector<std::string> shows, hides = {};
+  std::string env = "";
+};
+
+// Each of `args` with the same expectation.
+inline std::vector<CliExpect> each_expecting(const std::vector<std::string>& args, int status,
+                                             const std::vector<std::string>& shows,
+                                             const std::vector<std::string>& hides = {}) {
+  std::vector<CliExpect> out;
+  for (const auto& a : args) out.push_back({a, status, shows, hides});
+  return out;
+}
+
+// Runs each command in turn (run_cli with `cache_dir`, `env` and `prefix`) and
+// CHECKs its status and texts, its output in the report; returns the results.
+inline std::vector<CliResult> expect_cli(const std::filesystem::path& cache_dir, const std::vector<CliExpect>& commands,
+                                         const std::string& env = "", const std::string& prefix = "") {
+  std::vector<CliResult> results;
+  for (const CliExpect& c : commands) {
+    const CliResult r = run_cli(c.args, cache_dir, env + " " + c.env, prefix);
+    INFO(c.env << " attnjit " << c.args << "\n" << r.output);
+    CHECK(r.status == c.status);
+    for (const auto& s : c.shows) {
+      INFO("shows: " << s);
+      CHECK(r.has(s));
+    }
+    for (const auto& s : c.hides) {
+      INFO("hides: " << s);
+      CHECK_FALSE(r.has(s));
+    }
+    results.push_back(r);
+  }
+  return results;
 }
 
 }  // namespace attnjit::test
