@@ -143,11 +143,12 @@ def make_variant(attnjit, name, values, **extra):
 
 
 def block_sparse_option(attnjit):
-    """(keyword arguments that make a block-sparse Variant, None) or (None, why not). Issue 31 item 2: the
-    block mask is classified per run from the mask_mod; heads_vary=False promises the mask ignores h."""
+    """(keyword arguments that make a block-sparse Variant, None) or (None, why not: an older library). Issue
+    31 item 2: each run classifies the tiles by mask_mod; heads_vary=False promises the mask ignores h (true of
+    every mask here), so one classification serves every head."""
     params = inspect.signature(attnjit.Variant).parameters
     if "block_sparse" not in params:
-        return None, "no block sparsity: attnjit.Variant takes no block_sparse yet (issue 31 item 2)"
+        return None, "no block sparsity: this attnjit's Variant takes no block_sparse (added in f3b1227)"
     return ({"block_sparse": True, **({"heads_vary": False} if "heads_vary" in params else {})}), None
 
 
