@@ -1,4 +1,5 @@
 #include "reference/decode_reference.hpp"
+#include "reference/position_encoding.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,23 +9,11 @@ namespace attnjit::test {
 
 namespace {
 
-// LLaMA rotary embedding (rotate-half) of one head vector at position pos.
+// One head vector rotated at position pos, as a new vector.
 std::vector<double> rope(const double* x, int d, double pos, double rope_scale, double theta) {
   std::vector<double> y(d);
-  const int half = d / 2;
-  for (int i = 0; i < half; ++i) {
-    const double inv_freq = 1.0 / rope_scale * std::pow(theta, -2.0 * i / d);
-    const double a = pos * inv_freq, c = std::cos(a), s = std::sin(a);
-    y[i] = x[i] * c - x[i + half] * s;
-    y[i + half] = x[i + half] * c + x[i] * s;
-  }
+  rope_into(x, y.data(), d, pos, rope_scale, theta);
   return y;
-}
-
-double alibi_slope(int h, int n_heads) {
-  int n = 1;
-  while (2 * n <= n_heads) n *= 2;
-  return h < n ? std::pow(2.0, -8.0 * (h + 1) / n) : std::pow(2.0, -4.0 * (2 * (h - n) + 1) / n);
 }
 
 }  // namespace
