@@ -11,6 +11,7 @@
 
 #include "attnjit/attnjit.h"
 #include "attnjit/attnjit_batch_decode.h"
+#include "support/c_runtime.hpp"
 
 namespace {
 
@@ -82,10 +83,7 @@ TEST_CASE("options init functions write only the caller's struct", "[capi][abi]"
 // The macro's whole layout over a struct full of garbage: struct_size, a default and a null variant.
 template <class T, class Init>
 void check_macro_init(Init init) {
-  T o;
-  std::memset(&o, 0x5A, sizeof o);
-  init(&o);
-  CHECK(o.struct_size == sizeof o);
+  const T o = attnjit::test::initialized<T>(init, 0x5A);
   CHECK(o.window_left == -1);
   CHECK(o.variant == nullptr);
 }

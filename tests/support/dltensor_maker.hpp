@@ -51,5 +51,16 @@ constexpr DLDataType kU8{kDLUInt, 8, 1};
 constexpr DLDataType kI8{kDLInt, 8, 1};
 constexpr DLDataType kE4M3{10, 8, 1};  // DLPack 1.1 kDLFloat8_e4m3fn
 constexpr DLDataType kE5M2{12, 8, 1};  // DLPack 1.1 kDLFloat8_e5m2
+constexpr DLDataType kI32{kDLInt, 32, 1};
+
+// A host int32 array (kDLCPU) whose values the maker's data pointer refers to.
+struct HostInts {
+  std::vector<int32_t> values;
+  DLTensorMaker t;
+  explicit HostInts(std::vector<int32_t> v)
+      : values(std::move(v)), t({static_cast<int64_t>(values.size())}, kI32, {kDLCPU, 0}) {
+    t.data(values.data());
+  }
+};
 
 }  // namespace attnjit::test

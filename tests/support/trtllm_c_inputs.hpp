@@ -13,8 +13,6 @@
 
 namespace attnjit::test {
 
-constexpr DLDataType kI32{kDLInt, 32, 1};
-
 // Batch 2, 8 qo / 2 kv heads, d 128, HND pages of 16, 4 pages per request.
 struct TrtllmInputs {
   DLTensorMaker query{{2, 8, 128}}, k{{10, 2, 16, 128}}, v{{10, 2, 16, 128}}, out{{2, 8, 128}};

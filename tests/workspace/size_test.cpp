@@ -18,21 +18,13 @@
 #include "attnjit/attnjit_batch_prefill.h"
 
 using attnjit::test::DLTensorMaker;
+using attnjit::test::HostInts;
 using attnjit::test::kI32;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 namespace t = attnjit::test;
 
 namespace {
-
-struct HostInts {
-  std::vector<int32_t> values;
-  DLTensorMaker t;
-  explicit HostInts(std::vector<int32_t> v)
-      : values(std::move(v)), t({static_cast<int64_t>(values.size())}, kI32, {kDLCPU, 0}) {
-    t.data(values.data());
-  }
-};
 
 // Both calls fail alike: the same status and the same message.
 void same_failure(const std::function<attnjit_status_t()>& plan, const std::function<attnjit_status_t()>& query,
