@@ -9,6 +9,7 @@
 
 #include "attnjit/batch_prefill.hpp"
 #include "support/error_capture.hpp"
+#include "support/prefill_problems.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
 
 using namespace attnjit;
@@ -17,14 +18,7 @@ using attnjit::test::error_of;
 namespace {
 
 ops::BatchPrefillShape shape(std::vector<int32_t> qo_lens, std::vector<int32_t> kv_lens, bool causal = true) {
-  ops::BatchPrefillShape s;
-  s.qo_indptr = {0};
-  for (int32_t q : qo_lens) s.qo_indptr.push_back(s.qo_indptr.back() + q);
-  s.kv_lens = std::move(kv_lens);
-  s.num_qo_heads = 32;
-  s.num_kv_heads = 8;
-  s.head_dim = 128;
-  s.q_dtype = s.kv_dtype = DType::BF16;
+  ops::BatchPrefillShape s = test::batch_prefill_shape(qo_lens, std::move(kv_lens), 32, 8, 128);
   s.options.causal = causal;
   s.source = KVSource::Paged;
   s.num_page_indices = 1000;

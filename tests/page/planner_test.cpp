@@ -5,8 +5,10 @@
 // the registry entry.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnjit/error.hpp"
@@ -126,75 +128,36 @@ TEST_CASE("append_paged_kv_cache's problem from tensors takes the shapes and ref
     FAIL("accepted");
     return std::string();
   };
-  {
+  // One field spoiled at a time: refused, naming it.
+  const std::vector<std::pair<std::function<void(Append&)>, std::string>> spoiled = {
+      {[&](Append& b) { with_dtype(b, DType::F32); },
+       "append_key: dtype float32 is not supported; allowed: float16, bfloat16, float8_e4m3fn, float8_e5m2"},
+      {[&](Append& b) { b.kc.dtype = DType::E4M3; },
+       "k_cache: dtype float8_e4m3fn differs from append_key's dtype bfloat16; they must be equal (rows are copied, "
+       "not converted)"},
+      {[&](Append& b) { b.v.shape[0] = 9; },
+       "append_value: shape [9, 8, 128] differs from append_key's shape [10, 8, 128]"},
+      {[&](Append& b) { b.k = view(fake(), DType::BF16, {10, 1024}); },
+       "append_key: ndim=2 (shape [10, 1024]) is not allowed; allowed: 3, [nnz, num_kv_heads, head_dim]"},
+      {[&](Append& b) { b.kc.shape[3] = 64; },
+       "k_cache: shape [40, 16, 8, 64] has head_dim (shape[3])=64, but append_key has 128"},
+      {[&](Append& b) { b.vc.shape[0] = 41; },
+       "v_cache: shape [41, 16, 8, 128] differs from k_cache's shape [40, 16, 8, 128]"},
+      {[&](Append& b) { b.vc.device = 1; }, "v_cache: device cuda:1 differs from append_key's device cuda:0"},
+      {[&](Append& b) { b.k.data = fake(1); },
+       "append_key: address 0x7f0000000001 is not allowed; allowed: a multiple of 2 bytes (the element size)"},
+      {[&](Append& b) { b.kc.data = nullptr; }, "k_cache: data is NULL for 655360 elements"},
+      {[&](Append& b) { b.table.positions = nullptr; }, "positions: is NULL for 10 entries"},
+      {[&](Append& b) { b.table.kv_indptr = fake_ints(2); },
+       "kv_indptr: address 0x7f0000000002 is not allowed; allowed: a multiple of 4"},
+      {[&](Append& b) { b.table.batch_size = -1; }, "batch_size=-1 is not allowed; allowed: >= 0"},
+      {[&](Append& b) { b.kc.shape[1] = b.vc.shape[1] = 0; },  // no slots
+       "page_size=0 is not allowed; allowed: >= 1"},
+  };
+  for (const auto& [spoil, message] : spoiled) {
     Append b;
-    with_dtype(b, DType::F32);
-    CHECK_THAT(refused(b), Contains("append_key: dtype float32 is not supported; allowed: float16, bfloat16, "
-                                    "float8_e4m3fn, float8_e5m2"));
-  }
-  {
-    Append b;
-    b.kc.dtype = DType::E4M3;
-    CHECK_THAT(refused(b), Contains("k_cache: dtype float8_e4m3fn differs from append_key's dtype bfloat16; they "
-                                    "must be equal (rows are copied, not converted)"));
-  }
-  {
-    Append b;
-    b.v.shape[0] = 9;
-    CHECK_THAT(refused(b), Contains("append_value: shape [9, 8, 128] differs from append_key's shape [10, 8, 128]"));
-  }
-  {
-    Append b;
-    b.k = view(fake(), DType::BF16, {10, 1024});
-    CHECK_THAT(refused(b), Contains("append_key: ndim=2 (shape [10, 1024]) is not allowed; allowed: 3, [nnz, "
-                                    "num_kv_heads, head_dim]"));
-  }
-  {
-    Append b;
-    b.kc.shape[3] = 64;
-    CHECK_THAT(refused(b), Contains("k_cache: shape [40, 16, 8, 64] has head_dim (shape[3])=64, but append_key has "
-                                    "128"));
-  }
-  {
-    Append b;
-    b.vc.shape[0] = 41;
-    CHECK_THAT(refused(b), Contains("v_cache: shape [41, 16, 8, 128] differs from k_cache's shape [40, 16, 8, 128]"));
-  }
-  {
-    Append b;
-    b.vc.device = 1;
-    CHECK_THAT(refused(b), Contains("v_cache: device cuda:1 differs from append_key's device cuda:0"));
-  }
-  {
-    Append b;
-    b.k.data = fake(1);
-    CHECK_THAT(refused(b), Contains("append_key: address 0x7f0000000001 is not allowed; allowed: a multiple of 2 "
-                                    "bytes (the element size)"));
-  }
-  {
-    Append b;
-    b.kc.data = nullptr;
-    CHECK_THAT(refused(b), Contains("k_cache: data is NULL for 655360 elements"));
-  }
-  {
-    Append b;
-    b.table.positions = nullptr;
-    CHECK_THAT(refused(b), Contains("positions: is NULL for 10 entries"));
-  }
-  {
-    Append b;
-    b.table.kv_indptr = fake_ints(2);
-    CHECK_THAT(refused(b), Contains("kv_indptr: address 0x7f0000000002 is not allowed; allowed: a multiple of 4"));
-  }
-  {
-    Append b;
-    b.table.batch_size = -1;
-    CHECK_THAT(refused(b), Contains("batch_size=-1 is not allowed; allowed: >= 0"));
-  }
-  {
-    Append b;
-    b.kc.shape[1] = b.vc.shape[1] = 0;  // no slots
-    CHECK_THAT(refused(b), Contains("page_size=0 is not allowed; allowed: >= 1"));
+    spoil(b);
+    CHECK_THAT(refused(b), Contains(message));
   }
   {
     Append b;  // nothing appended, nothing in the tables: valid

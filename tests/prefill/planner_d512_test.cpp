@@ -10,6 +10,7 @@
 #include "attnjit/error.hpp"
 #include "support/error_capture.hpp"
 #include "support/nvrtc_compiles.hpp"
+#include "support/prefill_problems.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "ops/single_prefill/single_prefill_problem.hpp"
@@ -22,26 +23,11 @@ using attnjit::test::error_of;
 namespace {
 
 SinglePrefillProblem single(int64_t qo, int64_t kv, int hq = 14, int hk = 2) {
-  SinglePrefillProblem p;
-  p.qo_len = qo;
-  p.kv_len = kv;
-  p.num_qo_heads = hq;
-  p.num_kv_heads = hk;
-  p.head_dim = 512;
-  p.q_dtype = p.kv_dtype = DType::BF16;
-  return p;
+  return test::single_prefill_problem(qo, kv, hq, hk, 512);
 }
 
-ops::BatchPrefillShape batch(std::vector<int32_t> qo_lens, std::vector<int32_t> kv_lens, KVSource source) {
-  ops::BatchPrefillShape s;
-  s.qo_indptr = {0};
-  for (int32_t q : qo_lens) s.qo_indptr.push_back(s.qo_indptr.back() + q);
-  s.kv_lens = std::move(kv_lens);
-  s.num_qo_heads = 12;
-  s.num_kv_heads = 4;
-  s.head_dim = 512;
-  s.q_dtype = s.kv_dtype = DType::F16;
-  s.options.causal = true;
+ops::BatchPrefillShape batch(const std::vector<int32_t>& qo_lens, std::vector<int32_t> kv_lens, KVSource source) {
+  ops::BatchPrefillShape s = test::batch_prefill_shape(qo_lens, std::move(kv_lens), 12, 4, 512, DType::F16);
   s.source = source;
   s.num_page_indices = 1000;
   return s;

@@ -9,6 +9,7 @@
 
 #include "attnjit/error.hpp"
 #include "support/error_capture.hpp"
+#include "support/prefill_problems.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "prefill_ws_params.h"
@@ -20,13 +21,7 @@ using attnjit::test::error_of;
 namespace {
 
 SinglePrefillProblem single_rope(int head_dim) {
-  SinglePrefillProblem p;
-  p.qo_len = 300;
-  p.kv_len = 5000;
-  p.num_qo_heads = 8;
-  p.num_kv_heads = 2;
-  p.head_dim = head_dim;
-  p.q_dtype = p.kv_dtype = DType::BF16;
+  SinglePrefillProblem p = test::single_prefill_problem(300, 5000, 8, 2, head_dim);
   p.options.causal = true;
   p.options.pos_encoding_mode = PosEncoding::RopeLlama;
   p.options.backend = "fa3_ws";
@@ -34,14 +29,7 @@ SinglePrefillProblem single_rope(int head_dim) {
 }
 
 ops::BatchPrefillShape batch_rope(int head_dim, KVSource source) {
-  ops::BatchPrefillShape s;
-  s.qo_indptr = {0, 5, 300};
-  s.kv_lens = {40, 2000};
-  s.num_qo_heads = 12;
-  s.num_kv_heads = 4;
-  s.head_dim = head_dim;
-  s.q_dtype = s.kv_dtype = DType::F16;
-  s.options.causal = true;
+  ops::BatchPrefillShape s = test::batch_prefill_shape({5, 295}, {40, 2000}, 12, 4, head_dim, DType::F16);
   s.options.pos_encoding_mode = PosEncoding::RopeLlama;
   s.options.backend = "fa3_ws";
   s.source = source;

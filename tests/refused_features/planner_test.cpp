@@ -21,6 +21,7 @@
 #include "spec/decode_kernel.hpp"
 #include "spec/merge_kernel.hpp"
 #include "support/nvrtc_compiles.hpp"
+#include "support/prefill_problems.hpp"
 
 using namespace attnjit;
 
@@ -106,26 +107,13 @@ TEST_CASE("batch decode JSON problems take lengths of 0", "[refused][batch_decod
 }
 
 TEST_CASE("causal prefill with more queries than keys is planned", "[refused][prefill]") {
-  SinglePrefillProblem p;
-  p.num_qo_heads = 4;
-  p.num_kv_heads = 2;
-  p.head_dim = 128;
-  p.qo_len = 300;
-  p.kv_len = 77;
-  p.q_dtype = p.kv_dtype = DType::BF16;
+  SinglePrefillProblem p = test::single_prefill_problem(300, 77, 4, 2, 128);
   p.options.causal = true;
   CHECK_NOTHROW(ops::validate(p));
   p.kv_len = 0;
   CHECK_THROWS_WITH(ops::validate(p), Catch::Contains("kv_len=0"));
 
-  ops::BatchPrefillShape s;
-  s.qo_indptr = {0, 50, 51, 300};
-  s.kv_lens = {10, 0, 249};
-  s.num_qo_heads = 8;
-  s.num_kv_heads = 2;
-  s.head_dim = 128;
-  s.q_dtype = s.kv_dtype = DType::F16;
-  s.options.causal = true;
+  ops::BatchPrefillShape s = test::batch_prefill_shape({50, 1, 249}, {10, 0, 249}, 8, 2, 128, DType::F16);
   const auto L = ops::plan_batch_prefill(s, ops::DeviceFigures{});
   // Every request's query tiles are planned (rows that see no key are written 0, lse -inf).
   std::map<int, int> tiles;

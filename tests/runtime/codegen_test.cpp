@@ -9,6 +9,7 @@
 #include "codegen.hpp"
 #include "embedded_sources.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
+#include "reference/decode_grid.hpp"
 
 using namespace attnjit;
 
@@ -127,12 +128,7 @@ TEST_CASE("fill_template reports missing and leftover placeholders", "[codegen]"
 }
 
 TEST_CASE("run-time values do not change the kernel", "[codegen][planner]") {
-  SingleDecodeProblem a;
-  a.num_qo_heads = 32;
-  a.num_kv_heads = 8;
-  a.head_dim = 128;
-  a.kv_len = 100;
-  a.q_dtype = a.kv_dtype = DType::BF16;
+  const SingleDecodeProblem a = test::d128_decode_problem(32, 8, 100);
   SingleDecodeProblem b = a;
   b.kv_len = 100000;
   b.options.kv_layout = KVLayout::HND;

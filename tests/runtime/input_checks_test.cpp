@@ -124,15 +124,7 @@ TEST_CASE("Engine::prepare refuses a bad spec or arch before touching the cache 
 }
 
 TEST_CASE("every SingleDecodeProblem field is checked before planning, naming field, value and allowed set", "[input]") {
-  auto base = [] {
-    SingleDecodeProblem p;
-    p.num_qo_heads = 32;
-    p.num_kv_heads = 8;
-    p.head_dim = 128;
-    p.kv_len = 1000;
-    p.q_dtype = p.kv_dtype = DType::BF16;
-    return p;
-  };
+  auto base = [] { return d128_decode_problem(32, 8, 1000); };
   CHECK_NOTHROW(ops::validate(base()));
   auto refused = [&](auto change, Status status, const std::string& needle) {
     SingleDecodeProblem p = base();

@@ -109,19 +109,15 @@ TEST_CASE("generated code needs no toolkit header: inline PTX conversions compil
 }
 
 TEST_CASE("NVRTC finds no toolkit header: no include path is passed", "[nvrtc]") {
-  cuda::CompileRequest req;
-  req.name = "wants_toolkit.cu";
-  req.arch = "sm_80";
-  req.source = "#include <cuda_fp16.h>\nextern \"C\" __global__ void k() {}\n";
+  // source, name, headers, options, arch
+  const cuda::CompileRequest req{"#include <cuda_fp16.h>\nextern \"C\" __global__ void k() {}\n", "wants_toolkit.cu", {},
+                                 {}, "sm_80"};
   const auto msg = error_of([&] { cuda::compile("", req); }, Status::CompileError);
   CHECK_THAT(msg, Catch::Contains("cuda_fp16.h"));
 }
 
 TEST_CASE("a compile error carries NVRTC's log and the program name", "[nvrtc]") {
-  cuda::CompileRequest req;
-  req.name = "broken.cu";
-  req.arch = "sm_80";
-  req.source = "extern \"C\" __global__ void k(int* p) { p[0] = 1 }\n";
+  const cuda::CompileRequest req{"extern \"C\" __global__ void k(int* p) { p[0] = 1 }\n", "broken.cu", {}, {}, "sm_80"};
   const auto msg = error_of([&] { cuda::compile("", req); }, Status::CompileError);
   CHECK_THAT(msg, Catch::Contains("broken.cu(1): error: expected a \";\""));
   CHECK_THAT(msg, Catch::Contains("could not compile 'broken.cu' for sm_80"));

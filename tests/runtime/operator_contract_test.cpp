@@ -30,13 +30,7 @@ TEST_CASE("workspace layouts: scratch in the caller's workspace, plan data in th
 }
 
 TEST_CASE("single decode problems round-trip through their JSON form", "[contract]") {
-  SingleDecodeProblem p;
-  p.num_qo_heads = 28;
-  p.num_kv_heads = 4;
-  p.head_dim = 128;
-  p.kv_len = 12345;
-  p.q_dtype = DType::BF16;
-  p.kv_dtype = DType::E4M3;
+  SingleDecodeProblem p = test::d128_decode_problem(28, 4, 12345, DType::E4M3);
   p.device = 1;
   p.options.kv_layout = KVLayout::HND;
   p.options.pos_encoding_mode = PosEncoding::RopeLlama;

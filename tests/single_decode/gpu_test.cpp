@@ -131,12 +131,7 @@ TEST_CASE("single decode runs inside a CUDA graph and replays", "[gpu][decode][g
   Runtime rt;
   const auto& cu = cuda::driver();
   cuda::ScopedDevice scope(0);
-  SingleDecodeProblem p;
-  p.num_qo_heads = 32;
-  p.num_kv_heads = 8;
-  p.head_dim = 128;
-  p.kv_len = 20000;
-  p.q_dtype = p.kv_dtype = DType::BF16;
+  const SingleDecodeProblem p = d128_decode_problem(32, 8, 20000);
   SingleDecodePlan plan(rt, p);
   REQUIRE(plan.num_splits() > 1);  // exercise the merge kernel in the graph too
   std::mt19937 rng(7);

@@ -9,6 +9,7 @@
 #include "attnjit/prefill.hpp"
 #include "engine.hpp"
 #include "support/error_capture.hpp"
+#include "support/prefill_problems.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
 #include "ops/registry.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
@@ -21,14 +22,7 @@ using attnjit::test::error_of;
 namespace {
 
 SinglePrefillProblem problem(int64_t qo, int64_t kv, int hq = 32, int hk = 8, int d = 128) {
-  SinglePrefillProblem p;
-  p.qo_len = qo;
-  p.kv_len = kv;
-  p.num_qo_heads = hq;
-  p.num_kv_heads = hk;
-  p.head_dim = d;
-  p.q_dtype = p.kv_dtype = DType::BF16;
-  return p;
+  return test::single_prefill_problem(qo, kv, hq, hk, d);
 }
 
 }  // namespace
@@ -358,14 +352,7 @@ TEST_CASE("single and batch prefill plans: auto takes fa3_ws on sm_90a where it 
     for (int graph_batch : {0, 4})
       for (auto [d, pe] : {std::pair{128, PosEncoding::None}, {64, PosEncoding::RopeLlama},
                            {256, PosEncoding::None}, {256, PosEncoding::RopeLlama}}) {
-        ops::BatchPrefillShape s;
-        s.qo_indptr = {0, 17, 900};
-        s.kv_lens = {300, 4000};
-        s.num_qo_heads = 16;
-        s.num_kv_heads = 4;
-        s.head_dim = d;
-        s.q_dtype = s.kv_dtype = DType::BF16;
-        s.options.causal = true;
+        ops::BatchPrefillShape s = test::batch_prefill_shape({17, 883}, {300, 4000}, 16, 4, d);
         s.options.pos_encoding_mode = pe;
         s.source = source;
         s.num_page_indices = 1000;
