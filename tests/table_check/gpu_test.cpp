@@ -31,6 +31,7 @@
 #include "support/gpu_support.hpp"
 #include "support/decode_entry_args.hpp"
 #include "support/paged_kv_device.hpp"
+#include "reference/decode_grid.hpp"
 #include "reference/decode_reference.hpp"
 #include "reference/host_dtypes.hpp"
 #include "reference/sample_values.hpp"
@@ -50,15 +51,8 @@ struct Decode : DevicePagedBatch {
       : DevicePagedBatch(batch_shape(std::move(lens), layout, 0), seed) {}
   // kHq x kD bf16 rows over pages of kPage, kHk KV heads; q_rows 0: one per request.
   static PagedBatchShape batch_shape(std::vector<int32_t> lens, KVLayout layout, int64_t q_rows) {
-    PagedBatchShape s;
-    s.page_size = kPage;
-    s.hq = kHq;
-    s.hkv = kHk;
-    s.d = kD;
-    s.layout = layout;
-    s.q_rows = q_rows ? q_rows : static_cast<int64_t>(lens.size());
-    s.lens = std::move(lens);
-    return s;
+    const int64_t rows = q_rows ? q_rows : static_cast<int64_t>(lens.size());
+    return PagedBatchShape{std::move(lens), kPage, kHq, kHk, kD, DType::BF16, DType::BF16, layout, rows};
   }
   void trtllm(const Runtime& rt, const TrtllmDecodeArgs& a) const {
     trtllm_batch_decode_with_kv_cache(rt, q_view(), cache_view(k), cache_view(v), ws.get(), ws.bytes(), a,
@@ -71,12 +65,8 @@ struct Decode : DevicePagedBatch {
   // Request r's o (after a sync) against the float64 reference: the relative L2 error.
   double error(int r) const {
     const auto got = decode(DType::BF16, out.download());
-    SingleDecodeProblem sp;
-    sp.num_qo_heads = kHq;
-    sp.num_kv_heads = kHk;
-    sp.head_dim = kD;
-    sp.kv_len = shape.lens[r];
-    sp.q_dtype = sp.kv_dtype = DType::BF16;
+    static_assert(kD == 128);
+    const SingleDecodeProblem sp = d128_decode_problem(kHq, kHk, shape.lens[r]);
     const size_t row = size_t(kHq) * kD;
     const std::vector<double> q_row(host.q.begin() + r * row, host.q.begin() + (r + 1) * row);
     const auto ref = reference_single_decode(sp, q_row, host.k_dense[r], host.v_dense[r], nullptr);
