@@ -23,6 +23,7 @@
 #include "spec/user_variant.hpp"
 #include "support/cache_support.hpp"
 #include "support/error_capture.hpp"
+#include "support/prefill_problems.hpp"
 
 namespace attnjit::test {
 
@@ -38,13 +39,7 @@ VariantSource docs(bool block_sparse = true, bool heads_vary = true) {
 }
 
 SinglePrefillProblem problem(const VariantSource& s, const std::string& backend = "auto") {
-  SinglePrefillProblem p;
-  p.qo_len = 1000;
-  p.kv_len = 1000;
-  p.num_qo_heads = 32;
-  p.num_kv_heads = 8;
-  p.head_dim = 128;
-  p.q_dtype = p.kv_dtype = DType::BF16;
+  SinglePrefillProblem p = single_prefill_problem(1000, 1000, 32, 8, 128);
   p.options.backend = backend;
   p.options.variant = std::make_shared<const Variant>(s);
   return p;

@@ -13,6 +13,7 @@
 #include "attnjit/single_decode.hpp"
 #include "attnjit/variant.hpp"
 #include "support/error_capture.hpp"
+#include "support/prefill_problems.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
@@ -38,13 +39,7 @@ std::shared_ptr<const Variant> tanh_cap() {
 }
 
 SinglePrefillProblem prefill_problem(std::shared_ptr<const Variant> v, const std::string& backend = "auto") {
-  SinglePrefillProblem p;
-  p.qo_len = 1000;
-  p.kv_len = 1000;
-  p.num_qo_heads = 32;
-  p.num_kv_heads = 8;
-  p.head_dim = 128;
-  p.q_dtype = p.kv_dtype = DType::BF16;
+  SinglePrefillProblem p = test::single_prefill_problem(1000, 1000, 32, 8, 128);
   p.options.backend = backend;
   p.options.variant = std::move(v);
   return p;
