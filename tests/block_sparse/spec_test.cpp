@@ -24,6 +24,7 @@
 #include "support/cache_support.hpp"
 #include "support/error_capture.hpp"
 #include "support/prefill_problems.hpp"
+#include "support/temp_cache_engine.hpp"
 
 namespace attnjit::test {
 
@@ -164,10 +165,8 @@ TEST_CASE("NVRTC compiles the classification kernel and the block-sparse skeleto
     WARN("skipped: NVRTC is not available");
     return;
   }
-  TempDir dir;
-  Config config;
-  config.cache = config_for(dir.path() / "cache");
-  detail::Engine engine(config);
+  TempCacheEngine temp;
+  detail::Engine& engine = temp.engine;
   const auto source = std::make_shared<const VariantSource>(docs());
   SECTION("classification") {
     CHECK_NOTHROW(engine.prepare(BlockMaskKernel{source}, "sm_80"));

@@ -11,6 +11,7 @@
 #include "cuda/nvrtc.hpp"
 #include "engine.hpp"
 #include "support/cache_support.hpp"
+#include "support/temp_cache_engine.hpp"
 
 namespace attnjit::test {
 
@@ -19,10 +20,8 @@ TEST_CASE("threads preparing one spec concurrently compile it once and share the
     WARN("skipped: NVRTC is not available");
     return;
   }
-  TempDir dir;
-  Config config;
-  config.cache = config_for(dir.path() / "cache");
-  detail::Engine engine(config);
+  TempCacheEngine temp;
+  detail::Engine& engine = temp.engine;
   MergeKernel merge;
   merge.head_dim = 64;
   merge.o_dtype = DType::F16;

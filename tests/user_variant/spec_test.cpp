@@ -15,6 +15,7 @@
 #include "ops/attention_options/user_variant_options.hpp"
 #include "spec/user_variant.hpp"
 #include "support/cache_support.hpp"
+#include "support/temp_cache_engine.hpp"
 
 namespace attnjit::test {
 
@@ -179,10 +180,8 @@ TEST_CASE("a snippet that does not compile: INVALID_ARGUMENT at its line, nothin
     WARN("skipped: NVRTC is not available");
     return;
   }
-  TempDir dir;
-  Config config;
-  config.cache = config_for(dir.path() / "cache");
-  detail::Engine engine(config);
+  TempCacheEngine temp;
+  detail::Engine& engine = temp.engine;
   VariantSource broken;
   broken.score_mod = "float t = s;\nt = t * 2.f;\nreturn t +* ;\n";
   const KernelSpec spec = prefill_with(broken, MaskMode::None);
@@ -191,7 +190,7 @@ TEST_CASE("a snippet that does not compile: INVALID_ARGUMENT at its line, nothin
   CHECK_THAT(msg, !Catch::Contains("mask_mod line"));
   const std::string key = engine.key_for(spec, "sm_80");
   CHECK_FALSE(fs::exists(engine.disk_cache().entry_path("sm_80", key)));
-  CHECK(cubins_under(dir.path() / "cache") == 0);
+  CHECK(cubins_under(temp.dir.path() / "cache") == 0);
 
   VariantSource bad_mask = doc_mask();
   bad_mask.mask_mod = "return p.no_such_member == kv;";
@@ -201,7 +200,7 @@ TEST_CASE("a snippet that does not compile: INVALID_ARGUMENT at its line, nothin
 
   // The same engine then compiles a good one, which is cached: the failures left no state behind.
   CHECK(engine.prepare(prefill_with(doc_mask()), "sm_80").origin == detail::Origin::Compiled);
-  CHECK(cubins_under(dir.path() / "cache") == 1);
+  CHECK(cubins_under(temp.dir.path() / "cache") == 1);
 }
 
 TEST_CASE("NVRTC compiles snippet variants into every attention skeleton", "[user_variant][nvrtc]") {
@@ -209,10 +208,8 @@ TEST_CASE("NVRTC compiles snippet variants into every attention skeleton", "[use
     WARN("skipped: NVRTC is not available");
     return;
   }
-  TempDir dir;
-  Config config;
-  config.cache = config_for(dir.path() / "cache");
-  detail::Engine engine(config);
+  TempCacheEngine temp;
+  detail::Engine& engine = temp.engine;
   VariantSource both = bias_table();
   both.mask_mod = "return kv <= q + p.zero;";
   SECTION("fa2 prefill: mask_mod, score_mod with ALiBi and soft cap") {
