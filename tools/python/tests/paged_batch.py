@@ -8,6 +8,8 @@ import math
 
 import torch
 
+import attnjit
+
 DEVICE = "cuda"
 O_TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
 LSE_TOL = {torch.float16: 4e-3, torch.bfloat16: 2e-2}
@@ -111,6 +113,19 @@ def make_q(rows, num_qo_heads, head_dim, dtype, seed):
 
 def workspace():
     return torch.empty(128 << 20, dtype=torch.uint8, device=DEVICE)
+
+
+def graph_wrapper(layout, max_batch, max_pages=256):
+    """A CUDA-graph-mode BatchDecodeWithPagedKVCacheWrapper over fixed page-table buffers (indptr, indices,
+    last_page_len) for `max_batch` requests and `max_pages` pages; returns it and the buffers. FlashInfer's
+    graph mode plans exactly the buffers' batch size."""
+    bufs = (torch.empty(max_batch + 1, dtype=torch.int32, device=DEVICE),
+            torch.empty(max_pages, dtype=torch.int32, device=DEVICE),
+            torch.empty(max_batch, dtype=torch.int32, device=DEVICE))
+    w = attnjit.BatchDecodeWithPagedKVCacheWrapper(workspace(), kv_layout=layout, use_cuda_graph=True,
+                                                   paged_kv_indptr_buffer=bufs[0], paged_kv_indices_buffer=bufs[1],
+                                                   paged_kv_last_page_len_buffer=bufs[2])
+    return w, bufs
 
 
 def sink_logits(num_qo_heads):

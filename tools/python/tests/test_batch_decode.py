@@ -25,7 +25,7 @@ import attnjit  # noqa: E402
 from attnjit import AttnjitError, Status  # noqa: E402
 
 from paged_batch import (  # noqa: E402
-    DEVICE, O_TOL, PagedBatch, check, make_q, poison, reference, sink_logits, workspace)
+    DEVICE, O_TOL, PagedBatch, check, graph_wrapper, make_q, poison, reference, sink_logits, workspace)
 
 LENS = [1, 17, 300, 16, 64, 129]
 
@@ -337,13 +337,7 @@ def test_cudnn_batch_offsets_of_the_paged_cache_are_refused():
 
 def test_wrapper_cuda_graph_replays_after_a_new_plan():
     dtype, layout, ps, hkv, d = torch.float16, "NHD", 16, 2, 128
-    max_batch, max_pages = len(LENS), 256  # FlashInfer's graph mode plans exactly the buffers' batch size
-    bufs = (torch.empty(max_batch + 1, dtype=torch.int32, device=DEVICE),
-            torch.empty(max_pages, dtype=torch.int32, device=DEVICE),
-            torch.empty(max_batch, dtype=torch.int32, device=DEVICE))
-    w = attnjit.BatchDecodeWithPagedKVCacheWrapper(workspace(), kv_layout=layout, use_cuda_graph=True,
-                                                   paged_kv_indptr_buffer=bufs[0], paged_kv_indices_buffer=bufs[1],
-                                                   paged_kv_last_page_len_buffer=bufs[2])
+    w, _ = graph_wrapper(layout, len(LENS))
     first = PagedBatch(LENS, ps, hkv, d, dtype, layout, seed=40)
     q = make_q(len(LENS), 4 * hkv, d, dtype, seed=5)
     w.plan(first.indptr, first.indices, first.last_page_len, 4 * hkv, hkv, d, ps, q_data_type=dtype)

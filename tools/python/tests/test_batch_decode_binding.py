@@ -16,21 +16,7 @@ from attnjit import _ctypes_types as c_types
 from attnjit import _runtime
 from attnjit._library import ABI_VERSION, lib
 from attnjit.errors import AttnjitError, Status
-
-
-def _dltensor(shape, code=2, bits=16, device_type=2, device_id=0):
-    arr = (ctypes.c_int64 * len(shape))(*shape)
-    t = c_types.DLTensor()
-    t.data = 0x7F0000000000
-    t.device = c_types.DLDevice(device_type, device_id)
-    t.ndim = len(shape)
-    t.dtype = c_types.DLDataType(code, bits, 1)
-    t.shape = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
-    return t, arr  # keep arr alive with t
-
-
-def _error():
-    return lib().attnjit_last_error().decode()
+from c_inputs import CPU, F16, F32, I32, I64, dltensor, last_error
 
 
 def test_struct_layouts_match_the_header():
@@ -67,12 +53,12 @@ def test_init_functions_set_the_defaults():
 
 
 def test_wrapper_create_refuses_graph_buffers_without_graph_mode():
-    buf, _keep = _dltensor([9], code=0, bits=32)
+    buf, _keep = dltensor([9], I32)
     handle = ctypes.c_void_p()
     status = lib().attnjit_batch_decode_wrapper_create(_runtime.handle(), 0x7F0000000000, 1 << 20, None,
                                                        ctypes.byref(buf), None, None, ctypes.byref(handle))
     assert status == Status.INVALID_ARGUMENT
-    assert "paged_kv_indptr_buffer: is given but options->use_cuda_graph=0" in _error()
+    assert "paged_kv_indptr_buffer: is given but options->use_cuda_graph=0" in last_error()
     assert not handle.value
 
 
@@ -85,33 +71,33 @@ def test_wrapper_handle_is_a_generic_plan():
     assert plan.workspace_bytes == 0
     assert "not planned" in plan.describe()
     # The page table must be on the host; the error names it before any device work.
-    indptr, _a = _dltensor([3], code=0, bits=32)  # kDLCUDA
-    rest, _b = _dltensor([2], code=0, bits=32, device_type=1)
+    indptr, _a = dltensor([3], I32)  # kDLCUDA
+    rest, _b = dltensor([2], I32, device_type=CPU)
     status = lib().attnjit_batch_decode_wrapper_plan(handle, ctypes.byref(indptr), ctypes.byref(rest),
                                                      ctypes.byref(rest), 8, 2, 128, 16, None, None)
     assert status == Status.INVALID_ARGUMENT
-    assert _error().startswith("indptr: device_type=2 (kDLCUDA) is not allowed")
+    assert last_error().startswith("indptr: device_type=2 (kDLCUDA) is not allowed")
     plan.destroy()
 
 
 def test_trtllm_refuses_a_host_block_table_naming_it():
-    q, _a = _dltensor([2, 8, 128])
-    k, _b = _dltensor([10, 2, 16, 128])
-    tables, _c = _dltensor([2, 4], code=0, bits=32, device_type=1)
-    lens, _d = _dltensor([2], code=0, bits=32)
+    q, _a = dltensor([2, 8, 128])
+    k, _b = dltensor([10, 2, 16, 128])
+    tables, _c = dltensor([2, 4], I32, device_type=CPU)
+    lens, _d = dltensor([2], I32)
     status = lib().attnjit_trtllm_batch_decode_with_kv_cache(
         _runtime.handle(), ctypes.byref(q), ctypes.byref(k), ctypes.byref(k), 0x7F0000000000, 1 << 20,
         ctypes.byref(tables), ctypes.byref(lens), 64, None, ctypes.byref(q), None, None)
     assert status == Status.INVALID_ARGUMENT
-    assert "block_tables: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA" in _error()
+    assert "block_tables: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA" in last_error()
 
 
 def test_trtllm_v2_refuses_bad_sinks_and_enable_pdl_naming_them():
-    q, _a = _dltensor([2, 8, 128])
-    k, _b = _dltensor([10, 2, 16, 128])
-    tables, _c = _dltensor([2, 4], code=0, bits=32)
-    lens, _d = _dltensor([2], code=0, bits=32)
-    sinks, _e = _dltensor([4], code=2, bits=32)  # float32, but 4 entries for 8 query heads
+    q, _a = dltensor([2, 8, 128])
+    k, _b = dltensor([10, 2, 16, 128])
+    tables, _c = dltensor([2, 4], I32)
+    lens, _d = dltensor([2], I32)
+    sinks, _e = dltensor([4], F32)  # float32, but 4 entries for 8 query heads
 
     def call(sinks_ptr, enable_pdl):
         return lib().attnjit_trtllm_batch_decode_with_kv_cache_v2(
@@ -119,19 +105,19 @@ def test_trtllm_v2_refuses_bad_sinks_and_enable_pdl_naming_them():
             ctypes.byref(tables), ctypes.byref(lens), 64, None, sinks_ptr, enable_pdl, ctypes.byref(q), None, None)
 
     assert call(ctypes.byref(sinks), -1) == Status.INVALID_ARGUMENT
-    assert _error() == "sinks: shape [4] is not allowed; allowed: [num_qo_heads] with num_qo_heads=8 from the query"
+    assert last_error() == "sinks: shape [4] is not allowed; allowed: [num_qo_heads] with num_qo_heads=8 from the query"
     assert call(None, 3) == Status.INVALID_ARGUMENT
-    assert _error().startswith("enable_pdl=3 is not allowed; allowed: -1 (the library's default")
+    assert last_error().startswith("enable_pdl=3 is not allowed; allowed: -1 (the library's default")
 
 
 def test_trtllm_v3_refuses_bad_query_lengths_and_scale_tensors_naming_them():
-    q, _a = _dltensor([4, 8, 128])  # 2 requests of q_len_per_req=2
-    k, _b = _dltensor([10, 2, 16, 128])
-    tables, _c = _dltensor([2, 4], code=0, bits=32)
-    lens, _d = _dltensor([2], code=0, bits=32)
-    cum, _e = _dltensor([3], code=0, bits=32)
-    half_scale, _f = _dltensor([1], code=2, bits=16)  # float16: not the float32 the kernel reads
-    two_scales, _g = _dltensor([2], code=2, bits=32)
+    q, _a = dltensor([4, 8, 128])  # 2 requests of q_len_per_req=2
+    k, _b = dltensor([10, 2, 16, 128])
+    tables, _c = dltensor([2, 4], I32)
+    lens, _d = dltensor([2], I32)
+    cum, _e = dltensor([3], I32)
+    half_scale, _f = dltensor([1], F16)  # float16: not the float32 the kernel reads
+    two_scales, _g = dltensor([2], F32)
 
     def call(q_len_per_req=2, max_q_len=0, cum_ptr=None, bmm1=None, bmm2=None):
         return lib().attnjit_trtllm_batch_decode_with_kv_cache_v3(
@@ -140,30 +126,30 @@ def test_trtllm_v3_refuses_bad_query_lengths_and_scale_tensors_naming_them():
             bmm2, ctypes.byref(q), None, None)
 
     assert call(q_len_per_req=3) == Status.INVALID_ARGUMENT
-    assert _error().startswith("query: 4 token rows is not allowed with q_len_per_req=3; allowed: a multiple of it")
+    assert last_error().startswith("query: 4 token rows is not allowed with q_len_per_req=3; allowed: a multiple of it")
     assert call(q_len_per_req=0) == Status.INVALID_ARGUMENT
-    assert _error() == "q_len_per_req=0 is not allowed; allowed: >= 1 query tokens per request"
+    assert last_error() == "q_len_per_req=0 is not allowed; allowed: >= 1 query tokens per request"
     assert call(max_q_len=2) == Status.INVALID_ARGUMENT
-    assert _error().startswith("max_q_len=2 is not allowed without cum_seq_lens_q; they go together")
+    assert last_error().startswith("max_q_len=2 is not allowed without cum_seq_lens_q; they go together")
     assert call(q_len_per_req=1, cum_ptr=ctypes.byref(cum)) == Status.INVALID_ARGUMENT
-    assert _error().startswith("max_q_len=0 is not allowed with cum_seq_lens_q; they go together")
+    assert last_error().startswith("max_q_len=0 is not allowed with cum_seq_lens_q; they go together")
     assert call(bmm1=ctypes.byref(half_scale)) == Status.INVALID_ARGUMENT
-    assert _error() == ("bmm1_scale: dtype (code=2 kDLFloat, bits=16, lanes=1) is not allowed; allowed: float32 "
-                        "(kDLFloat, 32)")
+    assert last_error() == ("bmm1_scale: dtype (code=2 kDLFloat, bits=16, lanes=1) is not allowed; allowed: float32 "
+                            "(kDLFloat, 32)")
     assert call(bmm2=ctypes.byref(two_scales)) == Status.INVALID_ARGUMENT
-    assert _error() == "bmm2_scale: shape [2] is not allowed; allowed: [] or [1] (one float32 value)"
+    assert last_error() == "bmm2_scale: shape [2] is not allowed; allowed: [] or [1] (one float32 value)"
 
 
 def test_cudnn_v2_checks_batch_offsets_naming_them():
-    q, _a = _dltensor([2, 8, 128])
-    k, _b = _dltensor([10, 2, 16, 128])
-    tables, _c = _dltensor([2, 4], code=0, bits=32)
-    lens, _d = _dltensor([2], code=0, bits=32)
-    per_request, _e = _dltensor([2], code=0, bits=32)
-    cumulative, _f = _dltensor([3], code=0, bits=32)  # cuDNN's [batch_size + 1]
-    too_long, _g = _dltensor([4], code=0, bits=32)
-    wide, _h = _dltensor([3], code=0, bits=64)
-    on_host, _i = _dltensor([2], code=0, bits=32, device_type=1)
+    q, _a = dltensor([2, 8, 128])
+    k, _b = dltensor([10, 2, 16, 128])
+    tables, _c = dltensor([2, 4], I32)
+    lens, _d = dltensor([2], I32)
+    per_request, _e = dltensor([2], I32)
+    cumulative, _f = dltensor([3], I32)  # cuDNN's [batch_size + 1]
+    too_long, _g = dltensor([4], I32)
+    wide, _h = dltensor([3], I64)
+    on_host, _i = dltensor([2], I32, device_type=CPU)
 
     def call(offsets_q, offsets_o, max_sequence_kv=65, rt=True):
         return lib().attnjit_cudnn_batch_decode_with_kv_cache_v2(
@@ -176,17 +162,17 @@ def test_cudnn_v2_checks_batch_offsets_naming_them():
     past_the_c_checks = "max_sequence_kv=65 is not allowed; block_tables hold 4 pages of 16 rows"
     for offsets_q, offsets_o in [(None, None), (per_request, None), (None, cumulative), (cumulative, per_request)]:
         assert call(offsets_q, offsets_o) == Status.INVALID_ARGUMENT
-        assert past_the_c_checks in _error()
+        assert past_the_c_checks in last_error()
     assert call(too_long, None) == Status.INVALID_ARGUMENT
-    assert _error() == ("batch_offsets_q: shape [4] is not allowed; allowed: [batch_size] or [batch_size + 1] "
-                        "(cuDNN's cumulative form) with batch_size=2 from the query")
+    assert last_error() == ("batch_offsets_q: shape [4] is not allowed; allowed: [batch_size] or [batch_size + 1] "
+                            "(cuDNN's cumulative form) with batch_size=2 from the query")
     assert call(None, wide) == Status.INVALID_ARGUMENT
-    assert _error() == ("batch_offsets_o: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32 "
-                        "(kDLInt, 32)")
+    assert last_error() == ("batch_offsets_o: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32 "
+                            "(kDLInt, 32)")
     assert call(on_host, None) == Status.INVALID_ARGUMENT
-    assert _error().startswith("batch_offsets_q: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA")
+    assert last_error().startswith("batch_offsets_q: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA")
     assert call(per_request, None, rt=False) == Status.INVALID_ARGUMENT
-    assert "attnjit_cudnn_batch_decode_with_kv_cache_v2: rt is NULL" in _error()
+    assert "attnjit_cudnn_batch_decode_with_kv_cache_v2: rt is NULL" in last_error()
 
 
 # --- the Python entry points' own checks: need torch (CPU-only is enough), no GPU ---

@@ -18,16 +18,11 @@ from attnjit._dlpack import Borrowed
 from attnjit._library import has, lib
 from attnjit.errors import Status
 from attnjit.prefill import prefill_options
+from c_inputs import FAKE_DEVICE_POINTER, last_error
 
 if not has("attnjit_batch_prefill_wrapper_create"):
     pytest.skip("this libattnjit.so has no attnjit_batch_prefill_wrapper_* (attnjit_batch_prefill.h)",
                 allow_module_level=True)
-
-FAKE_DEVICE_POINTER = 0x7F0000000000  # never dereferenced: nothing here reaches a device
-
-
-def _error():
-    return lib().attnjit_last_error().decode()
 
 
 def test_options_struct_mirrors_the_header():
@@ -46,7 +41,7 @@ def paged_wrapper():
     handle = ctypes.c_void_p()
     assert lib().attnjit_batch_prefill_wrapper_create(
         _runtime.handle(), ctypes.c_void_p(FAKE_DEVICE_POINTER), 1 << 20, ctypes.byref(options), None, None, None,
-        None, None, None, ctypes.byref(handle)) == Status.OK, _error()
+        None, None, None, ctypes.byref(handle)) == Status.OK, last_error()
     plan = attnjit.Plan(handle)
     yield plan
     plan.destroy()
@@ -59,7 +54,7 @@ def test_wrapper_is_a_generic_plan_taking_an_int_workspace(paged_wrapper):
     assert lib().attnjit_plan_int_workspace_bytes(paged_wrapper.handle, ctypes.byref(need)) == Status.OK
     assert need.value == 0  # nothing planned yet
     assert lib().attnjit_plan_set_int_workspace(paged_wrapper.handle, ctypes.c_void_p(FAKE_DEVICE_POINTER + (1 << 20)),
-                                                8 << 20) == Status.OK, _error()
+                                                8 << 20) == Status.OK, last_error()
 
 
 def test_plan_arguments_reach_the_library(paged_wrapper):
@@ -76,6 +71,6 @@ def test_plan_arguments_reach_the_library(paged_wrapper):
                                                             c_types.DLDataType(0, 0, 0), None, None)
 
     assert plan(100, c_types.DLDataType(2, 16, 1)) == Status.UNSUPPORTED
-    assert _error().startswith("head_dim=100 is not supported")
+    assert last_error().startswith("head_dim=100 is not supported")
     assert plan(128, c_types.DLDataType(2, 32, 1)) == Status.INVALID_ARGUMENT
-    assert _error().startswith("q.dtype=float32 is not supported; allowed: float16, bfloat16")
+    assert last_error().startswith("q.dtype=float32 is not supported; allowed: float16, bfloat16")

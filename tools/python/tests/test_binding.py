@@ -13,17 +13,7 @@ from attnjit import _ctypes_types as c_types
 from attnjit import decode
 from attnjit._library import lib
 from attnjit.errors import AttnjitError, Status
-
-
-def _dltensor(shape, code=2, bits=16, device_type=2, device_id=0):
-    arr = (ctypes.c_int64 * len(shape))(*shape)
-    t = c_types.DLTensor()
-    t.data = 0x7F0000000000
-    t.device = c_types.DLDevice(device_type, device_id)
-    t.ndim = len(shape)
-    t.dtype = c_types.DLDataType(code, bits, 1)
-    t.shape = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
-    return t, arr  # keep arr alive with t
+from c_inputs import CPU, F32, I32, U8, dltensor, last_error
 
 
 def test_struct_layouts_match_the_headers():
@@ -59,7 +49,7 @@ def test_options_init_defaults():
 
 
 def test_view_as_relabels_bytes_as_fp8():
-    src, _keep = _dltensor([16, 2, 64], code=1, bits=8)  # uint8
+    src, _keep = dltensor([16, 2, 64], U8)  # uint8
     out = c_types.DLTensor()
     assert lib().attnjit_dltensor_view_as(ctypes.byref(src), b"float8_e4m3fn", ctypes.byref(out)) == 0
     assert (out.dtype.code, out.dtype.bits, out.dtype.lanes) == (10, 8, 1)
@@ -67,7 +57,7 @@ def test_view_as_relabels_bytes_as_fp8():
 
 
 def test_failures_raise_attnjit_error_with_the_library_message():
-    src, _keep = _dltensor([8, 128])  # float16: not raw bytes
+    src, _keep = dltensor([8, 128])  # float16: not raw bytes
     out = c_types.DLTensor()
     status = lib().attnjit_dltensor_view_as(ctypes.byref(src), b"e4m3", ctypes.byref(out))
     assert status == Status.INVALID_ARGUMENT
@@ -83,15 +73,15 @@ def test_failures_raise_attnjit_error_with_the_library_message():
 def test_plan_refuses_host_memory_naming_q():
     from attnjit import _runtime
 
-    q, _a = _dltensor([8, 128], device_type=1)
-    k, _b = _dltensor([100, 2, 128])
+    q, _a = dltensor([8, 128], device_type=CPU)
+    k, _b = dltensor([100, 2, 128])
     o = c_types.DecodeOptions()
     lib().attnjit_decode_options_init(ctypes.byref(o))
     plan = ctypes.c_void_p()
     status = lib().attnjit_single_decode_plan(_runtime.handle(), ctypes.byref(q), ctypes.byref(k),
                                               ctypes.byref(k), ctypes.byref(o), 0, ctypes.byref(plan))
     assert status == Status.INVALID_ARGUMENT
-    assert lib().attnjit_last_error().decode().startswith("q: device_type=1 (kDLCPU) is not supported")
+    assert last_error().startswith("q: device_type=1 (kDLCPU) is not supported")
     assert not plan.value
 
 
@@ -122,8 +112,8 @@ def test_batch_prefill_cuda_graph_needs_its_fixed_buffers():
     """use_cuda_graph=1 without qo_indptr_buf, and a float buffer, fail naming the buffer (no device touched)."""
     from attnjit import _runtime
 
-    kv, _a = _dltensor([3], code=0, bits=32)  # int32 [max_batch_size + 1]
-    f32, _b = _dltensor([3], code=2, bits=32)
+    kv, _a = dltensor([3], I32)  # int32 [max_batch_size + 1]
+    f32, _b = dltensor([3], F32)
     handle = ctypes.c_void_p()
 
     def create(qo_buf, kv_buf):
@@ -132,8 +122,8 @@ def test_batch_prefill_cuda_graph_needs_its_fixed_buffers():
                                                      ctypes.byref(handle))
 
     assert create(None, ctypes.byref(kv)) == Status.INVALID_ARGUMENT
-    assert "qo_indptr_buf: is NULL; use_cuda_graph=1 needs it" in lib().attnjit_last_error().decode()
+    assert "qo_indptr_buf: is NULL; use_cuda_graph=1 needs it" in last_error()
     assert create(ctypes.byref(f32), ctypes.byref(kv)) == Status.INVALID_ARGUMENT
-    assert "qo_indptr_buf: dtype (code 2, bits 32" in lib().attnjit_last_error().decode()
+    assert "qo_indptr_buf: dtype (code 2, bits 32" in last_error()
     assert create(ctypes.byref(kv), ctypes.byref(kv)) == Status.OK
     assert lib().attnjit_batch_prefill_destroy(handle) == Status.OK

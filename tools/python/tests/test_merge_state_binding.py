@@ -12,27 +12,10 @@ import inspect
 import pytest
 
 import attnjit
-from attnjit import _ctypes_types as c_types
 from attnjit import _runtime
 from attnjit._library import lib
 from attnjit.errors import AttnjitError, Status
-
-F16, F32, BOOL = (2, 16), (2, 32), (6, 8)
-
-
-def _dltensor(shape, dtype=F16, device_type=2, device_id=0):
-    arr = (ctypes.c_int64 * len(shape))(*shape)
-    t = c_types.DLTensor()
-    t.data = 0x7F0000000000
-    t.device = c_types.DLDevice(device_type, device_id)
-    t.ndim = len(shape)
-    t.dtype = c_types.DLDataType(dtype[0], dtype[1], 1)
-    t.shape = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
-    return t, arr  # keep arr alive with t
-
-
-def _error():
-    return lib().attnjit_last_error().decode()
+from c_inputs import BOOL, CPU, F16, F32, dltensor, last_error
 
 
 def test_exports_and_flashinfer_signatures():
@@ -46,37 +29,37 @@ def test_exports_and_flashinfer_signatures():
 
 
 def test_c_merge_state_refuses_a_float32_v_naming_it():
-    v, _a = _dltensor([4, 8, 128], F32)
-    s, _b = _dltensor([4, 8], F32)
+    v, _a = dltensor([4, 8, 128], F32)
+    s, _b = dltensor([4, 8], F32)
     status = lib().attnjit_merge_state(_runtime.handle(), ctypes.byref(v), ctypes.byref(s), ctypes.byref(v),
                                        ctypes.byref(s), ctypes.byref(v), None, None)
     assert status == Status.INVALID_ARGUMENT
-    assert _error() == "v_a: dtype float32 is not supported; allowed: float16, bfloat16"
+    assert last_error() == "v_a: dtype float32 is not supported; allowed: float16, bfloat16"
 
 
 def test_c_merge_state_in_place_refuses_a_host_mask_and_accepts_a_bool_one():
-    v, _a = _dltensor([4, 8, 128])
-    s, _b = _dltensor([4, 8], F32)
-    s_other, _c = _dltensor([4, 8], F16)  # wrong: refused after the mask
-    host_mask, _d = _dltensor([4], BOOL, device_type=1)
+    v, _a = dltensor([4, 8, 128])
+    s, _b = dltensor([4, 8], F32)
+    s_other, _c = dltensor([4, 8], F16)  # wrong: refused after the mask
+    host_mask, _d = dltensor([4], BOOL, device_type=CPU)
     status = lib().attnjit_merge_state_in_place(_runtime.handle(), ctypes.byref(v), ctypes.byref(s), ctypes.byref(v),
                                                 ctypes.byref(s_other), ctypes.byref(host_mask), None)
     assert status == Status.INVALID_ARGUMENT
-    assert _error().startswith("mask: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA")
-    mask, _e = _dltensor([4], BOOL)
+    assert last_error().startswith("mask: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA")
+    mask, _e = dltensor([4], BOOL)
     status = lib().attnjit_merge_state_in_place(_runtime.handle(), ctypes.byref(v), ctypes.byref(s), ctypes.byref(v),
                                                 ctypes.byref(s_other), ctypes.byref(mask), None)
     assert status == Status.INVALID_ARGUMENT
-    assert _error().startswith("s_other: dtype must be float32")
+    assert last_error().startswith("s_other: dtype must be float32")
 
 
 def test_c_merge_states_refuses_a_three_dimensional_v():
-    v, _a = _dltensor([4, 8, 128])
-    s, _b = _dltensor([4, 8], F32)
+    v, _a = dltensor([4, 8, 128])
+    s, _b = dltensor([4, 8], F32)
     status = lib().attnjit_merge_states(_runtime.handle(), ctypes.byref(v), ctypes.byref(s), ctypes.byref(v),
                                         None, None)
     assert status == Status.INVALID_ARGUMENT
-    assert "v: ndim=3 is not allowed; allowed: 4" in _error()
+    assert "v: ndim=3 is not allowed; allowed: 4" in last_error()
 
 
 # --- the Python entry points' own checks: need torch (CPU-only is enough), no GPU ---

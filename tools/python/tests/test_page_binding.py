@@ -12,11 +12,10 @@ import textwrap
 
 import pytest
 
-from attnjit import _ctypes_types as T
 from attnjit import _runtime, page
 from attnjit.errors import AttnjitError, MissingDependencyError, Status
+from c_inputs import BF16, CPU, CUDA, F32, I32, I64, dltensor, last_error
 
-I32, I64, BF16, F32 = (0, 32), (0, 64), (4, 16), (2, 32)
 
 # flashinfer/page.py of 0.7.2: (name, default) in order; inspect.Parameter.empty for none.
 E = inspect.Parameter.empty
@@ -70,21 +69,6 @@ def test_without_torch_the_tensor_calls_name_torch(monkeypatch):
         page.get_batch_indices_positions(object(), object(), 4)
 
 
-def _dltensor(shape, dtype=I32, device_type=2, device_id=0):
-    arr = (ctypes.c_int64 * len(shape))(*shape)
-    t = T.DLTensor()
-    t.data = 0x7F0000000000
-    t.device = T.DLDevice(device_type, device_id)
-    t.ndim = len(shape)
-    t.dtype = T.DLDataType(dtype[0], dtype[1], 1)
-    t.shape = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
-    return t, arr  # keep arr alive with t
-
-
-def _error():
-    return page._c().attnjit_last_error().decode()
-
-
 class _Append:
     """A valid append's DLTensors (10 rows, 8 heads x 128, bfloat16, 4 requests, a 5-D NHD cache)."""
 
@@ -99,8 +83,8 @@ class _Append:
         self.kv_indptr = self.make([5])
         self.last = self.make([4])
 
-    def make(self, shape, dtype=I32, device_type=2):
-        t, arr = _dltensor(shape, dtype, device_type)
+    def make(self, shape, dtype=I32, device_type=CUDA):
+        t, arr = dltensor(shape, dtype, device_type)
         self.keep.append(arr)
         return t
 
@@ -115,36 +99,36 @@ def test_c_append_refuses_an_int64_index_array_naming_it():
     a = _Append()
     a.positions = a.make([10], I64)
     assert a.call() == Status.INVALID_ARGUMENT
-    assert _error() == ("positions: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32 "
-                        "(kDLInt, 32)")
+    assert last_error() == ("positions: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32 "
+                            "(kDLInt, 32)")
 
 
 def test_c_append_refuses_a_short_kv_indptr_and_a_host_kv_indices():
     a = _Append()
     a.kv_indptr = a.make([4])
     assert a.call() == Status.INVALID_ARGUMENT
-    assert _error() == ("kv_indptr: shape [4] is not allowed; allowed: [batch_size + 1] with batch_size + 1=5 from "
-                        "kv_last_page_len")
+    assert last_error() == ("kv_indptr: shape [4] is not allowed; allowed: [batch_size + 1] with batch_size + 1=5 from "
+                            "kv_last_page_len")
     a.kv_indptr = a.make([5])
-    a.kv_indices = a.make([12], device_type=1)
+    a.kv_indices = a.make([12], device_type=CPU)
     assert a.call() == Status.INVALID_ARGUMENT
-    assert "kv_indices: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA" in _error()
+    assert "kv_indices: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA" in last_error()
 
 
 def test_c_append_refuses_a_float32_cache_and_a_bad_layout():
     a = _Append()
     a.cache = a.make([40, 2, 16, 8, 128], F32)
     assert a.call() == Status.INVALID_ARGUMENT
-    assert "differs from append_key's dtype bfloat16" in _error()
+    assert "differs from append_key's dtype bfloat16" in last_error()
     assert _Append().call(layout=3) == Status.INVALID_ARGUMENT
-    assert _error() == "kv_layout=3 is not a layout; allowed: 0 (NHD), 1 (HND)"
+    assert last_error() == "kv_layout=3 is not a layout; allowed: 0 (NHD), 1 (HND)"
 
 
 def test_c_positions_refuses_a_wrong_length_output():
     keep = []
 
     def make(shape, dtype=I32):
-        t, arr = _dltensor(shape, dtype)
+        t, arr = dltensor(shape, dtype)
         keep.append(arr)
         return ctypes.byref(t), t
 
@@ -154,4 +138,4 @@ def test_c_positions_refuses_a_wrong_length_output():
     pos, _d = make([8])
     status = page._c().attnjit_get_batch_indices_positions(_runtime.handle(), indptr, lens, 8, bi, pos, None)
     assert status == Status.INVALID_ARGUMENT
-    assert _error() == "batch_indices: shape [7] is not allowed; allowed: [nnz] with nnz=8 from the nnz argument"
+    assert last_error() == "batch_indices: shape [7] is not allowed; allowed: [nnz] with nnz=8 from the nnz argument"

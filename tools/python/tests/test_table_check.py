@@ -69,16 +69,11 @@ def test_trtllm_block_table_past_the_cache_is_named_by_the_next_call():
 
 def test_wrapper_indices_overwritten_before_a_graph_replay_are_named_by_check():
     torch = _torch()
-    from paged_batch import DEVICE, PagedBatch, check, make_q, reference, workspace
+    from paged_batch import PagedBatch, check, graph_wrapper, make_q, reference
 
     dtype, layout, ps, hkv, d = torch.float16, "NHD", 16, 2, 128
     lens = [300, 77, 1000, 5]
-    bufs = (torch.empty(len(lens) + 1, dtype=torch.int32, device=DEVICE),
-            torch.empty(256, dtype=torch.int32, device=DEVICE),
-            torch.empty(len(lens), dtype=torch.int32, device=DEVICE))
-    w = attnjit.BatchDecodeWithPagedKVCacheWrapper(workspace(), kv_layout=layout, use_cuda_graph=True,
-                                                   paged_kv_indptr_buffer=bufs[0], paged_kv_indices_buffer=bufs[1],
-                                                   paged_kv_last_page_len_buffer=bufs[2])
+    w, bufs = graph_wrapper(layout, len(lens))
     batch = PagedBatch(lens, ps, hkv, d, dtype, layout, seed=73)
     q = make_q(len(lens), 4 * hkv, d, dtype, seed=74)
     w.plan(batch.indptr, batch.indices, batch.last_page_len, 4 * hkv, hkv, d, ps, q_data_type=dtype)
