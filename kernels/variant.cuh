@@ -48,7 +48,10 @@ struct AttentionVariant {
   float rope_rcp_scale, rope_log2_theta;
   MaskT mask;
 #if defined(ATTNJIT_USER_VARIANT)
-  const user::Params* user_params;  // in the kernel's parameters (VariantParams::user_params)
+  // By value: the fields a snippet reads become registers loaded once, so what
+  // it derives from them (a reciprocal, a scaled offset) is hoisted out of the
+  // per-score code; through a pointer they were reloaded for every score.
+  user::Params user_params;
   int user_b, user_h, user_q0, user_q;  // request, query head, position of query 0, this row's query
 #endif
 
@@ -66,7 +69,7 @@ struct AttentionVariant {
         rope_log2_theta(p.rope_log2_theta),
         mask(p, request, qo_len, kv_len) {
 #if defined(ATTNJIT_USER_VARIANT)
-    user_params = reinterpret_cast<const user::Params*>(p.user_params);
+    user_params = *reinterpret_cast<const user::Params*>(p.user_params);
     user_b = request;
     user_h = qo_head;
     user_q0 = kv_len - qo_len;
@@ -77,7 +80,7 @@ struct AttentionVariant {
   ATTNJIT_DEVICE bool keep(int q_pos_, int k_pos) const {
     bool ok = mask.keep(q_pos_, k_pos);
 #if defined(ATTNJIT_USER_MASK_MOD)
-    ok = ok && user::mask_mod(user_b, user_h, q_pos_ - user_q0, k_pos, *user_params);
+    ok = ok && user::mask_mod(user_b, user_h, q_pos_ - user_q0, k_pos, user_params);
 #endif
     return ok;
   }
@@ -124,7 +127,7 @@ struct AttentionVariant {
     float x = qk;
     if (kAlibi) x = fmaf(alibi_slope, float(j) - q_pos, x);
 #if defined(ATTNJIT_USER_SCORE_MOD)
-    x = user::score_mod(x, user_b, user_h, user_q, j, *user_params);
+    x = user::score_mod(x, user_b, user_h, user_q, j, user_params);
 #endif
     if (SoftCap) x = soft_cap * tanhf(x * rcp_soft_cap);
     return x * kLog2e;

@@ -43,7 +43,10 @@ TranslationUnit generate(const KernelSpec& spec) {
     tu.name = spec.name() + ".cu";
     tu.source = fill_template(std::string(t.text), spec.template_values(), tname);
     // A user variant's Params and snippets go first: the skeleton's hooks call them.
-    if (const VariantSource* user = user_variant_of(spec)) tu.source = variant_device_code(*user, tu.name) + tu.source;
+    if (const VariantSource* user = user_variant_of(spec)) {
+      tu.source = variant_device_code(*user, tu.name) + tu.source;
+      tu.options = {"--prec-div=false"};
+    }
     for (const auto& h : embedded::headers()) tu.headers.emplace_back(std::string(h.name), std::string(h.text));
     return tu;
   }

@@ -13,6 +13,10 @@ struct TranslationUnit {
   std::string name;    // "<spec name>.cu"
   std::string source;  // the generated text
   std::vector<std::pair<std::string, std::string>> headers;  // every embedded kernels/ header
+  // NVRTC options of this unit alone, after the engine's (part of its cache
+  // key): a user variant's `/` is the fast division Triton's is (2 ulp), so a
+  // snippet's soft cap costs what the built-in's reciprocal multiply does.
+  std::vector<std::string> options;
 };
 
 // Throws Error(Internal) if a placeholder is left unfilled or a value has no placeholder.

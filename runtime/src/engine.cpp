@@ -58,6 +58,7 @@ KeyInputs Engine::key_inputs(const TranslationUnit& tu, const std::string& arch)
   // The exact option list NVRTC receives, minus the arch (its own field).
   cuda::CompileRequest req;
   req.options = options_;
+  req.options.insert(req.options.end(), tu.options.begin(), tu.options.end());
   req.arch = arch;
   for (auto& o : cuda::compile_options(req))
     if (o.rfind("--gpu-architecture=", 0) != 0) in.options.push_back(o);
@@ -108,6 +109,7 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
     req.name = tu.name;
     req.headers = tu.headers;
     req.options = options_;
+    req.options.insert(req.options.end(), tu.options.begin(), tu.options.end());
     req.arch = arch;
     cuda::CompileResult res;
     try {

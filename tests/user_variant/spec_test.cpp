@@ -164,6 +164,23 @@ TEST_CASE("a user variant is part of the spec's identity, name and JSON", "[user
   CHECK_THAT(invalid_message([&] { KernelSpec::from_json(bad); }), Catch::Contains("spec.user.extra is not a field"));
 }
 
+TEST_CASE("a user variant's units compile with fast division; built-in units with the engine's options only",
+          "[user_variant]") {
+  const PrefillKernel user = prefill_with(bias_table());
+  PrefillKernel plain = user;
+  plain.variant.user = nullptr;
+  CHECK(generate(user).options == std::vector<std::string>{"--prec-div=false"});
+  CHECK(generate(BlockMaskKernel{std::make_shared<const VariantSource>(doc_mask())}).options ==
+        std::vector<std::string>{"--prec-div=false"});
+  CHECK(generate(plain).options.empty());
+  // The option is part of the cache key: the same text compiled without it is another entry.
+  TempCacheEngine t;
+  const TranslationUnit tu = generate(user);
+  TranslationUnit without = tu;
+  without.options.clear();
+  CHECK(make_cache_key(t.engine.key_inputs(tu, "sm_90a")) != make_cache_key(t.engine.key_inputs(without, "sm_90a")));
+}
+
 TEST_CASE("NVRTC messages at a snippet's lines map to the snippet", "[user_variant]") {
   std::string mapped;
   CHECK_FALSE(snippet_compile_error("prefill.cuh(12): error: something", &mapped));
