@@ -1,6 +1,6 @@
 // A block-sparse user variant's tile classes (issue 31 item 2), shared by
 // host and device code: written by the classification kernel
-// (block_mask.cuh) at the start of every run, read by the prefill
+// (block_mask.cuh) before the runs that read them, read by the prefill
 // skeletons' KV walk (kv_tile_walk.cuh).
 //
 // A row is one query tile of the plan (packed rows, as the skeleton tiles
@@ -42,16 +42,21 @@ ATTNJIT_HOST_DEVICE inline BlockTiles& block_tiles(VariantParams& v) {
 struct BlockMaskParams {
   int32_t* tiles;
   int32_t* counts;
+  // A batch plan's rows: per row {request, its query tile within the
+  // request, qo_len, kv_len}; null for a single request (row = query tile).
+  const int32_t* row_requests;
   int32_t stride;
   int32_t slots;
   int32_t qo_len, kv_len;     // the single request's
   int32_t tile_q, tile_kv;    // the prefill kernel's: packed query rows and keys per tile
+  int32_t heads_vary;         // 0: mask_mod does not read h, so each token is evaluated once
   FastDivmod group;           // query heads per KV head (packed row r: token r / group, head r % group)
   uint64_t user_params[kUserParamsWords];  // the variant's Params, as the prefill kernel gets them
 };
 
-// The classification kernel's CTA: four warps, a KV tile per warp at a time.
-enum : int { kBlockMaskThreads = 128 };
+// The classification kernel's CTA: eight warps, a KV tile per warp at a time
+// (a 16k-token row has 256 tiles of 64 keys: 32 per warp).
+enum : int { kBlockMaskThreads = 256 };
 
 // Int32 entries of a block mask's workspace region: counts, then tiles.
 ATTNJIT_HOST_DEVICE constexpr int64_t block_mask_entries(int64_t rows, int64_t slots, int64_t kv_tiles) {

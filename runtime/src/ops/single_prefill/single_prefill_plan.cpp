@@ -139,6 +139,7 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
     bp.tile_q = layout.prefill.spec.as<PrefillKernel>()->tile_q();
     bp.tile_kv = layout.prefill.spec.as<PrefillKernel>()->tile_kv();
     bp.group = pp.group;
+    bp.heads_vary = problem.options.variant->source().heads_vary ? 1 : 0;
     std::memcpy(bp.user_params, pp.var.user_params, sizeof(bp.user_params));
     if (rows > 0) detail::launch(*impl_->block_mask, layout.block_mask->shape, &bp, stream);
     kernels::block_tiles(pp.var) = {bp.tiles, bp.counts, bp.stride, bp.slots};
