@@ -359,8 +359,21 @@ def test_launch_descriptors_point_at_each_calls_tensor():
 
     t = torch.zeros(3, 5, 8, dtype=torch.bfloat16)
     view = torch.zeros(4, 3, 5, 8, dtype=torch.bfloat16)[1].transpose(0, 1)  # an offset, non-contiguous view
-    d = _launch.Descriptor(torch, view.shape, view.stride(), view.dtype, torch.device("cuda", 1))
+    d = _launch.Descriptor(torch, 3, view.dtype, torch.device("cuda", 1)).set(view.shape, view.stride())
     assert list(d.dl.shape[:3]) == list(view.shape) and list(d.dl.strides[:3]) == list(view.stride())
     assert (d.dl.ndim, d.dl.dtype.code, d.dl.dtype.bits, d.dl.device.device_id) == (3, 4, 16, 1)
     for x in (view, t.transpose(0, 1)):
         assert d.point(x) == d.address and d.dl.data == x.data_ptr() and d.dl.byte_offset == 0
+    d.set((3, 9, 8), (80, 8, 1))  # a new step's layout: the same descriptor, described anew
+    assert list(d.dl.shape[:3]) == [3, 9, 8] and list(d.dl.strides[:3]) == [80, 8, 1]
+
+
+def test_decode_layouts_describe_the_keys_as_pages_of_the_capacity():
+    from attnjit.integrations.transformers import _decode_steps
+
+    q = torch.zeros(3, 1, 8, 64, dtype=torch.bfloat16).transpose(1, 2)  # [batch, heads, 1, dim] of [b, 1, h, d]
+    layout = _decode_steps.Layout(q, 2, (2 * 37 * 64, 37 * 64, 64, 1), (37 * 2 * 64, 64, 2 * 64, 1))
+    at = layout.at(64)
+    assert at == ((3, 8, 64), (8 * 64, 64, 1), (3, 2, 64, 64), (2 * 37 * 64, 37 * 64, 64, 1), (3, 2, 64, 64),
+                  (37 * 2 * 64, 64, 2 * 64, 1))
+    assert layout.at(64) is at and layout.at(128)[2] == (3, 2, 128, 64)  # one object per capacity

@@ -11,7 +11,11 @@ configs shaped like Llama-3 (GQA), Qwen2, Mistral (sliding window shorter than t
   DynamicCache's sliding layers and with full layers whose masks carry the window: the prefill's bounds;
 - decode calls against float64: masks with holes, a request that sees no key (0), a batch-1 mask, an additive
   mask, a new mask on a kept plan (a bind, no plan); decode steps make no host sync (torch's sync debug mode);
-- every path ran through attnjit (launch counters) and planned once per step and table, not per layer.
+- decode steps as the DynamicCache makes them (K/V one key longer each step) on one plan per capacity: the
+  same plan past its planned rows' end, across a capacity, back to a shorter length, with a window, with
+  split requests (batch 1), K and V in different layouts;
+- every path ran through attnjit (launch counters) and planned once per step and table (prefill) or once
+  per capacity and layer kind (decode), never per layer.
 """
 
 import pytest
@@ -23,6 +27,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 import attnjit.integrations.transformers as tj  # noqa: E402
 from attnjit.errors import AttnjitError, Status  # noqa: E402
+from attnjit.integrations.transformers import _attention, _capacity  # noqa: E402
 from transformers import (AutoModelForCausalLM, DynamicCache, Gemma2Config, GenerationConfig,  # noqa: E402
                           LlamaConfig, MistralConfig, Qwen2Config)
 from transformers.generation.configuration_utils import ContinuousBatchingConfig  # noqa: E402
@@ -154,9 +159,10 @@ def test_greedy_generation_matches_sdpa(name):
     model = build(name, torch.bfloat16)
     tolerance = near_tie_tolerance(model, ids, mask)
     generated = {}
+    tj.clear_plans()
     for impl in ("sdpa", "attnjit"):
         model.set_attn_implementation(impl)
-        before = dict(tj.launches)
+        before, plans, writes = dict(tj.launches), tj.plans_made["decode"], tj.lengths_written["decode"]
         with torch.no_grad():
             generated[impl] = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=64,
                                              min_new_tokens=64, do_sample=False, pad_token_id=0)
@@ -164,6 +170,11 @@ def test_greedy_generation_matches_sdpa(name):
     # the first token is prefill's; left padding gives every step a mask, which the kernel asks
     assert ran == {"decode": 0, "decode_mask_mod": 63 * model.config.num_hidden_layers}, ran
     width = ids.shape[1]
+    # a plan per capacity and layer kind (full layers' keys grow over 58 to 120: two capacities; a sliding
+    # layer's stay), at most one length write per step and kind: never per layer
+    kinds, capacities = layer_kinds(model), len({_capacity.capacity(n) for n in range(width + 1, width + 64)})
+    assert kinds <= tj.plans_made["decode"] - plans <= kinds * capacities
+    assert kinds <= tj.lengths_written["decode"] - writes <= 63 * kinds
     for row, n in enumerate(LENGTHS):
         prefix = ids[row, width - n:].tolist()
         assert_same_or_near_tie(model, prefix, generated["sdpa"][row, width:].tolist(),
@@ -303,14 +314,22 @@ def test_teacher_forced_decode_steps_of_left_padded_prompts(name, cache):
     eager = decode_step_logits(model, "eager", ids, mask, tokens, config)
     tj.clear_plans()
     before, plans, binds = dict(tj.launches), tj.plans_made["decode"], tj.masks_bound["decode"]
+    writes = tj.lengths_written["decode"]
     ours = decode_step_logits(model, "attnjit", ids, mask, tokens, config)
     layers, kinds = model.config.num_hidden_layers, layer_kinds(model)
     ran = {k: tj.launches[k] - before.get(k, 0) for k in ("decode", "decode_mask_mod")}
     assert ran == {"decode": 0, "decode_mask_mod": steps * layers}, ran
-    # one bind per step and layer kind (the layers of a kind share the step's mask), at most one plan (none
-    # where the keys' count stays, as a sliding layer's does once its window is full)
+    # one bind per step and layer kind (the layers of a kind share the step's mask); one plan per capacity
+    # and kind (the keys grow over 58 to 69: capacities 64 and 128) and one length write per step and kind,
+    # fewer where a sliding layer's keys stay at its window
+    width = ids.shape[1]
+    capacities = len({_capacity.capacity(n) for n in range(width + 1, width + steps + 1)})
     assert tj.masks_bound["decode"] - binds == steps * kinds
-    assert 1 <= tj.plans_made["decode"] - plans <= steps * kinds
+    planned, written = tj.plans_made["decode"] - plans, tj.lengths_written["decode"] - writes
+    if cache == "full-layers":  # every layer sees the growing keys
+        assert (planned, written) == (kinds * capacities, steps * kinds)
+    else:
+        assert kinds <= planned <= kinds * capacities and kinds <= written <= steps * kinds
     assert torch.isfinite(ours).all()
     every = torch.ones(ours.shape[:2], dtype=torch.bool, device=DEVICE)
     vs_sdpa, eager_vs_sdpa = rel(ours, sdpa, every), rel(eager, sdpa, every)
@@ -434,12 +453,12 @@ def test_a_new_mask_on_a_kept_plan_is_a_bind_that_the_next_launch_reads():
 
 def test_decode_steps_make_no_host_sync():
     """Steps as generate() makes them (each a new mask object, K/V one key longer, three layers sharing them)
-    under torch's sync debug mode "error" after the first: no mask analysis, no host read; each step's new plan
-    is host work only."""
+    under torch's sync debug mode "error" after the first: no mask analysis, no host read; a step's length
+    write is a device fill, and the plan a new capacity needs (64 -> 128 keys) is host work only."""
     batch, heads, kv_heads, dim, scaling, layers = 4, 8, 2, 128, 0.09, 3
     starts = torch.tensor([0, 5, 11, 30], device=DEVICE)
     steps = []
-    for kv_len in range(40, 46):
+    for kv_len in range(60, 68):
         keep = torch.arange(kv_len, device=DEVICE)[None, :] >= starts[:, None]
         keep[1, 20] = False  # a hole too
         calls = [decode_inputs(batch, heads, kv_heads, dim, kv_len, torch.bfloat16, seed=kv_len * 10 + i)
@@ -448,6 +467,7 @@ def test_decode_steps_make_no_host_sync():
     tj.clear_plans()
     torch.cuda.synchronize()
     plans, binds, before = tj.plans_made["decode"], tj.masks_bound["decode"], tj.launches["decode_mask_mod"]
+    writes = tj.lengths_written["decode"]
     outputs = []
     try:
         for i, (keep, calls) in enumerate(steps):
@@ -460,9 +480,70 @@ def test_decode_steps_make_no_host_sync():
     finally:
         torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
-    assert tj.plans_made["decode"] - plans == len(steps)  # once per step (kv_len grows), not per layer
+    assert tj.plans_made["decode"] - plans == 2  # once per capacity (64, then 128), not per step or layer
+    assert tj.lengths_written["decode"] - writes == len(steps)  # once per step, by its first layer
     assert tj.masks_bound["decode"] - binds == len(steps)
     assert tj.launches["decode_mask_mod"] - before == len(steps) * layers
     for (keep, calls), outs in zip(steps, outputs):
         for (q, k, v), out in zip(calls, outs):
             assert_decode_matches(out, q, k, v, keep, scaling, what=f"kv_len {keep.shape[1]}")
+
+
+def window_keep(batch, kv_len, window):
+    """[batch, kv_len] keep of a query at the last position: the window's keys up to it (every key: None)."""
+    first = 0 if window is None else max(0, kv_len - window)
+    return (torch.arange(kv_len, device=DEVICE) >= first)[None, :].expand(batch, kv_len)
+
+
+@pytest.mark.parametrize("window, softcap", [(None, None), (50, None), (None, 20.0)], ids=["full", "window", "softcap"])
+def test_one_step_plan_serves_growing_keys_across_capacities(window, softcap):
+    """Steps as the DynamicCache makes them (new K/V one key longer, two layers each) on one plan per capacity:
+    its planned rows run past the keys (rows clamped in the kernel), a new capacity plans again, a shorter
+    length within the capacity (a new generate()) is a write that no stale length survives."""
+    from attnjit.integrations.transformers import _decode_steps
+
+    batch, heads, kv_heads, dim, scaling, layers = 3, 8, 2, 128, 0.08, 2
+    lengths = list(range(120, 134)) + [150, 140, 141, 100]  # 64-key capacities 128, 192, 192, 128
+    tj.clear_plans()
+    plans, writes, before = tj.plans_made["decode"], tj.lengths_written["decode"], tj.launches["decode"]
+    seen = set()
+    for step, kv_len in enumerate(lengths):
+        keep = window_keep(batch, kv_len, window)
+        for layer in range(layers):
+            q, k, v = decode_inputs(batch, heads, kv_heads, dim, kv_len, torch.bfloat16, seed=100 * step + layer)
+            with torch.no_grad():
+                out, _ = tj.attnjit_attention_forward(CausalModule(), q, k, v, None, dropout=0.0, scaling=scaling,
+                                                      sliding_window=window, softcap=softcap)
+            assert_decode_matches(out, q, k, v, keep, scaling, softcap, f"kv_len {kv_len} layer {layer}")
+            seen.update(id(plan) for plan in _decode_steps._step_plans.values())
+    assert len(seen) == 1  # one plan object served every step and layer
+    assert tj.launches["decode"] - before == len(lengths) * layers
+    assert tj.plans_made["decode"] - plans == 3  # 128, 192, then 128 again: never per step or layer
+    assert tj.lengths_written["decode"] - writes == len(lengths)
+
+
+@pytest.mark.parametrize("kv_len", [1025, 4097])
+def test_a_split_request_past_its_planned_rows_is_exact(kv_len):
+    """One request fills a small part of the GPU, so the plan cuts its capacity's rows into chunks: the chunks
+    past kv_len are empty and the merge takes the others."""
+    heads, kv_heads, dim, scaling = 32, 8, 128, 128 ** -0.5
+    tj.clear_plans()
+    for step in range(3):
+        q, k, v = decode_inputs(1, heads, kv_heads, dim, kv_len + step, torch.bfloat16, seed=9 + step)
+        with torch.no_grad():
+            out, _ = tj.attnjit_attention_forward(CausalModule(), q, k, v, None, dropout=0.0, scaling=scaling)
+        assert_decode_matches(out, q, k, v, window_keep(1, kv_len + step, None), scaling, what=f"{kv_len + step}")
+
+
+def test_keys_and_values_of_different_layouts_are_read_in_place():
+    """The page table is one page per request, so K and V need no common layout: neither is copied."""
+    batch, heads, kv_heads, dim, kv_len, scaling = 4, 8, 2, 64, 77, 0.125
+    torch.manual_seed(11)
+    q = torch.randn(batch, 1, heads, dim, device=DEVICE, dtype=torch.float16).transpose(1, 2)
+    k = torch.randn(batch, kv_heads, kv_len, dim, device=DEVICE, dtype=torch.float16)  # the cache's
+    v = torch.randn(batch, kv_len, kv_heads, dim, device=DEVICE, dtype=torch.float16).transpose(1, 2)  # NHD storage
+    tj.clear_plans()
+    with torch.no_grad():
+        out, _ = tj.attnjit_attention_forward(CausalModule(), q, k, v, None, dropout=0.0, scaling=scaling)
+    assert_decode_matches(out, q, k, v, window_keep(batch, kv_len, None), scaling, what="mixed layouts")
+    assert [p.copy for p in _attention._prepared.values()] == [False]

@@ -6,7 +6,8 @@
     model.set_attn_implementation("paged|attnjit")    # continuous batching (generate_batch)
 
 "attnjit" serves standard forwards and generate() (prefill through batch prefill, one-token steps through
-batch decode, a decode step's mask asked in the kernel); "paged|attnjit" serves continuous batching. Both compute what sdpa computes from the same
+batch decode, a decode step's mask asked in the kernel, one decode plan serving step after step while the
+cache grows); "paged|attnjit" serves continuous batching. Both compute what sdpa computes from the same
 inputs (left padding, causal, sliding window, soft cap, GQA, `scaling`) in float16 / bfloat16, and refuse
 what they cannot with an AttnjitError naming the argument (never another backend in their place).
 """
@@ -14,13 +15,13 @@ what they cannot with an AttnjitError naming the argument (never another backend
 from . import _attention, _plans
 from ._attention import attnjit_attention_forward
 from ._paged import attnjit_paged_attention_forward
-from ._plans import launches, masks_bound, plans_made
+from ._plans import launches, lengths_written, masks_bound, plans_made
 
 NAME = "attnjit"
 PAGED_NAME = "paged|attnjit"
 
 __all__ = ["NAME", "PAGED_NAME", "attnjit_attention_forward", "attnjit_paged_attention_forward", "clear_plans",
-           "launches", "masks_bound", "plans_made", "register"]
+           "launches", "lengths_written", "masks_bound", "plans_made", "register"]
 
 
 def clear_plans():

@@ -2,14 +2,15 @@
 
 Queries come as [batch, heads, q_len, head_dim] views of [batch, q_len, heads, head_dim] storage, so their
 rows flatten to attnjit's [batch * q_len, heads, head_dim] without a copy; keys and values (the cache's
-tensors, or the projections' views) are read in place through a page table (_pages.py). A step with one
-query row per request runs batch decode, any other batch prefill; either writes [batch * q_len, heads,
-head_dim], which is the [batch, q_len, heads, head_dim] that sdpa's integration returns. Query rows that see
-no key come out 0.
+tensors, or the projections' views) are read in place. A step with one query row per request runs batch
+decode, any other batch prefill; either writes [batch * q_len, heads, head_dim], which is the [batch, q_len,
+heads, head_dim] that sdpa's integration returns. Query rows that see no key come out 0.
 
-A prefill reads its mask once (_mask.py: left padding as each request's first key, else a custom mask). A
-decode step reads each request's kv_len keys whatever its mask, and a mask is asked in the kernel
-(_decode_mask.py): no mask analysis and no host sync per step, and a plan that depends only on the shapes.
+A prefill reads its mask once (_mask.py: left padding as each request's first key, else a custom mask) and
+plans a page table over the keys in place (_pages.py). A decode step reads each request's kv_len keys
+whatever its mask, and a mask is asked in the kernel (_decode_mask.py): no mask analysis and no host sync
+per step; its plan serves step after step while the keys grow (_decode_steps.py), so a step costs one
+device write of its kv_len, not a plan.
 
 Host time is most of a generate() step, so what a call's arguments make of it (the checks' verdict, a
 prefill mask's key ranges, the layout, the plan's key) is kept by everything it is read from: the layers of a
@@ -20,7 +21,7 @@ import collections
 import weakref
 
 from ..._dlpack import require_torch
-from . import _checks, _decode_mask, _launch, _mask, _pages, _plans
+from . import _capacity, _checks, _decode_steps, _mask, _pages, _plans
 
 _PREPARED_MAX = 8  # a step has a few distinct layouts (full and sliding layers); as many as _plans keeps
 _prepared = collections.OrderedDict()
@@ -30,6 +31,7 @@ def clear():
     """Drops every kept preparation (and the wrappers and masks its launches hold)."""
     with _plans.LOCK:
         _prepared.clear()
+        _decode_steps.clear()
 
 
 def _plan_key(path, query, key, rows_per_request, table, scaling, softcap):
@@ -39,10 +41,11 @@ def _plan_key(path, query, key, rows_per_request, table, scaling, softcap):
 
 class _Prepared:
     """What one signature of arguments makes of a call (see _signature). path: "prefill",
-    "prefill_custom_mask", "decode" (no mask) or "decode_mask_mod" (a mask, asked in the kernel)."""
+    "prefill_custom_mask", "decode" (no mask) or "decode_mask_mod" (a mask, asked in the kernel). A decode
+    keeps its step plan's key, kv_len and launch layout; a prefill its table's layout and plan."""
 
     __slots__ = ("mask_ref", "path", "decode", "copy", "rows_per_request", "row_stride", "plan_key", "plan",
-                 "keep", "launch")
+                 "keep", "step", "kv_len", "layout")
 
 
 def _signature(query, key, value, attention_mask, dropout, scaling, sliding_window, softcap, is_causal, module):
@@ -72,49 +75,57 @@ def _prepare(torch, module, query, key, value, attention_mask, dropout, scaling,
         raise _checks.invalid_argument(f"key: batch {key.shape[0]} is not allowed; allowed: {batch} (the query's)")
     scaling, window, softcap = _checks.options(dropout, scaling, sliding_window, softcap, head_dim, kwargs)
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
-    laid_key, laid_value, rows_per_request, row_stride = _pages.dense_layout(torch, key, value)
     p = _Prepared()
     p.mask_ref = None if attention_mask is None else weakref.ref(attention_mask)
+    if q_len == 1:
+        return _prepare_decode(torch, p, query, key, value, attention_mask, scaling, window, softcap)
+    laid_key, laid_value, rows_per_request, row_stride = _pages.dense_layout(torch, key, value)
     p.copy = laid_key is not key
     p.rows_per_request, p.row_stride = rows_per_request, row_stride
-    p.launch = None
     common = dict(logits_soft_cap=softcap, sm_scale=scaling, q_data_type=query.dtype, kv_data_type=key.dtype)
-    if q_len == 1 and attention_mask is not None:
-        _mask.check_mask(torch, attention_mask, batch, q_len, kv_len, query.device)
-        p.path, p.decode, p.keep = "decode_mask_mod", True, ()
-        # The mask decides every key, as sdpa's does (transformers builds the window into a sliding layer's
-        # mask), so the kernel applies no window of its own; the window stays in the key so that sliding and
-        # full layers keep a plan (and a bound mask) each.
-        p.plan_key = _plan_key(p.path, query, laid_key, rows_per_request, window, scaling, softcap)
-
-        def plan(wrapper, mask):  # host work, on a miss only: a table of whole requests, the variant
-            table = _pages.dense_table(torch, kv_len, rows_per_request, [0] * batch, kv_len)
-            binding = _decode_mask.MaskBinding(torch, mask, batch)
-            wrapper.plan(table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
-                         table.page_size, window_left=-1, variant=binding.variant, **common)
-            return table.page_size, table.num_pages, binding
-
-        p.plan = plan
-        return p
     ranges = _mask.key_ranges(torch, attention_mask, batch, q_len, kv_len, causal, window)
-    p.decode = decode = q_len == 1  # no mask: every key (the window's, if any)
-    p.path = "decode" if decode else "prefill" if ranges.custom is None else "prefill_custom_mask"
+    p.decode = False
+    p.path = "prefill" if ranges.custom is None else "prefill_custom_mask"
     p.plan_key = _plan_key(p.path, query, laid_key, rows_per_request, ranges.key(), scaling, softcap)
     p.keep = () if ranges.custom is None else (ranges.custom,)
     common["window_left"] = -1 if ranges.window is None or ranges.custom is not None else ranges.window - 1
 
-    def plan(wrapper, mask):  # host work, on a miss only: the table, then attnjit's plan of it
+    def plan(wrapper):  # host work, on a miss only: the table, then attnjit's plan of it
         table = _pages.dense_table(torch, kv_len, rows_per_request, ranges.starts, ranges.end)
-        if decode:
-            wrapper.plan(table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
-                         table.page_size, **common)
-        else:
-            qo_indptr = torch.arange(batch + 1, dtype=torch.int32) * q_len
-            wrapper.plan(qo_indptr, table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
-                         table.page_size, causal=ranges.causal, custom_mask=ranges.custom, **common)
-        return table.page_size, table.num_pages, None
+        qo_indptr = torch.arange(batch + 1, dtype=torch.int32) * q_len
+        wrapper.plan(qo_indptr, table.indptr, table.indices, table.last_page_len, heads, kv_heads, head_dim,
+                     table.page_size, causal=ranges.causal, custom_mask=ranges.custom, **common)
+        return table.page_size, table.num_pages
 
     p.plan = plan
+    return p
+
+
+def _prepare_decode(torch, p, query, key, value, attention_mask, scaling, window, softcap):
+    """A one-row step: its step plan's key (no kv_len in it), kv_len, and the launch layout of K/V in place
+    (contiguous copies only for strides the kernels cannot follow; transformers' never need one)."""
+    batch, _, _, _ = query.shape
+    kv_heads, kv_len = key.shape[1], key.shape[2]
+    for name, t in (("key", key), ("value", value)):
+        if t.stride(-1) != 1:
+            raise _checks.invalid_argument(f"{name}: stride {list(t.stride())} is not allowed; allowed: head_dim "
+                                   "contiguous (stride 1)")
+    masked = attention_mask is not None
+    if masked:
+        _mask.check_mask(torch, attention_mask, batch, 1, kv_len, query.device)
+    size = key.element_size()
+    k_strides, v_strides = (_capacity.page_strides(t.shape, t.stride(), size) for t in (key, value))
+    p.copy = k_strides is None or v_strides is None
+    if p.copy:  # the contiguous copies the call makes
+        k_strides = v_strides = _capacity.page_strides(key.shape, _capacity.contiguous_strides(key.shape), size)
+    p.decode, p.path, p.keep = True, "decode_mask_mod" if masked else "decode", ()
+    # A mask decides every key, as sdpa's does (transformers builds the window into a sliding layer's mask), so
+    # the kernel applies no window of its own; the window stays in the key so that sliding and full layers keep
+    # a plan (and a bound mask) each. Without a mask the kernel applies the window (every key otherwise).
+    window_left = -1 if window is None or masked else window - 1
+    p.step = _decode_steps.StepKey(query, kv_heads, window_left, scaling, softcap, masked, window if masked else None)
+    p.kv_len = kv_len
+    p.layout = _decode_steps.Layout(query, kv_heads, k_strides, v_strides)
     return p
 
 
@@ -151,20 +162,13 @@ def attnjit_attention_forward(module, query, key, value, attention_mask, dropout
         batch, heads, q_len, head_dim = query.shape
         if p.copy:
             key, value = key.contiguous(), value.contiguous()
-        wrapper, (page_size, num_pages, binding) = _plans.planned(
-            torch, "decode" if p.decode else "prefill", p.plan_key, query.device,
-            lambda w: p.plan(w, attention_mask), p.keep)
-        pages = (page_size, num_pages)
-        if binding is not None:
-            binding.bind(torch, attention_mask, batch)  # a new step's mask; the step's other layers pass
         if p.decode:
-            if p.launch is None or not p.launch.matches(wrapper):
-                p.launch = _launch.DecodeLaunch(torch, wrapper, query[:, :, 0],
-                                                _pages.dense_view(torch, key, pages, p.row_stride),
-                                                _pages.dense_view(torch, value, pages, p.row_stride))
-            out = p.launch(torch, query, key, value)  # [batch, 1, heads, head_dim]
+            plan = _decode_steps.plan_for(torch, p.step)
+            pdl = plan.ready(torch, p.kv_len, attention_mask)
+            out = plan.run(torch, p.layout.at(plan.state.capacity), query, key, value, pdl)
             _plans.launches[p.path] += 1
-            return out, None
+            return out, None  # [batch, 1, heads, head_dim]
+        wrapper, pages = _plans.planned(torch, "prefill", p.plan_key, query.device, p.plan, p.keep)
         kv = (_pages.dense_view(torch, key, pages, p.row_stride), _pages.dense_view(torch, value, pages, p.row_stride))
         out = wrapper.run(query.transpose(1, 2).reshape(batch * q_len, heads, head_dim), kv)
         _plans.launches[p.path] += 1

@@ -2,8 +2,8 @@
 
 transformers hands every decode step a new mask ([batch or 1, 1, 1, kv_len]) beside K/V one key longer. Reading
 it as key ranges (_mask.structured) costs a dozen small torch ops and a host sync per step; instead the decode
-plan covers each request's kv_len keys (its page table depends only on the shapes) and a user variant's mask_mod
-reads keep[request, key], a uint8 [batch, kv_len] view of the mask. Plans read a variant's bound values at each
+plan covers each request's kv_len keys (_decode_steps.py: its table does not depend on the mask) and a user
+variant's mask_mod reads keep[request, key], a uint8 [batch, kv_len] view of the mask. Plans read a variant's bound values at each
 run, so a step's new mask is a bind, not a new plan; the layers of a step share one mask object, so the bind
 happens once per step and layer kind.
 """

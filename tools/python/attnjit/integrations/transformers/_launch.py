@@ -1,10 +1,10 @@
 """The decode launch of a kept plan at a few microseconds of host time.
 
 Every layer of a generate() step calls the attention function with tensors of one shape, stride and dtype,
-so the DLTensor descriptors the C call takes are built once per step (not exported through DLPack per
-call): only their data pointers change. The library checks each descriptor against the plan as it does
-for the wrapper's run(); the wrapper's own Python checks are what the caller already made (a planned
-wrapper, the views dense_view made, an output it allocates).
+so the DLTensor descriptors the C call takes are set once per step (not exported through DLPack per call):
+only their data pointers change. The library checks each descriptor against the plan as it does for the
+wrapper's run(); the wrapper's own Python checks are what the caller already made (a planned wrapper, the
+layout _decode_steps describes, an output it allocates).
 """
 
 import ctypes
@@ -17,19 +17,31 @@ _DL_CUDA = 2  # DLDeviceType kDLCUDA
 _CODES = {}  # torch dtype -> DLPack (code, bits)
 
 
+def stream_of(torch, device):
+    """torch's current stream handle on `device` (the raw handle where torch offers it: no Stream object)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device.index if device.index is not None else torch.cuda.current_device())
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 class Descriptor:
-    """A DLTensor for tensors of one shape, strides, dtype and device; point() aims it at one of them."""
+    """A DLTensor of a rank, dtype and device; set() gives it a shape and strides, point() aims it at data."""
 
     __slots__ = ("dl", "address", "_shape", "_strides")
 
-    def __init__(self, torch, shape, strides, dtype, device):
-        ndim = len(shape)
-        self._shape = (ctypes.c_int64 * ndim)(*shape)
-        self._strides = (ctypes.c_int64 * ndim)(*strides)
+    def __init__(self, torch, ndim, dtype, device):
+        self._shape = (ctypes.c_int64 * ndim)()
+        self._strides = (ctypes.c_int64 * ndim)()
         code, bits = _CODES.get(dtype) or _CODES.setdefault(dtype, dlpack_dtype(torch, "tensor", dtype))
         self.dl = c_types.DLTensor(None, c_types.DLDevice(_DL_CUDA, device.index or 0), ndim,
                                    c_types.DLDataType(code, bits, 1), self._shape, self._strides, 0)
         self.address = ctypes.addressof(self.dl)
+
+    def set(self, shape, strides):
+        for i, (n, s) in enumerate(zip(shape, strides)):
+            self._shape[i], self._strides[i] = n, s
+        return self
 
     def point(self, t):
         self.dl.data = t.data_ptr()  # data_ptr() already includes the storage offset
@@ -37,30 +49,35 @@ class Descriptor:
 
 
 class DecodeLaunch:
-    """BatchDecodeWithPagedKVCacheWrapper.run(q, (k, v)) for one plan and one step's layout, without the views:
-    q is query [batch, heads, 1, head_dim] seen as [batch, heads, head_dim], K and V are key / value seen as
-    the pages dense_view makes of them (the descriptors are made from the first call's views), and the output
-    is a new [batch, 1, heads, head_dim] in q's dtype, written as [batch, heads, head_dim]."""
+    """BatchDecodeWithPagedKVCacheWrapper.run(q, (k, v)) for one plan, without the views: q is query [batch,
+    heads, 1, head_dim] seen as [batch, heads, head_dim], K and V are the pages set_layout() describes (read in
+    place), and the output is a new [batch, 1, heads, head_dim] in q's dtype, written as [batch, heads,
+    head_dim]."""
 
-    __slots__ = ("_wrapper", "_q", "_k", "_v", "_out", "_out_shape")
+    __slots__ = ("_wrapper", "_q", "_k", "_v", "_out", "_out_shape", "layout")
 
-    def __init__(self, torch, wrapper, q, k_view, v_view):
+    def __init__(self, torch, wrapper, batch, heads, head_dim, dtype, device):
         self._wrapper = wrapper  # keeps the plan handle alive as long as this launch
-        self._q, self._k, self._v = (Descriptor(torch, t.shape, t.stride(), t.dtype, t.device)
-                                     for t in (q, k_view, v_view))
-        batch, heads, dim = q.shape
-        self._out_shape = (batch, 1, heads, dim)
-        self._out = Descriptor(torch, (batch, heads, dim), (heads * dim, dim, 1), q.dtype, q.device)
+        self._q, self._k, self._v = (Descriptor(torch, n, dtype, device) for n in (3, 4, 4))
+        self._out_shape = (batch, 1, heads, head_dim)
+        self._out = Descriptor(torch, 3, dtype, device).set((batch, heads, head_dim), (heads * head_dim, head_dim, 1))
+        self.layout = None  # what set_layout() was last given
 
-    def matches(self, wrapper):
-        return wrapper is self._wrapper
+    def set_layout(self, layout):
+        """layout: (q shape, q strides, K shape, K strides, V shape, V strides), in elements."""
+        q_shape, q_strides, k_shape, k_strides, v_shape, v_strides = layout
+        self._q.set(q_shape, q_strides)
+        self._k.set(k_shape, k_strides)
+        self._v.set(v_shape, v_strides)
+        self.layout = layout
 
-    def __call__(self, torch, query, key, value):
-        """query, key, value: the attention call's tensors (of the layout the descriptors were made for)."""
+    def __call__(self, torch, query, key, value, pdl):
+        """query, key, value: the attention call's tensors (of the layout set last). pdl: -1 the library's
+        choice, 0 off."""
         out = torch.empty(self._out_shape, dtype=query.dtype, device=query.device)
-        stream = torch.cuda.current_stream(query.device).cuda_stream
-        # lse none, k_scale / v_scale 0 (none: the planned sm_scale stands), enable_pdl -1 (the library's choice)
+        stream = stream_of(torch, query.device)
+        # lse none, k_scale / v_scale 0 (none: the planned sm_scale stands)
         check(lib().attnjit_batch_decode_wrapper_run_v2(
             self._wrapper.plan_handle.handle, self._q.point(query), self._k.point(key), self._v.point(value),
-            self._out.point(out), None, 0.0, 0.0, -1, stream))
+            self._out.point(out), None, 0.0, 0.0, pdl, stream))
         return out
