@@ -212,6 +212,7 @@ def main():
     def write():
         report["attnjit_launches"] = dict(tj.launches)
         report["attnjit_plans"] = dict(tj.plans_made)
+        report["attnjit_length_writes"] = dict(tj.lengths_written)
         with open(args.out, "w") as f:
             json.dump(report, f, indent=2)
 
