@@ -503,7 +503,7 @@ def test_one_step_plan_serves_growing_keys_across_capacities(window, softcap):
     from attnjit.integrations.transformers import _decode_steps
 
     batch, heads, kv_heads, dim, scaling, layers = 3, 8, 2, 128, 0.08, 2
-    lengths = list(range(120, 134)) + [150, 140, 141, 100]  # 64-key capacities 128, 192, 192, 128
+    lengths = list(range(120, 134)) + [150, 140, 141, 100]  # capacities 128, 192, 192, 128
     tj.clear_plans()
     plans, writes, before = tj.plans_made["decode"], tj.lengths_written["decode"], tj.launches["decode"]
     seen = set()
@@ -523,9 +523,9 @@ def test_one_step_plan_serves_growing_keys_across_capacities(window, softcap):
 
 
 @pytest.mark.parametrize("kv_len", [1025, 4097])
-def test_a_split_request_past_its_planned_rows_is_exact(kv_len):
-    """One request fills a small part of the GPU, so the plan cuts its capacity's rows into chunks: the chunks
-    past kv_len are empty and the merge takes the others."""
+def test_a_split_request_is_exact_when_its_last_chunk_runs_past_its_keys(kv_len):
+    """One request fills a small part of the GPU, so the plan cuts its capacity's rows into chunks: the last one
+    runs past kv_len (the kernel clamps it) and the in-kernel merge takes them all."""
     heads, kv_heads, dim, scaling = 32, 8, 128, 128 ** -0.5
     tj.clear_plans()
     for step in range(3):
