@@ -27,7 +27,9 @@ import time
 
 import torch
 import transformers
+from transformers import LlamaConfig
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.models.llama.modeling_llama import LlamaAttention
 
 import attnjit
 import attnjit.integrations.transformers as tj
@@ -35,10 +37,12 @@ import attnjit.integrations.transformers as tj
 HEADS, KV_HEADS, DIM = 32, 8, 128
 
 
-class Attention:  # what the attention functions read of the model's module
-    is_causal = True
-    training = False
-    num_key_value_groups = HEADS // KV_HEADS
+def attention_module():
+    """A Llama-3-8B attention module (weights on the meta device: the functions only read its attributes)."""
+    config = LlamaConfig(hidden_size=HEADS * DIM, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+                         head_dim=DIM, num_hidden_layers=1)
+    with torch.device("meta"):
+        return LlamaAttention(config, layer_idx=0).eval()
 
 
 def null_attention(module, query, key, value, attention_mask, **kwargs):
@@ -55,8 +59,8 @@ def left_pad_starts(batch, left_pad):
 
 def run(impl, args, profiler=None):
     """{"first_us", "other_us", "step_us"} medians over the steps, per step of args.layers calls."""
-    function, module = FUNCTIONS[impl], Attention()
-    scaling = DIM ** -0.5
+    function, module = FUNCTIONS[impl], attention_module()
+    scaling = module.scaling
     gen = torch.Generator(device="cuda").manual_seed(0)
     shape = (args.batch, KV_HEADS, args.prompt_len, DIM)
     caches = [[torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2)]
