@@ -25,6 +25,7 @@
 #pragma once
 #include "cp_async.cuh"
 #include "fragment_softmax.cuh"
+#include "kv_tile_walk.cuh"
 #include "kv_source.cuh"
 #include "kv_tma.cuh"
 #include "mbarrier.cuh"
@@ -130,20 +131,23 @@ ATTNJIT_DEVICE void prefill_ws_rotate_keys(const Tile& tile, int r0, int pos0, i
   }
 }
 
-// The producer's part of one item: its KV tiles into the ring from use `ring` on.
+// The KV tiles an item visits, the same walk for the producer and the consumers.
+template <class Tr>
+using WsWalk = KVTileWalk<Tr::kTileKV>;
+
+// The producer's part of one item: the walk's KV tiles into the ring from use `ring` on.
 template <class Tr>
 ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const PrefillWork& w,
-                                       const PrefillExtent& e, const typename Tr::KVSource& kv, const WsSmem<Tr>& sm,
-                                       uint32_t ring) {
-  constexpr int kTKV = Tr::kTileKV;
+                                       const PrefillExtent& e, const WsWalk<Tr>& walk,
+                                       const typename Tr::KVSource& kv, const WsSmem<Tr>& sm, uint32_t ring) {
   using Slot = RingSlot<Tr::kStages>;
   using KVTile = typename WsSmem<Tr>::KVTile;
   if constexpr (Tr::kTma) {
     if (threadIdx.x != 0) return;
-    const int row0 = KVTma<typename Tr::KVSource>::first_row(kv) + e.tile0;
-    for (int it = 0; it < e.num_tiles; ++it) {
+    const int row0 = KVTma<typename Tr::KVSource>::first_row(kv);
+    for (int it = 0; it < walk.count(); ++it) {
       const Slot slot(ring + it);
-      const int row = row0 + it * kTKV;  // rows past the tensor land as zeros
+      const int row = row0 + walk.base(it);  // rows past the tensor land as zeros
       const MBarrier fk = sm.full_k(slot.stage), fv = sm.full_v(slot.stage);
       sm.empty_k(slot.stage).wait(slot.parity ^ 1u);
       fk.arrive_expect_tx(KVTile::kBytes);
@@ -203,9 +207,9 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
       prefill_ws_rotate_keys<Tr, 4>(tile, r0, base + r0, dim0, var);
     };
     const Variant rope(P.p.var, w.request, 0, P.p.num_qo_heads, e.kv_len, e.qo_len);  // the key hooks only
-    for (int it = 0; it < e.num_tiles; ++it) {
+    for (int it = 0; it < walk.count(); ++it) {
       const Slot slot(ring + it);
-      const int base = e.tile0 + it * kTKV;
+      const int base = walk.base(it);
       sm.empty_k(slot.stage).wait(slot.parity ^ 1u);
       gather(sm.k(slot.stage), base, true);
       if (it > 0) announce(sm.full_v(Slot(ring + it - 1).stage));
@@ -220,10 +224,10 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
         announce(sm.full_k(slot.stage));
       }
     }
-    if (e.num_tiles > 0) {
+    if (walk.count() > 0) {
       cp_async_wait<0>();
       fence_proxy_async_shared();
-      sm.full_v(Slot(ring + e.num_tiles - 1).stage).arrive();
+      sm.full_v(Slot(ring + walk.count() - 1).stage).arrive();
     }
     kv_slice.report_bad_pages(e.kv_len);  // cold: only where a page id was bad
   }
@@ -233,7 +237,7 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
 // KV tile, then its output rows.
 template <class Tr>
 ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const PrefillWork& w, const PrefillExtent& e,
-                                       const WsSmem<Tr>& sm, uint32_t ring, int group) {
+                                       const WsWalk<Tr>& walk, const WsSmem<Tr>& sm, uint32_t ring, int group) {
   using T = typename Tr::q_t;
   using Variant = typename Tr::Variant;
   using Slot = RingSlot<Tr::kStages>;
@@ -274,7 +278,7 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) o[n].zero();
 
-  const int n_tiles = e.num_tiles;
+  const int n_tiles = walk.count();
   if (n_tiles > 0) {
     // Turns: this warpgroup waits for its own turn barrier, and ends a turn
     // by arriving at the other's. The second warpgroup lets the first go
@@ -309,17 +313,23 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
     // S_it through the variant (the mask only on tiles it can touch), the
     // running max raised, S_it -> P_it; shrink is what O must be scaled by.
     auto softmax = [&](int it, float (&shrink)[2]) {
-      const int base = e.tile0 + it * kTKV;
-      bool need_mask = base + kTKV > e.kv_end || Tr::kMaskMode == kernels::kMaskCustom;
+      const int base = walk.base(it);
+      // A block mask's full tile: only the sequence edge and the window.
+      const bool tile_full = walk.full(it);
+      bool need_mask = base + kTKV > e.kv_end || (Tr::kMaskMode == kernels::kMaskCustom && !tile_full);
       if constexpr (Tr::kMaskMode == kernels::kMaskCausal) need_mask = need_mask || base + kTKV - 1 > e.min_q_pos;
       if constexpr (Tr::kWindow)
         need_mask = need_mask || (p.var.window_left >= 0 && base < e.max_q_pos - p.var.window_left);
       if (need_mask) {
         const int q_pos[2] = {e.pos_offset + token_of(packed_row(0)), e.pos_offset + token_of(packed_row(1))};
-        // The mask is the request's, one for every head: var[0]'s serves both rows.
+        // A built-in mask is the request's, one for every head: var[0]'s serves
+        // both rows; a mask_mod reads the head, each row's own.
         map_tile(s, [&](int half, int col, float x) {
           const int j = base + col;
-          return j < e.kv_end && var[0].keep(q_pos[half], j) ? var[half].score(x, j) : neg_inf();
+          const Variant& m = var[kUserMaskMod ? half : 0];
+          return j < e.kv_end && (tile_full ? m.keep_without_mask_mod(q_pos[half], j) : m.keep(q_pos[half], j))
+                     ? var[half].score(x, j)
+                     : neg_inf();
         });
       } else if constexpr (!Variant::kLinearScore) {
         map_tile(s, [&](int half, int col, float x) { return var[half].score(x, base + col); });
@@ -453,8 +463,9 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
       const PrefillExtent e =
           prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow, false>(p, w, kv.length());
       if (e.row0 >= e.packed_len) return;  // a batch's padding item: the whole CTA skips it
-      prefill_ws_produce<Tr>(P, w, e, kv, sm, ring);
-      ring += uint32_t(e.num_tiles);
+      const WsWalk<Tr> walk(p, w.q_tile, w.kv_head, e.tile0, e.num_tiles);
+      prefill_ws_produce<Tr>(P, w, e, walk, kv, sm, ring);
+      ring += uint32_t(walk.count());
     });
   } else {
     warpgroup_claim_registers<Tr::kConsumerRegs>();
@@ -462,8 +473,9 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
       const typename Tr::KVSource kv(p.kv, w.request);
       const PrefillExtent e = prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
       if (e.row0 >= e.packed_len) return;
-      prefill_ws_consume<Tr>(p, w, e, sm, ring, role - 1);
-      ring += uint32_t(e.num_tiles);
+      const WsWalk<Tr> walk(p, w.q_tile, w.kv_head, e.tile0, e.num_tiles);
+      prefill_ws_consume<Tr>(p, w, e, walk, sm, ring, role - 1);
+      ring += uint32_t(walk.count());
     });
   }
 }

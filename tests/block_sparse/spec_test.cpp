@@ -102,12 +102,12 @@ TEST_CASE("the block_mask kernel family: JSON round trip, name, refusals", "[blo
 
 TEST_CASE("single prefill plans the classification first, a workspace region, slots by heads_vary",
           "[block_sparse][planner]") {
-  for (const std::string backend : {"fa2", "fa3", "auto"}) {
+  for (const std::string backend : {"fa2", "fa3", "fa3_ws", "auto"}) {
     INFO(backend);
     const auto L = ops::plan_single_prefill(problem(docs(), backend), {});
     REQUIRE(L.block_mask);
     const auto& k = *L.prefill.spec.as<PrefillKernel>();
-    CHECK_FALSE(k.warp_specialized);
+    CHECK(k.warp_specialized == (backend == "fa3_ws" || backend == "auto"));  // auto at head_dim 128: fa3_ws
     CHECK(k.variant.user->block_sparse);
     CHECK(L.block_mask->spec.as<BlockMaskKernel>()->user == k.variant.user);
     CHECK(L.block_mask->shape.grid[0] == uint32_t(L.num_q_tiles));
@@ -131,9 +131,6 @@ TEST_CASE("single prefill plans the classification first, a workspace region, sl
   bool listed = false;
   for (const KernelSpec& s : ops::single_prefill_kernels(problem(docs()))) listed = listed || s.as<BlockMaskKernel>();
   CHECK(listed);
-  // fa3_ws by name: refused, as for every mask_mod.
-  CHECK_THAT(error_of([] { ops::plan_single_prefill(problem(docs(), "fa3_ws"), {}); }, Status::Unsupported),
-             Catch::Contains("fa3_ws"));
 }
 
 TEST_CASE("operators without a block mask refuse a block-sparse variant by name", "[block_sparse][planner]") {

@@ -49,7 +49,7 @@ SAME = {"float16": 1e-3, "bfloat16": 8e-3}  # block-sparse against dense: reasso
 def backends():
     if torch is None or not torch.cuda.is_available():
         return ["fa2"]
-    return ["fa2", "fa3"] if torch.cuda.get_device_capability() == (9, 0) else ["fa2"]
+    return ["fa2", "fa3", "fa3_ws"] if torch.cuda.get_device_capability() == (9, 0) else ["fa2"]
 
 
 def reference(q, k, v, visible):
@@ -216,6 +216,3 @@ def test_operators_without_a_block_mask_refuse_it():
     with pytest.raises(AttnjitError) as e:
         attnjit.single_decode_with_kv_cache(q[0], k, v, variant=variant)
     assert e.value.status == Status.UNSUPPORTED and "block_sparse" in str(e.value)
-    with pytest.raises(AttnjitError) as e:
-        attnjit.single_prefill_with_kv_cache(q, k, v, backend="fa3_ws", variant=variant)
-    assert "fa3_ws" in str(e.value)

@@ -50,8 +50,7 @@ void validate_prefill_options(const PrefillOptions& o) {
     throw Error(Status::Unsupported, "use_fp16_qk_reduction=true is not supported: q.k always accumulates in "
                                      "fp32; allowed: false");
   validate_attention_options(o);
-  check_prefill_user_variant(o.variant ? &o.variant->source() : nullptr, o.causal, o.custom_mask,
-                             o.backend == "fa3_ws");
+  check_prefill_user_variant(o.variant ? &o.variant->source() : nullptr, o.causal, o.custom_mask);
 }
 
 void validate_prefill_heads(int num_qo_heads, int num_kv_heads, int head_dim, DType q_dtype, DType kv_dtype) {

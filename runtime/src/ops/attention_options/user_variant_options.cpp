@@ -7,7 +7,7 @@
 
 namespace attnjit::ops {
 
-void check_prefill_user_variant(const VariantSource* v, bool causal, bool custom_mask, bool warp_specialized) {
+void check_prefill_user_variant(const VariantSource* v, bool causal, bool custom_mask) {
   if (!v) return;
   const bool mask_mod = !v->mask_mod.empty();
   if (mask_mod && (causal || custom_mask))
@@ -15,17 +15,12 @@ void check_prefill_user_variant(const VariantSource* v, bool causal, bool custom
                 fmt::format("{} with a variant's mask_mod is not allowed: the mask_mod decides every pair; write "
                             "the {} test into it",
                             custom_mask ? "custom_mask" : "causal=True", custom_mask ? "mask's" : "causal"));
-  if (mask_mod && warp_specialized)
-    throw Error(Status::Unsupported,
-                fmt::format("backend='fa3_ws' does not take a variant with a mask_mod (user{}): it tests two rows "
-                            "with one row's head; allowed: 'auto', 'fa2', 'fa3'",
-                            variant_source_digest(*v)));
 }
 
 void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool causal, bool custom_mask,
                         PrefillKernel& k) {
   if (!v) return;
-  check_prefill_user_variant(v.get(), causal, custom_mask, k.warp_specialized);
+  check_prefill_user_variant(v.get(), causal, custom_mask);
   k.variant.user = v;
   if (!v->mask_mod.empty()) k.variant.mask = MaskMode::Custom;
 }

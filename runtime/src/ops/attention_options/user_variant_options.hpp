@@ -17,8 +17,8 @@ namespace attnjit::ops {
 // Prefill: a mask_mod plans the Custom mode (the skeletons test every tile,
 // or with block_sparse the tiles its classes keep) and so cannot be mixed with
 // causal=true or a packed custom mask (InvalidArgument: write them into the
-// mask_mod); fa3_ws tests a thread's two rows with one row's head, so it
-// refuses a mask_mod (Unsupported naming backend and variant). Null: nothing.
+// mask_mod). Every prefill skeleton takes it (fa3_ws tests each row with its
+// own head). Null: nothing.
 void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool causal, bool custom_mask,
                         PrefillKernel& k);
 // A block-sparse variant (VariantSource::block_sparse) where `op` has no
@@ -26,7 +26,7 @@ void apply_user_variant(const std::shared_ptr<const VariantSource>& v, bool caus
 // not yet): Unsupported naming block_sparse and op. Null: nothing.
 void refuse_block_sparse(const VariantSource* v, const char* op);
 // Those refusals alone, for the problem checks that run before any device is asked.
-void check_prefill_user_variant(const VariantSource* v, bool causal, bool custom_mask, bool warp_specialized);
+void check_prefill_user_variant(const VariantSource* v, bool causal, bool custom_mask);
 // Decode: the planned mode stays (none, or causal for several tokens) and
 // decides which keys are visited; a mask_mod replaces its test. Draft
 // (TensorRT-LLM's tree rows) with a mask_mod is refused.

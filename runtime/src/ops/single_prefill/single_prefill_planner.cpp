@@ -40,12 +40,10 @@ int prefill_frags_m(int head_dim, int64_t max_packed_len) {
 }
 
 // fa3_ws serves every variant fa3 does (16-bit K/V, head_dim up to 256) but
-// RoPE on 256-wide heads, where its producer spills (spec validation refuses
-// it), and a user mask_mod (it tests two rows with one row's head).
+// RoPE on 256-wide heads, where its producer spills (spec validation refuses it).
 bool fa3_ws_serves(const PrefillKernel& k) {
   return fa3_takes_head_dim(k.head_dim) && dtype_size(k.variant.kv_dtype) == 2 &&
-         !(k.variant.pos_encoding == PosEncoding::RopeLlama && k.head_dim > 128) &&
-         !(k.variant.user && !k.variant.user->mask_mod.empty());
+         !(k.variant.pos_encoding == PosEncoding::RopeLlama && k.head_dim > 128);
 }
 
 // "auto" takes fa3_ws where it serves the variant at 128- and 256-wide heads,
