@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "attnjit/error.hpp"
@@ -36,7 +37,22 @@ std::string dl_name(const DLDataType& d) {
 
 const char* kind(const VariantParam& p) { return p.rank == 0 ? "scalar" : "tensor"; }
 
+// Versions of bound values, process-wide: a plan that kept classes for one
+// variant's values never mistakes another variant's for them.
+uint64_t next_values_version() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace
+
+const char* to_string(Reclassify r) noexcept { return r == Reclassify::OnBind ? "on_bind" : "each_run"; }
+
+Reclassify parse_reclassify(std::string_view s, std::string_view arg) {
+  if (s == "each_run") return Reclassify::EachRun;
+  if (s == "on_bind") return Reclassify::OnBind;
+  invalid(fmt::format("{}='{}' is not allowed; allowed: 'each_run', 'on_bind'", arg, s));
+}
 
 Variant::Variant(std::string score_mod, std::string mask_mod, std::vector<VariantParam> params)
     : Variant(VariantSource{std::move(score_mod), std::move(mask_mod), std::move(params)}) {}
@@ -45,6 +61,7 @@ Variant::Variant(VariantSource source) {
   validate_variant_source(source);
   source_ = std::make_shared<const VariantSource>(std::move(source));
   bound_.resize(source_->params.size());
+  values_version_ = next_values_version();
 }
 
 size_t Variant::index_of(const std::string& name) const {
@@ -81,6 +98,7 @@ void Variant::bind(const std::string& name, const DLTensor* t) {
     step *= t->shape[d];
   }
   bound_[i] = b;
+  values_version_ = next_values_version();
 }
 
 void Variant::bind(const std::string& name, float value) {
@@ -92,6 +110,7 @@ void Variant::bind(const std::string& name, float value) {
   bound_[i] = Bound{};
   bound_[i].set = true;
   bound_[i].f32 = value;
+  values_version_ = next_values_version();
 }
 
 void Variant::bind(const std::string& name, int32_t value) {
@@ -103,9 +122,13 @@ void Variant::bind(const std::string& name, int32_t value) {
   bound_[i] = Bound{};
   bound_[i].set = true;
   bound_[i].i32 = value;
+  values_version_ = next_values_version();
 }
 
-void Variant::unbind(const std::string& name) { bound_[index_of(name)] = Bound{}; }
+void Variant::unbind(const std::string& name) {
+  bound_[index_of(name)] = Bound{};
+  values_version_ = next_values_version();
+}
 
 void Variant::pack(void* out, int device) const {
   auto* bytes = static_cast<unsigned char*>(out);

@@ -40,17 +40,27 @@ extern "C" {
 ATTNJIT_API attnjit_status_t attnjit_variant_create(const char* score_mod, const char* mask_mod,
                                                     const char* params_json, attnjit_variant_t** out);
 /* The whole source as one JSON object: {"score_mod": str, "mask_mod": str,
- * "params": [...as above], "block_sparse": bool, "heads_vary": bool} (the
- * form `attnjit explain --variant FILE` reads). block_sparse (needs a
- * mask_mod; single prefill, fa2 and fa3): each run first classifies every
- * (query tile, KV tile) of the plan by mask_mod on the GPU, then the kernel
- * skips the empty tiles and evaluates mask_mod only on the partial ones. The
- * classes follow the values bound at that run; a tensor param rewritten in
- * place is read by the next run as it is then. heads_vary false promises
- * that mask_mod does not read h (one classification for every head; the
- * output is wrong if it does). Decode and the batch prefill wrappers refuse
- * block_sparse with ATTNJIT_ERROR_UNSUPPORTED; the plan's workspace holds the
- * classes. */
+ * "params": [...as above], "block_sparse": bool, "heads_vary": bool,
+ * "reclassify": "each_run" | "on_bind"} (the form `attnjit explain --variant
+ * FILE` and `attnjit prewarm --variant FILE` read). block_sparse (needs a
+ * mask_mod; single prefill, fa2 and fa3): every (query tile, KV tile) of the
+ * plan is classified by mask_mod on the GPU, then the kernel skips the empty
+ * tiles and evaluates mask_mod only on the partial ones. heads_vary false
+ * promises that mask_mod does not read h (one classification for every head;
+ * the output is wrong if it does). Decode and the batch prefill wrappers
+ * refuse block_sparse with ATTNJIT_ERROR_UNSUPPORTED.
+ * reclassify (default "each_run"; "on_bind" needs block_sparse; any other
+ * value is ATTNJIT_ERROR_INVALID_ARGUMENT naming "variant.reclassify"):
+ * "each_run": each run classifies first, into the run's workspace, so the
+ * classes follow the values of that run, a tensor param rewritten in place
+ * included, and a captured graph replays the classification. "on_bind": a
+ * plan keeps its classes (a copy per stream, at most 4 streams, in memory of
+ * the plan's own) and classifies again only when the variant was bound
+ * (attnjit_variant_bind_*) since that copy was made; no host sync. Not seen
+ * then: a tensor param rewritten in place without a new bind. A run on a
+ * capturing stream (or a fifth stream) classifies as "each_run" does; a
+ * captured graph replays what its capture did. The run's variant decides,
+ * not the plan's: both policies share kernels and plans. */
 ATTNJIT_API attnjit_status_t attnjit_variant_create_from_json(const char* source_json, attnjit_variant_t** out);
 /* A declared tensor param: a DLTensor in CUDA memory of its type and rank
  * (strides in elements; NULL strides mean contiguous). The tensor is not

@@ -44,6 +44,21 @@ struct VariantParam {
   bool operator==(const VariantParam& o) const { return name == o.name && type == o.type && rank == o.rank; }
 };
 
+// When a block-sparse variant's tiles are classified (issue 31 item 2).
+// EachRun: every run classifies first, into the run's workspace: the classes
+// always follow the values of that run (a bind, a tensor param rewritten in
+// place), and a captured CUDA graph replays the classification. OnBind: a
+// plan keeps the classes it made, one copy per stream, and classifies again
+// only when the run's variant was bound (any param, Variant::bind / unbind)
+// since that copy was made, as FlexAttention's BlockMask built once and
+// reused. Not seen under OnBind: a tensor param rewritten in place without a
+// bind (bind it again to have it seen). A run on a capturing stream, or on a
+// fifth stream of one plan, classifies as EachRun does (into the workspace),
+// so a captured graph replays its own classification and reads no kept copy.
+enum class Reclassify : uint8_t { EachRun, OnBind };
+ATTNJIT_API const char* to_string(Reclassify r) noexcept;  // "each_run", "on_bind"
+ATTNJIT_API Reclassify parse_reclassify(std::string_view s, std::string_view arg);
+
 // What a kernel is compiled from: part of its spec, name and cache key.
 struct VariantSource {
   std::string score_mod;  // the body of score_mod; empty: none
@@ -57,6 +72,11 @@ struct VariantSource {
   // h: one classification serves every KV head (FlexAttention's H=None).
   bool block_sparse = false;
   bool heads_vary = true;
+  // A run-time policy (needs block_sparse for OnBind), not compiled: it is
+  // in the JSON that builds a variant ("reclassify") but not in the source's
+  // identity (its JSON, digest, ==), so both policies share kernels and plans;
+  // a run follows the policy of the variant it is given.
+  Reclassify reclassify = Reclassify::EachRun;
   bool operator==(const VariantSource& o) const {
     return score_mod == o.score_mod && mask_mod == o.mask_mod && params == o.params &&
            block_sparse == o.block_sparse && heads_vary == o.heads_vary;
@@ -87,6 +107,11 @@ class ATTNJIT_API Variant {
   void bind(const std::string& name, int32_t value);
   void unbind(const std::string& name);
 
+  // Changes at every bind / unbind; unique across variants (a copy keeps its
+  // original's, as it holds the same values). What a kept block mask is
+  // checked against under Reclassify::OnBind.
+  uint64_t values_version() const { return values_version_; }
+
   // The Params struct as the kernels read it, for a run on `device`: throws
   // Error(InvalidArgument) naming the first param not bound, or a tensor on
   // another device. out must hold kMaxParamsBytes.
@@ -104,6 +129,7 @@ class ATTNJIT_API Variant {
   size_t index_of(const std::string& name) const;
   std::shared_ptr<const VariantSource> source_;
   std::vector<Bound> bound_;
+  uint64_t values_version_ = 0;
 };
 
 }  // namespace attnjit

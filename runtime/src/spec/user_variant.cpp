@@ -95,6 +95,9 @@ void validate_variant_source(const VariantSource& s) {
     invalid("variant: block_sparse=true needs a mask_mod (the classes are mask_mod's); allowed without one: false");
   if (!s.heads_vary && !s.block_sparse)
     invalid("variant: heads_vary=false is a promise about the block mask; allowed without block_sparse: true");
+  if (s.reclassify == Reclassify::OnBind && !s.block_sparse)
+    invalid("variant: reclassify='on_bind' is about keeping the block mask; allowed without block_sparse: "
+            "'each_run'");
   std::set<std::string> members;
   for (size_t i = 0; i < s.params.size(); ++i) {
     const auto& p = s.params[i];
@@ -133,15 +136,18 @@ nlohmann::json variant_source_json(const VariantSource& s) {
   // Absent when off, so variants without block sparsity keep their JSON (and kernels).
   if (s.block_sparse) j["block_sparse"] = true;
   if (!s.heads_vary) j["heads_vary"] = false;
+  // reclassify is left out: a run-time policy, not part of what is compiled (variant.hpp).
   return j;
 }
 
 VariantSource variant_source_from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) invalid(fmt::format("{}={} is not allowed; expected an object", where, j.dump()));
-  static const std::set<std::string> keys = {"score_mod", "mask_mod", "params", "block_sparse", "heads_vary"};
+  static const std::set<std::string> keys = {"score_mod",  "mask_mod",   "params",
+                                             "block_sparse", "heads_vary", "reclassify"};
   for (const auto& [k, v] : j.items())
     if (!keys.count(k))
-      invalid(fmt::format("{}.{} is not a field; allowed: score_mod, mask_mod, params, block_sparse, heads_vary",
+      invalid(fmt::format("{}.{} is not a field; allowed: score_mod, mask_mod, params, block_sparse, heads_vary, "
+                          "reclassify",
                           where, k));
   VariantSource s;
   auto text = [&](const char* key) -> std::string {
@@ -160,6 +166,12 @@ VariantSource variant_source_from_json(const nlohmann::json& j, const std::strin
   };
   s.block_sparse = flag("block_sparse", false);
   s.heads_vary = flag("heads_vary", true);
+  if (j.contains("reclassify") && !j.at("reclassify").is_null()) {
+    if (!j.at("reclassify").is_string())
+      invalid(fmt::format("{}.reclassify={} is not allowed; allowed: 'each_run', 'on_bind'", where,
+                          j.at("reclassify").dump()));
+    s.reclassify = parse_reclassify(j.at("reclassify").get<std::string>(), where + ".reclassify");
+  }
   if (j.contains("params")) {
     const auto& ps = j.at("params");
     if (!ps.is_array()) invalid(fmt::format("{}.params={} is not allowed; expected an array", where, ps.dump()));

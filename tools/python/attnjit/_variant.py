@@ -18,16 +18,28 @@ a float: f32; an int: i32). Plans made with a variant read its bound values at
 each run, so ``variant.bind(name=new_value)`` between runs needs no new plan.
 
 Block sparsity (FlexAttention's BlockMask, ``block_sparse=True``; needs a
-mask_mod; single prefill on fa2 and fa3): every run first evaluates mask_mod on
-the GPU over each (query tile, KV tile) of the plan and classifies it empty,
-full or partial; the kernel then skips the empty tiles (no load, no math) and
-evaluates mask_mod only on the partial ones. The classes follow the values bound
-at each run (no host sync; a captured CUDA graph replays the classification), so
-a ``bind`` or a tensor param rewritten in place is seen by the next run.
-``heads_vary=False`` is the caller's promise that mask_mod does not read ``h``
-(FlexAttention's ``H=None``): one classification then serves every head; the
-output is wrong if the mask does read it. Decode and the batch prefill wrappers
-refuse a block-sparse variant (UNSUPPORTED).
+mask_mod; single prefill on fa2 and fa3): mask_mod is evaluated on the GPU over
+each (query tile, KV tile) of the plan, classifying it empty, full or partial;
+the kernel then skips the empty tiles (no load, no math) and evaluates mask_mod
+only on the partial ones. ``heads_vary=False`` is the caller's promise that
+mask_mod does not read ``h`` (FlexAttention's ``H=None``): one classification
+then serves every head, each token evaluated once; the output is wrong if the
+mask does read it. Decode and the batch prefill wrappers refuse a block-sparse
+variant (UNSUPPORTED).
+
+When it classifies, ``reclassify=``:
+
+- ``"each_run"`` (default): every run classifies first, into its workspace. The
+  classes follow the values of that run: a ``bind`` and a tensor param rewritten
+  in place are both seen; a captured CUDA graph replays the classification.
+- ``"on_bind"``: a plan keeps the classes it made (one copy per stream, in memory
+  of its own) and classifies again only when this variant was bound (``bind`` of
+  any param) since that copy was made; no host sync. The one-call
+  ``single_prefill_with_kv_cache`` keeps them in its memoized plan. NOT seen: a
+  tensor param rewritten in place without a ``bind`` (bind it again, even to the
+  same tensor, to have it seen). A run on a capturing stream classifies as
+  ``"each_run"`` does, so a captured graph replays its own classification; so
+  does a run on a fifth stream of one plan.
 """
 
 import ctypes
@@ -35,6 +47,9 @@ import json
 
 from ._library import check, lib
 from .errors import invalid_argument
+
+# When a block-sparse variant's tiles are classified (attnjit/variant.hpp, Reclassify).
+_RECLASSIFY = ("each_run", "on_bind")
 
 # torch dtype name -> the declaration's type (attnjit/variant.hpp).
 _TENSOR_TYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "int32": "i32", "uint8": "u8",
@@ -78,28 +93,33 @@ class Variant:
 
     Pass it as ``variant=`` to the single functions and to the wrappers' plan().
     ``bind(**values)`` replaces param values (same dtype and rank); the next
-    run of every plan made with this variant reads them. Tensors are kept
+    run of every plan made with this variant reads them (and, with
+    ``reclassify="on_bind"``, classifies the tiles again). Tensors are kept
     alive by the variant until rebound.
     """
 
-    def __init__(self, score_mod=None, mask_mod=None, params=None, *, block_sparse=False, heads_vary=True):
+    def __init__(self, score_mod=None, mask_mod=None, params=None, *, block_sparse=False, heads_vary=True,
+                 reclassify="each_run"):
         params = {} if params is None else params
         for name, flag in (("block_sparse", block_sparse), ("heads_vary", heads_vary)):
             if not isinstance(flag, bool):
                 raise invalid_argument(f"{name}={flag!r} is not allowed; expected True or False")
+        if reclassify not in _RECLASSIFY:
+            raise invalid_argument(f"reclassify={reclassify!r} is not allowed; allowed: "
+                                   f"{', '.join(repr(r) for r in _RECLASSIFY)}")
         if not isinstance(params, dict):
             raise invalid_argument(f"params: expected a dict of name -> value, got {type(params).__name__}")
         declaration = [_declare(name, value) for name, value in params.items()]
         self._handle = None
         self._values = {}
         self.score_mod, self.mask_mod = score_mod, mask_mod
-        self.block_sparse, self.heads_vary = block_sparse, heads_vary
+        self.block_sparse, self.heads_vary, self.reclassify = block_sparse, heads_vary, reclassify
         self.params = [dict(p) for p in declaration]
         handle = ctypes.c_void_p()
-        if block_sparse or not heads_vary:
+        if block_sparse or not heads_vary or reclassify != "each_run":
             _text("score_mod", score_mod), _text("mask_mod", mask_mod)  # the same type checks
             source = {"score_mod": score_mod, "mask_mod": mask_mod, "params": declaration,
-                      "block_sparse": block_sparse, "heads_vary": heads_vary}
+                      "block_sparse": block_sparse, "heads_vary": heads_vary, "reclassify": reclassify}
             create = lib().attnjit_variant_create_from_json
             create.argtypes, create.restype = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int
             check(create(json.dumps(source).encode("utf-8"), ctypes.byref(handle)))
@@ -133,7 +153,8 @@ class Variant:
         return self._handle
 
     def __repr__(self):
-        sparse = f", block_sparse=True, heads_vary={self.heads_vary}" if self.block_sparse else ""
+        sparse = (f", block_sparse=True, heads_vary={self.heads_vary}, reclassify={self.reclassify!r}"
+                  if self.block_sparse else "")
         return f"Variant(score_mod={self.score_mod!r}, mask_mod={self.mask_mod!r}, params={self.params!r}{sparse})"
 
     def __del__(self):

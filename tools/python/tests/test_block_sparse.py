@@ -1,11 +1,14 @@
-"""Block sparsity of a user mask_mod (issue 31 item 2): attnjit.Variant(..., block_sparse=True, heads_vary=...).
+"""Block sparsity of a user mask_mod (issue 31 item 2): attnjit.Variant(..., block_sparse=True, heads_vary=...,
+reclassify=...).
 
 The checks without a GPU run anywhere: the keyword arguments and their refusals. The GPU tests (torch + CUDA)
 run the masks of issue 31 through single prefill on fa2 and fa3 (fa3 where the device is sm_90) with and without
 block sparsity, at lengths that are no multiple of any tile and GQA groups of 3 and 4, each against a float64
 reference and against the same variant without block sparsity (the same kernels but for the tiles skipped: equal
 up to float reassociation); a rebind that changes the classes between two runs of one cached plan; and a
-CUDA graph that replays the classification. The classes themselves are checked against a CPU evaluation in the
+CUDA graph that replays the classification; reclassify="on_bind": a second run with the same values repeats the
+first bit for bit even after the doc ids were rewritten in place, a bind is seen, and a graph captured under
+on_bind replays its own classification. The classes themselves are checked against a CPU evaluation in the
 Catch2 GPU test tests/block_sparse/gpu_test.cpp.
 """
 
@@ -34,6 +37,22 @@ def test_keywords_are_checked_without_a_gpu():
     with pytest.raises(AttnjitError) as e:
         attnjit.Variant(mask_mod="return true;", block_sparse=1)
     assert e.value.status == Status.INVALID_ARGUMENT and "block_sparse=1" in str(e.value)
+
+
+def test_reclassify_is_checked_without_a_gpu():
+    assert attnjit.Variant(mask_mod="return kv <= q;", block_sparse=True).reclassify == "each_run"
+    kept = attnjit.Variant(mask_mod="return kv <= q;", block_sparse=True, reclassify="on_bind")
+    assert kept.reclassify == "on_bind" and "reclassify='on_bind'" in repr(kept)
+    for bad in ("sometimes", None, 1, "ON_BIND"):
+        with pytest.raises(AttnjitError) as e:
+            attnjit.Variant(mask_mod="return kv <= q;", block_sparse=True, reclassify=bad)
+        assert e.value.status == Status.INVALID_ARGUMENT
+        assert f"reclassify={bad!r} is not allowed" in str(e.value) and "'on_bind'" in str(e.value)
+    with pytest.raises(AttnjitError) as e:  # the library's check: nothing to keep without block sparsity
+        attnjit.Variant(mask_mod="return kv <= q;", reclassify="on_bind")
+    assert e.value.status == Status.INVALID_ARGUMENT and "reclassify='on_bind'" in str(e.value)
+    with pytest.raises(TypeError):  # keyword-only
+        attnjit.Variant(None, "return kv <= q;", None, True, True, "on_bind")
 
 
 try:
@@ -202,6 +221,74 @@ def test_a_captured_graph_replays_the_classification():
     with torch.cuda.graph(graph):
         out = attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)
     doc.copy_(torch.arange(n, dtype=torch.int32, device="cuda") // 100)  # in place: the replay classifies it
+    graph.replay()
+    torch.cuda.synchronize()
+    d64 = doc.long()
+    ref, _ = reference(q, k, v, lambda h, i, j: (d64[i] == d64[j]) & (j <= i))
+    assert rel(out, ref) < TOLERANCE[dtype]
+
+
+# Keeps every pair while the doc ids are all one document (every tile full: the prefill never evaluates it).
+SAME_DOCUMENT = "return p.doc_at(q) == p.doc_at(kv);"
+
+
+@gpu
+@pytest.mark.parametrize("backend", backends())
+def test_on_bind_keeps_the_classes_until_a_bind(backend):
+    dtype = "float16"
+    qo, kv = 397, 1031  # no multiple of a tile; group 3
+    q, k, v = qkv(qo, kv, heads=12, kv_heads=4, dtype=dtype, seed=8)
+    doc = torch.zeros(kv, dtype=torch.int32, device="cuda")
+    docs = torch.tensor([0] * 150 + [1] * 250 + [2] + [3] * (kv - 401), dtype=torch.int32, device="cuda")
+    kept = attnjit.Variant(mask_mod=SAME_DOCUMENT, params={"doc": doc}, block_sparse=True, heads_vary=False,
+                           reclassify="on_bind")
+    run = lambda variant: attnjit.single_prefill_with_kv_cache(q, k, v, backend=backend, variant=variant)  # noqa: E731
+    first = run(kept)
+    ref_one, _ = reference(q, k, v, lambda h, i, j: torch.ones_like(i == j))
+    assert rel(first, ref_one) < TOLERANCE[dtype]
+    again = run(kept)
+    assert torch.equal(again, first)
+
+    doc.copy_(docs)  # in place, no bind: on_bind does not see it (documented), each_run does
+    stale = run(kept)
+    assert torch.equal(stale, first)  # the kept classes: all full, so mask_mod is never evaluated
+    d64 = docs.long()
+    ref_docs, _ = reference(q, k, v, lambda h, i, j: d64[i] == d64[j])
+    assert rel(ref_docs, ref_one) > 0.1  # the two masks are told apart
+    each = attnjit.Variant(mask_mod=SAME_DOCUMENT, params={"doc": doc}, block_sparse=True, heads_vary=False)
+    assert rel(run(each), ref_docs) < TOLERANCE[dtype]
+
+    kept.bind(doc=doc)  # the same tensor bound anew: classified again at the next run
+    rebound = run(kept)
+    assert rel(rebound, ref_docs) < TOLERANCE[dtype]
+
+    # A new tensor through bind, on another stream (its own copy of the classes).
+    other = torch.arange(kv, dtype=torch.int32, device="cuda") // 300
+    kept.bind(doc=other)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = run(kept)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    o64 = other.long()
+    ref_other, _ = reference(q, k, v, lambda h, i, j: o64[i] == o64[j])
+    assert rel(out, ref_other) < TOLERANCE[dtype]
+
+
+@gpu
+def test_on_bind_a_captured_graph_replays_its_own_classification():
+    dtype = "float16"
+    n = 640
+    q, k, v = qkv(n, n, heads=8, kv_heads=2, dtype=dtype, seed=9)
+    doc = torch.zeros(n, dtype=torch.int32, device="cuda")
+    variant = attnjit.Variant(mask_mod=DOCUMENTS, params={"doc": doc}, block_sparse=True, reclassify="on_bind")
+    attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)  # plan, compile and keep classes outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # a capturing stream: classifies into the workspace, inside the graph
+        out = attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)
+    doc.copy_(torch.arange(n, dtype=torch.int32, device="cuda") // 100)
     graph.replay()
     torch.cuda.synchronize()
     d64 = doc.long()

@@ -10,6 +10,7 @@
 #include "engine.hpp"
 #include "launcher.hpp"
 #include "ops/attention_options/user_variant_options.hpp"
+#include "ops/block_mask_keep.hpp"
 #include "ops/plan_fill.hpp"
 #include "ops/prefill_launch.hpp"
 #include "merge_params.h"
@@ -25,6 +26,7 @@ struct SinglePrefillPlan::Impl {
   SinglePrefillProblem problem;
   ops::SinglePrefillLayout layout;
   std::shared_ptr<detail::Kernel> prefill, merge, block_mask;
+  std::unique_ptr<ops::BlockMaskKeep> kept_classes;  // runs of a Reclassify::OnBind variant
 };
 
 SinglePrefillPlan::SinglePrefillPlan(const Runtime& rt, const SinglePrefillProblem& problem)
@@ -35,8 +37,11 @@ SinglePrefillPlan::SinglePrefillPlan(const Runtime& rt, const SinglePrefillProbl
   impl_->layout = ops::plan_single_prefill(problem, ops::device_figures(rt, problem.device));  // validates
   impl_->prefill = engine.load_on_device(impl_->layout.prefill.spec, problem.device);
   if (impl_->layout.merge) impl_->merge = engine.load_on_device(impl_->layout.merge->spec, problem.device);
-  if (impl_->layout.block_mask)
+  if (impl_->layout.block_mask) {
     impl_->block_mask = engine.load_on_device(impl_->layout.block_mask->spec, problem.device);
+    impl_->kept_classes = std::make_unique<ops::BlockMaskKeep>(problem.device);
+    impl_->kept_classes->resize(impl_->layout.workspace.region("block_mask").bytes);
+  }
 }
 
 SinglePrefillPlan::~SinglePrefillPlan() = default;
@@ -125,11 +130,17 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   pp.num_rows = static_cast<int32_t>(M * H);
 
   cuda::ScopedDevice scope(problem.device);
+  ops::BlockMaskKeep::Use kept;
   if (layout.block_mask) {
-    // The classes of this run's bound values, before the kernel that walks them (same stream).
+    // The classes of this run's bound values, before the kernel that walks them (same stream):
+    // classified now into the workspace, or under on_bind kept from an earlier run of these values.
+    const Variant& given = variant ? *variant : *problem.options.variant;
+    if (given.source().reclassify == Reclassify::OnBind)
+      kept = impl_->kept_classes->use(stream, given.values_version());
     kernels::BlockMaskParams bp{};
     const int64_t rows = layout.num_q_tiles, slots = layout.block_mask_slots;
-    auto* region = ops::scratch_ptr<int32_t>(workspace, layout.workspace.region("block_mask"));
+    auto* region = kept.kept() ? kept.kept()
+                               : ops::scratch_ptr<int32_t>(workspace, layout.workspace.region("block_mask"));
     bp.counts = region;
     bp.tiles = region + rows * slots;
     bp.stride = layout.block_mask_stride;
@@ -139,9 +150,9 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
     bp.tile_q = layout.prefill.spec.as<PrefillKernel>()->tile_q();
     bp.tile_kv = layout.prefill.spec.as<PrefillKernel>()->tile_kv();
     bp.group = pp.group;
-    bp.heads_vary = problem.options.variant->source().heads_vary ? 1 : 0;
+    bp.heads_vary = given.source().heads_vary ? 1 : 0;
     std::memcpy(bp.user_params, pp.var.user_params, sizeof(bp.user_params));
-    if (rows > 0) detail::launch(*impl_->block_mask, layout.block_mask->shape, &bp, stream);
+    if (rows > 0 && kept.classify()) detail::launch(*impl_->block_mask, layout.block_mask->shape, &bp, stream);
     kernels::block_tiles(pp.var) = {bp.tiles, bp.counts, bp.stride, bp.slots};
   }
   ops::launch_prefill(*impl_->prefill, layout.prefill.shape, pp, stream);
@@ -150,6 +161,7 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
         ops::packed_split_merge(partial, o, pp.lse, o.strides[1], pp.num_rows, layout.num_chunks);
     detail::launch(*impl_->merge, layout.merge->shape, &mp, stream);
   }
+  kept.launched();
 }
 
 namespace {
