@@ -32,6 +32,24 @@ TEST_CASE("attnjit explain --variant FILE shows the kernels compiled with it; ba
   CHECK(r.has("_user"));
   CHECK(r.has("\"variant\""));
   CHECK(r.has("prefill_fa3ws_"));  // auto's Hopper skeleton at head_dim 128 takes a mask_mod
+  CHECK_FALSE(r.has("block_mask"));
+
+  // Block-sparse: the classification kernel first, its workspace region, one slot when heads do not vary.
+  const fs::path sparse = tmp.path() / "sparse.json";
+  std::ofstream(sparse) << R"({"mask_mod": "return p.doc_at(q) == p.doc_at(kv) && kv <= q;", )"
+                           R"("params": [{"name": "doc", "type": "i32", "rank": 1}], "block_sparse": true, )"
+                           R"("heads_vary": false})";
+  const CliResult s = run_cli("explain --op single_prefill --arch sm_90a --problem '{\"num_qo_heads\": 32, "
+                              "\"num_kv_heads\": 8, \"head_dim\": 128, \"qo_len\": 1000, \"kv_len\": 1000}' --variant " +
+                                  shell_quote(sparse.string()),
+                              tmp.path());
+  INFO(s.output);
+  REQUIRE(s.status == 0);
+  CHECK(s.has("\"block_sparse\":true"));
+  CHECK(s.has("\"name\":\"block_mask\""));  // the workspace region
+  CHECK(s.has("block_mask block_mask_user"));  // the plan's first kernel, before the prefill
+  CHECK(s.has("grid [32,1,1]"));  // 1000 tokens x 4 heads in 128-row tiles, one slot (heads_vary false)
+  CHECK(s.has("prefill_fa3ws_"));
 
   const fs::path bad = tmp.path() / "bad.json";
   std::ofstream(bad) << R"({"score_mod": "return s;", "params": [{"name": "x", "type": "f64"}]})";
