@@ -24,10 +24,11 @@ enum BlockClass : int32_t { kBlockEmpty = 0, kBlockFull = 1, kBlockPartial = 2 }
 // declaration may use the rest: Variant::kMaxParamsBytes less these), so no
 // params struct grows and every other kernel compiles as before.
 struct BlockTiles {
-  const int32_t* tiles;   // [rows * slots * stride]
-  const int32_t* counts;  // [rows * slots]
-  int32_t stride;         // entries per (row, slot): the request's KV tiles
-  int32_t slots;          // 1, or the KV heads
+  const int32_t* tiles;       // [rows * slots * stride]
+  const int32_t* counts;      // [rows * slots]
+  const int32_t* row_indptr;  // a batch plan's: request b's first row; null: one request (row = query tile)
+  int32_t stride;             // entries per (row, slot): the longest request's KV tiles
+  int32_t slots;              // 1, or the KV heads
 };
 enum : int { kBlockTilesWords = sizeof(BlockTiles) / 8 };
 static_assert(sizeof(BlockTiles) % 8 == 0, "whole words of user_params");

@@ -15,9 +15,14 @@ namespace attnjit {
 template <int TileKV, bool Sparse = user_block_sparse()>
 struct KVTileWalk {
   int tile0, num;
-  // row: the plan's query tile of this item; tile0 and num_tiles: its extent.
-  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams&, int /*row*/, int /*kv_head*/, int tile0_, int num_tiles)
+  // request and row: the item's request and its query tile within the
+  // request; tile0 and num_tiles: its extent.
+  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams&, int /*request*/, int /*row*/, int /*kv_head*/, int tile0_,
+                            int num_tiles)
       : tile0(tile0_), num(num_tiles) {}
+  // A single request's (request 0).
+  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams& p, int row, int kv_head, int tile0_, int num_tiles)
+      : KVTileWalk(p, 0, row, kv_head, tile0_, num_tiles) {}
   ATTNJIT_DEVICE int count() const { return num; }
   ATTNJIT_DEVICE int base(int i) const { return tile0 + i * TileKV; }
   ATTNJIT_DEVICE bool full(int) const { return false; }
@@ -27,9 +32,12 @@ template <int TileKV>
 struct KVTileWalk<TileKV, true> {
   const int32_t* list;  // the row's kept tiles within the extent
   int num;
-  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams& p, int row, int kv_head, int tile0, int num_tiles) {
+  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams& p, int request, int row, int kv_head, int tile0,
+                            int num_tiles) {
     const kernels::BlockTiles& b = kernels::block_tiles(p.var);
-    const int64_t at = int64_t(row) * b.slots + (b.slots > 1 ? kv_head : 0);
+    // A batch plan's classes number the batch's query tiles: request's first, then its own.
+    const int64_t plan_row = b.row_indptr ? int64_t(b.row_indptr[request]) + row : row;
+    const int64_t at = plan_row * b.slots + (b.slots > 1 ? kv_head : 0);
     const int32_t* all = b.tiles + at * b.stride;
     const int n = b.counts[at];
     // The extent (a KV chunk, a window) is tiles t0 .. t1 of the row's
@@ -39,6 +47,8 @@ struct KVTileWalk<TileKV, true> {
     list = all + lo;
     num = hi - lo;
   }
+  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams& p, int row, int kv_head, int tile0, int num_tiles)
+      : KVTileWalk(p, 0, row, kv_head, tile0, num_tiles) {}
   ATTNJIT_DEVICE int count() const { return num; }
   ATTNJIT_DEVICE int base(int i) const { return (list[i] >> 1) * TileKV; }
   ATTNJIT_DEVICE bool full(int i) const { return list[i] & 1; }

@@ -129,7 +129,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   // The KV tiles this item visits (all of its extent, or a block mask's kept ones).
   constexpr bool kSparse = user_block_sparse();
   using Walk = KVTileWalk<kTKV, kSparse>;
-  const Walk walk(p, w.q_tile, kv_head, e.tile0, e.num_tiles);
+  const Walk walk(p, w.request, w.q_tile, kv_head, e.tile0, e.num_tiles);
   const int kv_end = e.kv_end, num_tiles = walk.count();
 
   const uint32_t smem = smem_addr(attnjit_prefill_smem);

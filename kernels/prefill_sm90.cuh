@@ -91,7 +91,7 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
   // The KV tiles this item visits (all of its extent, or a block mask's kept ones).
   constexpr bool kSparse = user_block_sparse();
   using Walk = KVTileWalk<kTKV, kSparse>;
-  const Walk walk(p, w.q_tile, kv_head, e.tile0, e.num_tiles);
+  const Walk walk(p, w.request, w.q_tile, kv_head, e.tile0, e.num_tiles);
   const int num_tiles = walk.count();
 
   const uint32_t smem = (smem_addr(attnjit_prefill_smem) + 1023u) & ~1023u;

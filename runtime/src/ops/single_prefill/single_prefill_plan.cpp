@@ -153,7 +153,7 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
     bp.heads_vary = given.source().heads_vary ? 1 : 0;
     std::memcpy(bp.user_params, pp.var.user_params, sizeof(bp.user_params));
     if (rows > 0 && kept.classify()) detail::launch(*impl_->block_mask, layout.block_mask->shape, &bp, stream);
-    kernels::block_tiles(pp.var) = {bp.tiles, bp.counts, bp.stride, bp.slots};
+    kernels::block_tiles(pp.var) = {bp.tiles, bp.counts, nullptr, bp.stride, bp.slots};
   }
   ops::launch_prefill(*impl_->prefill, layout.prefill.shape, pp, stream);
   if (split) {
