@@ -16,7 +16,6 @@
 #include "codegen.hpp"
 #include "cuda/nvrtc.hpp"
 #include "engine.hpp"
-#include "ops/batch_prefill/batch_prefill_planner.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "spec/kernel_spec.hpp"
@@ -135,18 +134,6 @@ TEST_CASE("single prefill plans the classification first, a workspace region, sl
 
 TEST_CASE("operators without a block mask refuse a block-sparse variant by name", "[block_sparse][planner]") {
   const auto v = std::make_shared<const Variant>(docs());
-  ops::BatchPrefillShape s;
-  s.qo_indptr = {0, 5, 300};
-  s.kv_lens = {5, 700};
-  s.num_qo_heads = 8;
-  s.num_kv_heads = 8;
-  s.head_dim = 128;
-  s.q_dtype = s.kv_dtype = DType::F16;
-  s.source = KVSource::Ragged;
-  s.options.variant = v;
-  CHECK_THAT(error_of([&] { ops::plan_batch_prefill(s, {}); }, Status::Unsupported),
-             Catch::Contains("block_sparse=true") && Catch::Contains("batch prefill"));
-
   SingleDecodeProblem d;
   d.kv_len = 100;
   d.num_qo_heads = d.num_kv_heads = 8;
@@ -187,6 +174,14 @@ TEST_CASE("NVRTC compiles the classification kernel and the block-sparse skeleto
     paged.kv_source = KVSource::Paged;
     paged.window = true;
     CHECK_NOTHROW(engine.prepare(paged, "sm_80"));
+  }
+  SECTION("batch: fa2 and fa3 over ragged K/V (the walk numbers rows by request)") {
+    PrefillKernel k = prefill_with(docs(true, false), 128);
+    k.kv_source = KVSource::Ragged;
+    CHECK_NOTHROW(engine.prepare(k, "sm_80"));
+    k.backend = PrefillBackend::Fa3;
+    k.frags_m = 2;
+    CHECK_NOTHROW(engine.prepare(k, "sm_90a"));
   }
   SECTION("fa3: one and two warpgroups") {
     for (int wg : {1, 2}) {

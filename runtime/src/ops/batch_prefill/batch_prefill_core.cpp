@@ -15,6 +15,7 @@
 #include "ops/plan_fill.hpp"
 #include "ops/prefill_launch.hpp"
 #include "merge_params.h"
+#include "block_mask_params.h"
 #include "ops/attention_options/prefill_options.hpp"
 #include "ops/attention_options/user_variant_options.hpp"
 #include "ops/tensor_checks.hpp"
@@ -159,6 +160,11 @@ void BatchPrefillCore::plan(BatchPrefillShape shape_in, int64_t extent, const st
   detail::PlanMemory::require_not_capturing(cu_stream, "plan()");
   prefill = engine.load_on_device(L.prefill.spec, device);
   merge = L.merge ? engine.load_on_device(L.merge->spec, device) : nullptr;
+  block_mask = L.block_mask ? engine.load_on_device(L.block_mask->spec, device) : nullptr;
+  if (L.block_mask) {
+    if (!kept_classes) kept_classes = std::make_unique<BlockMaskKeep>(device);
+    kept_classes->resize(L.workspace.region("block_mask").bytes);  // the new rows: every kept copy is stale
+  }
 
   memory->reserve(L.workspace.int_bytes(), cu_stream);
   if (graph) memory->freeze_address();  // a captured run reads the tile counts there
@@ -191,6 +197,10 @@ void BatchPrefillCore::plan(BatchPrefillShape shape_in, int64_t extent, const st
   if (s.options.custom_mask) {
     put("mask", packed.data(), packed.size());
     put("mask_indptr", mask_offsets.data(), mask_offsets.size() * sizeof(int32_t));
+  }
+  if (L.block_mask) {
+    put("block_mask_rows", L.block_mask_rows.data(), L.block_mask_rows.size() * sizeof(int32_t));
+    put("block_mask_row_indptr", L.block_mask_row_indptr.data(), L.block_mask_row_indptr.size() * sizeof(int32_t));
   }
   memory->upload(cu_stream);
   layout = std::move(L);
@@ -303,17 +313,43 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   return p;
 }
 
-void BatchPrefillCore::launch(const kernels::PrefillParams& p, const TensorView& o, Stream stream) const {
+void BatchPrefillCore::launch(const kernels::PrefillParams& params, const TensorView& o, Stream stream) const {
   cuda::ScopedDevice scope(device);
   // No query rows at all; a graph-mode launch runs anyway, as a later plan's replay needs it.
   if (layout.num_work == 0 && !graph) return;
   memory->retain_while_captured(stream);  // a captured graph outlives the plan
+  kernels::PrefillParams p = params;
+  BlockMaskKeep::Use kept;
+  if (layout.block_mask) {
+    // The classes of the values bound now, before the kernel that walks them (same stream): into the
+    // scratch workspace, or under on_bind kept from an earlier run of these values since this plan().
+    const Variant& v = *shape.options.variant;
+    if (v.source().reclassify == Reclassify::OnBind) kept = kept_classes->use(stream, v.values_version());
+    const int64_t rows = layout.block_mask_row_indptr.back(), slots = layout.block_mask_slots;
+    int32_t* region = kept.kept() ? kept.kept() : scratch_ptr<int32_t>(workspace, layout.workspace.region("block_mask"));
+    const auto& k = *layout.prefill.spec.as<PrefillKernel>();
+    kernels::BlockMaskParams bp{};
+    bp.counts = region;
+    bp.tiles = region + rows * slots;
+    bp.row_requests = array<const int32_t>("block_mask_rows");
+    bp.stride = layout.block_mask_stride;
+    bp.slots = static_cast<int32_t>(slots);
+    bp.tile_q = k.tile_q();
+    bp.tile_kv = k.tile_kv();
+    bp.heads_vary = v.source().heads_vary ? 1 : 0;
+    bp.group = p.group;
+    std::memcpy(bp.user_params, p.var.user_params, sizeof(bp.user_params));
+    if (rows > 0 && kept.classify()) detail::launch(*block_mask, layout.block_mask->shape, &bp, stream);
+    kernels::block_tiles(p.var) = {bp.tiles, bp.counts, array<const int32_t>("block_mask_row_indptr"), bp.stride,
+                                   bp.slots};
+  }
   launch_prefill(*prefill, layout.prefill.shape, p, stream);
   if (layout.merge) {
     const kernels::MergeParams mp = packed_split_merge({p.partial_o, p.partial_lse}, o, p.lse, o.strides[1], p.num_rows,
                                                        layout.num_chunks);
     detail::launch(*merge, layout.merge->shape, &mp, stream);
   }
+  kept.launched();
   memory->table_check().after_run(rt->engine().config().check_every_run, reinterpret_cast<CUstream>(stream));
 }
 
@@ -337,10 +373,15 @@ void BatchPrefillCore::use_int_workspace(void* buffer, size_t bytes) {
 std::string BatchPrefillCore::describe() const {
   if (!planned) return "not planned";
   const auto& k = layout.prefill;
-  return fmt::format("{}{} work={} grid={} chunks={} chunk={} workspace={} B plan_memory={} B{}", k.spec.name(),
+  return fmt::format("{}{} work={} grid={} chunks={} chunk={} workspace={} B plan_memory={} B{}{}", k.spec.name(),
                      graph ? " cuda-graph" : "", layout.num_work, k.shape.grid[0], layout.num_chunks,
                      layout.chunk_size, layout.workspace.float_bytes(), layout.workspace.int_bytes(),
-                     layout.merge ? "; " + layout.merge->spec.name() : "");
+                     layout.merge ? "; " + layout.merge->spec.name() : "",
+                     layout.block_mask ? fmt::format("; {} grid=({},{}) first, block_mask {} B of the workspace",
+                                                     layout.block_mask->spec.name(), layout.block_mask->shape.grid[0],
+                                                     layout.block_mask->shape.grid[1],
+                                                     layout.workspace.region("block_mask").bytes)
+                                       : "");
 }
 
 }  // namespace attnjit::ops

@@ -12,6 +12,7 @@
 #include "attnjit/batch_prefill.hpp"
 #include "engine.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
+#include "ops/block_mask_keep.hpp"
 #include "plan_memory.hpp"
 
 namespace attnjit::ops {
@@ -33,7 +34,9 @@ struct BatchPrefillCore {
   bool planned_once = false;  // layout holds a plan (kept through a failed re-plan, for the graph-mode checks)
   BatchPrefillShape shape;
   BatchPrefillLayout layout;
-  std::shared_ptr<detail::Kernel> prefill, merge;
+  std::shared_ptr<detail::Kernel> prefill, merge, block_mask;
+  // A block-sparse variant's classes kept across runs (Reclassify::OnBind); stale after every plan().
+  std::unique_ptr<BlockMaskKeep> kept_classes;
   // How far the plan reaches into K/V: ragged, the KV rows (kv_indptr[-1]);
   // paged, the pages (the largest page id + 1).
   int64_t kv_extent = 0;
@@ -78,6 +81,7 @@ struct BatchPrefillCore {
   // Where an uploaded index array lives: a plan-memory region or a graph buffer.
   template <class T>
   T* array(const char* name) const;
+  // A block-sparse plan first classifies its tiles (or, under on_bind, reuses what it kept).
   void launch(const kernels::PrefillParams& p, const TensorView& o, Stream stream) const;
   // A new scratch workspace; the plan stays valid if it fits there.
   void reset_workspace(void* ws, size_t bytes);

@@ -5,6 +5,8 @@
 
 #include "ops/attention_options/prefill_options.hpp"
 #include "ops/attention_options/user_variant_options.hpp"
+#include "ops/batch_prefill/batch_prefill_planner.hpp"
+#include "spec/block_mask_kernel.hpp"
 #include "ops/split_states.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 
@@ -15,7 +17,6 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   std::vector<KernelSpec> out;
   auto base = [&](PrefillBackend backend) {
     PrefillKernel k = prefill_variant(p.options, p.head_dim, p.q_dtype, p.kv_dtype);
-    refuse_block_sparse(k.variant.user.get(), "batch prefill (the ragged and paged wrappers; so far single prefill only)");
     k.backend = backend;
     k.kv_source = p.source;
     return k;
@@ -38,6 +39,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2 && fa3_takes_head_dim(p.head_dim)) {
     PrefillKernel k = base(PrefillBackend::Fa3);
     k.warp_specialized = prefill_warp_specialized(k, p.options);
+    fit_batch_block_sparse(k, p.options, p.use_cuda_graph);
     choose_prefill_pipeline(k);
     out.emplace_back(k);
     if (!p.use_cuda_graph && !k.warp_specialized) {
@@ -48,6 +50,12 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   // A KV split merges its partial states (fp32) into o; CUDA-graph mode never splits.
   if (!p.use_cuda_graph) {
     out.emplace_back(split_merge_kernel(p.head_dim, p.q_dtype));
+  }
+  const auto& user = p.options.variant;
+  if (user && user->source().block_sparse) {
+    PrefillKernel k = base(PrefillBackend::Fa2);
+    fit_batch_block_sparse(k, p.options, p.use_cuda_graph);  // CUDA-graph mode: refused by name
+    out.emplace_back(BlockMaskKernel{user->shared_source()});
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "ops/attention_options/prefill_options.hpp"
 #include "ops/attention_options/user_variant_options.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
+#include "spec/user_variant.hpp"
 
 namespace attnjit::ops {
 
@@ -91,6 +92,51 @@ void plan_graph_mode(const BatchPrefillShape& shape, PrefillKernel& k, const Dev
 
 }  // namespace
 
+void fit_batch_block_sparse(PrefillKernel& k, const PrefillOptions& options, bool cuda_graph) {
+  const auto& user = k.variant.user;
+  if (!user || !user->block_sparse) return;
+  if (cuda_graph)
+    throw Error(Status::Unsupported,
+                fmt::format("variant user{} has block_sparse=true, which batch prefill with use_cuda_graph=true does "
+                            "not take (its captured launch has no fixed number of query tiles to classify); "
+                            "allowed: use_cuda_graph=false, or block_sparse=false",
+                            variant_source_digest(*user)));
+  if (!k.warp_specialized) return;
+  if (options.backend == "auto") {
+    k.warp_specialized = false;
+    return;
+  }
+  throw Error(Status::Unsupported,
+              fmt::format("backend='fa3_ws' does not take a block-sparse batch yet (variant user{}); allowed: 'auto', "
+                          "'fa2', 'fa3'",
+                          variant_source_digest(*user)));
+}
+
+namespace {
+
+// The classification's rows: every request's query tiles in request order.
+void plan_batch_block_mask(const BatchPrefillShape& shape, const PrefillKernel& k, int64_t max_kv,
+                           BatchPrefillLayout& layout) {
+  const size_t batch = shape.qo_indptr.size() - 1;
+  const int group = shape.num_qo_heads / shape.num_kv_heads, tq = k.tile_q();
+  layout.block_mask_row_indptr.assign(batch + 1, 0);
+  layout.block_mask_rows.clear();
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t qo = shape.qo_indptr[b + 1] - shape.qo_indptr[b];
+    const int32_t tiles = static_cast<int32_t>((int64_t(qo) * group + tq - 1) / tq);
+    for (int32_t t = 0; t < tiles; ++t)
+      layout.block_mask_rows.insert(layout.block_mask_rows.end(), {int32_t(b), t, qo, shape.kv_lens[b]});
+    layout.block_mask_row_indptr[b + 1] = layout.block_mask_row_indptr[b] + tiles;
+  }
+  layout.block_mask = plan_block_mask(k, layout.block_mask_row_indptr.back(), std::max<int64_t>(max_kv, 1),
+                                      shape.num_kv_heads, layout.workspace, layout.block_mask_slots,
+                                      layout.block_mask_stride);
+  layout.workspace.add_int("block_mask_rows", std::max<size_t>(layout.block_mask_rows.size(), 1) * sizeof(int32_t));
+  layout.workspace.add_int("block_mask_row_indptr", (batch + 1) * sizeof(int32_t));
+}
+
+}  // namespace
+
 BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const DeviceFigures& device) {
   validate_batch_prefill(shape);
   const size_t batch = shape.qo_indptr.size() - 1;
@@ -104,8 +150,8 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const Devi
 
   BatchPrefillLayout layout;
   PrefillKernel k = prefill_variant(shape.options, shape.head_dim, shape.q_dtype, shape.kv_dtype);
-  refuse_block_sparse(k.variant.user.get(), "batch prefill (the ragged and paged wrappers; so far single prefill only)");
   choose_prefill_skeleton(k, shape.options, device.arch);
+  fit_batch_block_sparse(k, shape.options, shape.graph_max_batch > 0);
   k.kv_source = shape.source;
   layout.var = prefill_variant_params(shape.options, shape.head_dim);
   layout.prefill.role = "prefill";
@@ -222,11 +268,14 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const Devi
     layout.workspace.add_int("mask", std::max<size_t>(shape.mask_bytes, 1));
     layout.workspace.add_int("mask_indptr", batch * sizeof(int32_t));
   }
+  if (k.variant.user && k.variant.user->block_sparse) plan_batch_block_mask(shape, k, max_kv, layout);
   return layout;
 }
 
 nlohmann::json BatchPrefillLayout::to_json() const {
-  return {{"kernels", kernels_json(prefill, merge)},
+  nlohmann::json kernels = kernels_json(prefill, merge);
+  if (block_mask) kernels.insert(kernels.begin(), launch_json(*block_mask));  // it runs first
+  return {{"kernels", kernels},
           {"cuda_graph", !tile_indptr.empty()},
           {"num_work", num_work},
           {"num_chunks", num_chunks},

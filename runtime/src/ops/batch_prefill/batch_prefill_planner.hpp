@@ -44,6 +44,14 @@ struct BatchPrefillLayout {
   int num_chunks = 1;
   int chunk_size = 0;
   kernels::VariantParams var{};
+  // A block-sparse variant's classification over the batch's query tiles
+  // (its rows: request b's tiles are rows block_mask_row_indptr[b] ..
+  // [b + 1]): the launch, the float region "block_mask" (scratch), and what
+  // plan() uploads: per row {request, query tile, qo_len, kv_len}
+  // ("block_mask_rows") and the row indptr ("block_mask_row_indptr").
+  std::optional<KernelLaunch> block_mask;
+  int block_mask_slots = 0, block_mask_stride = 0;
+  std::vector<int32_t> block_mask_rows, block_mask_row_indptr;
 
   nlohmann::json to_json() const;
 };
@@ -52,6 +60,11 @@ struct BatchPrefillLayout {
 // dtypes, options) and plans. Errors name the argument, its value (and the
 // request) and what is allowed.
 BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const DeviceFigures& device);
+// A block-sparse variant (nothing otherwise): refuses what the batch form
+// does not take yet by name (CUDA-graph mode; backend 'fa3_ws', whose KV walk
+// is given one request's tile numbering) and takes auto's Hopper skeleton
+// without warp specialization.
+void fit_batch_block_sparse(PrefillKernel& k, const PrefillOptions& options, bool cuda_graph);
 // The checks alone (plan() runs them before it asks the device anything).
 void validate_batch_prefill(const BatchPrefillShape& shape);
 
