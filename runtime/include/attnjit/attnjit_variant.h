@@ -43,12 +43,14 @@ ATTNJIT_API attnjit_status_t attnjit_variant_create(const char* score_mod, const
  * "params": [...as above], "block_sparse": bool, "heads_vary": bool,
  * "reclassify": "each_run" | "on_bind"} (the form `attnjit explain --variant
  * FILE` and `attnjit prewarm --variant FILE` read). block_sparse (needs a
- * mask_mod; single prefill, fa2 and fa3): every (query tile, KV tile) of the
- * plan is classified by mask_mod on the GPU, then the kernel skips the empty
- * tiles and evaluates mask_mod only on the partial ones. heads_vary false
- * promises that mask_mod does not read h (one classification for every head;
- * the output is wrong if it does). Decode and the batch prefill wrappers
- * refuse block_sparse with ATTNJIT_ERROR_UNSUPPORTED.
+ * mask_mod; single prefill, and the ragged and paged batch prefill wrappers
+ * with b the request): every (query tile, KV tile) of the plan is classified
+ * by mask_mod on the GPU, then the kernel skips the empty tiles and
+ * evaluates mask_mod only on the partial ones. heads_vary false promises
+ * that mask_mod does not read h (one classification for every head; the
+ * output is wrong if it does). Decode, and the batch wrappers in CUDA-graph
+ * mode or on backend fa3_ws, refuse block_sparse with
+ * ATTNJIT_ERROR_UNSUPPORTED.
  * reclassify (default "each_run"; "on_bind" needs block_sparse; any other
  * value is ATTNJIT_ERROR_INVALID_ARGUMENT naming "variant.reclassify"):
  * "each_run": each run classifies first, into the run's workspace, so the

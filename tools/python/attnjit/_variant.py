@@ -18,14 +18,15 @@ a float: f32; an int: i32). Plans made with a variant read its bound values at
 each run, so ``variant.bind(name=new_value)`` between runs needs no new plan.
 
 Block sparsity (FlexAttention's BlockMask, ``block_sparse=True``; needs a
-mask_mod; single prefill on fa2 and fa3): mask_mod is evaluated on the GPU over
+mask_mod; single prefill, and the ragged and paged batch prefill wrappers with
+``b`` the request): mask_mod is evaluated on the GPU over
 each (query tile, KV tile) of the plan, classifying it empty, full or partial;
 the kernel then skips the empty tiles (no load, no math) and evaluates mask_mod
 only on the partial ones. ``heads_vary=False`` is the caller's promise that
 mask_mod does not read ``h`` (FlexAttention's ``H=None``): one classification
 then serves every head, each token evaluated once; the output is wrong if the
-mask does read it. Decode and the batch prefill wrappers refuse a block-sparse
-variant (UNSUPPORTED).
+mask does read it. Decode, and the batch wrappers with ``use_cuda_graph=True`` or
+``backend="fa3_ws"``, refuse a block-sparse variant (UNSUPPORTED).
 
 When it classifies, ``reclassify=``:
 
@@ -37,7 +38,8 @@ When it classifies, ``reclassify=``:
   any param) since that copy was made; no host sync. The one-call
   ``single_prefill_with_kv_cache`` keeps them in its memoized plan. NOT seen: a
   tensor param rewritten in place without a ``bind`` (bind it again, even to the
-  same tensor, to have it seen). A run on a capturing stream classifies as
+  same tensor, to have it seen). A batch wrapper's ``plan()`` makes its kept
+  classes stale (the next run classifies). A run on a capturing stream classifies as
   ``"each_run"`` does, so a captured graph replays its own classification; so
   does a run on a fifth stream of one plan.
 """

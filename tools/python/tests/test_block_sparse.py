@@ -1,5 +1,5 @@
 """Block sparsity of a user mask_mod (issue 31 item 2): attnjit.Variant(..., block_sparse=True, heads_vary=...,
-reclassify=...).
+reclassify=...), on single prefill and on the batch prefill wrappers.
 
 The checks without a GPU run anywhere: the keyword arguments and their refusals. The GPU tests (torch + CUDA)
 run the masks of issue 31 through single prefill on fa2 and fa3 (fa3 where the device is sm_90) with and without
@@ -8,7 +8,10 @@ reference and against the same variant without block sparsity (the same kernels 
 up to float reassociation); a rebind that changes the classes between two runs of one cached plan; and a
 CUDA graph that replays the classification; reclassify="on_bind": a second run with the same values repeats the
 first bit for bit even after the doc ids were rewritten in place, a bind is seen, and a graph captured under
-on_bind replays its own classification. The classes themselves are checked against a CPU evaluation in the
+on_bind replays its own classification. The ragged and paged batch wrappers: per-request document masks (b the
+request) at ragged lengths with a request of one token, GQA group 3, page size 16 with partial last pages,
+against float64 and the dense variant; on_bind there (a bind and a new plan() classify again); the refusals
+(CUDA-graph mode, fa3_ws). The classes themselves are checked against a CPU evaluation in the
 Catch2 GPU test tests/block_sparse/gpu_test.cpp.
 """
 
@@ -294,6 +297,144 @@ def test_on_bind_a_captured_graph_replays_its_own_classification():
     d64 = doc.long()
     ref, _ = reference(q, k, v, lambda h, i, j: (d64[i] == d64[j]) & (j <= i))
     assert rel(out, ref) < TOLERANCE[dtype]
+
+
+# The batch wrappers: a doc id per (request, position) in a [batch, longest] tensor, causal at the request's end
+# (its queries are the last qo_len of its kv_len positions); b is the request.
+BATCH_DOCUMENTS = ("const int pos = q + p.offset_at(b); "
+                   "return kv <= pos && p.doc_at(b, kv) == p.doc_at(b, pos);")
+
+
+def batch_backends():
+    """The batch form's backends (fa3_ws is refused with a block-sparse variant there for now)."""
+    return [b for b in backends() if b != "fa3_ws"]
+
+
+def batch_inputs(qo_lens, kv_lens, heads, kv_heads, d=128, dtype="float16", seed=0):
+    """q [sum qo], per-request K/V [kv, Hk, d], doc ids [batch, max kv] (uneven documents), offsets [batch]."""
+    torch.manual_seed(seed)
+    dt = getattr(torch, dtype)
+    q = torch.randn(sum(qo_lens), heads, d, dtype=dt, device="cuda")
+    ks = [torch.randn(n, kv_heads, d, dtype=dt, device="cuda") for n in kv_lens]
+    vs = [torch.randn(n, kv_heads, d, dtype=dt, device="cuda") for n in kv_lens]
+    longest = max(kv_lens)
+    doc = (torch.arange(longest, device="cuda")[None, :] // torch.tensor([53, 1, 97, 200, 31][:len(kv_lens)],
+                                                                         device="cuda")[:, None]).to(torch.int32)
+    offset = torch.tensor([kv - qo for qo, kv in zip(qo_lens, kv_lens)], dtype=torch.int32, device="cuda")
+    return q, ks, vs, doc.contiguous(), offset
+
+
+def batch_reference(q, ks, vs, qo_lens, doc, offset, causal=True):
+    outs, at = [], 0
+    for b, (qo, k, v) in enumerate(zip(qo_lens, ks, vs)):
+        d64, off = doc[b].long(), int(offset[b])
+        o, _ = reference(q[at:at + qo], k, v,
+                         lambda h, i, j: ((j <= i + off) | (not causal)) & (d64[j] == d64[i + off]))
+        outs.append(o)
+        at += qo
+    return torch.cat(outs)
+
+
+QO_LENS, KV_LENS = [100, 1, 263, 37], [150, 1, 263, 300]  # no multiple of a tile; a request of one token
+
+
+def indptr(lengths):
+    return torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32)
+
+
+@gpu
+@pytest.mark.parametrize("backend", batch_backends())
+@pytest.mark.parametrize("heads_vary", [True, False])
+def test_ragged_wrapper_block_sparse_documents(backend, heads_vary):
+    dtype = "float16"
+    q, ks, vs, doc, offset = batch_inputs(QO_LENS, KV_LENS, heads=12, kv_heads=4, seed=20)  # group 3
+    params = {"doc": doc, "offset": offset}
+    k, v = torch.cat(ks), torch.cat(vs)
+    outs = {}
+    for sparse in (True, False):
+        variant = attnjit.Variant(mask_mod=BATCH_DOCUMENTS, params=params, block_sparse=sparse,
+                                  heads_vary=heads_vary or not sparse)
+        w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"),
+                                                         backend=backend)
+        w.plan(indptr(QO_LENS), indptr(KV_LENS), 12, 4, 128, q_data_type=torch.float16, variant=variant)
+        outs[sparse] = w.run(q, k, v)
+    ref = batch_reference(q, ks, vs, QO_LENS, doc, offset)
+    assert rel(outs[True], ref) < TOLERANCE[dtype]
+    assert rel(outs[True], outs[False]) < SAME[dtype]
+
+
+@gpu
+@pytest.mark.parametrize("backend", batch_backends())
+def test_paged_wrapper_block_sparse_documents_with_a_partial_last_page(backend):
+    dtype, page = "float16", 16
+    q, ks, vs, doc, offset = batch_inputs(QO_LENS, KV_LENS, heads=12, kv_heads=4, seed=21)
+    pages = [(n + page - 1) // page for n in KV_LENS]
+    kv_indptr = indptr(pages)
+    total = int(kv_indptr[-1])
+    indices = torch.randperm(total, dtype=torch.int32)
+    last = torch.tensor([(n - 1) % page + 1 for n in KV_LENS], dtype=torch.int32)
+    cache = torch.zeros(total, 2, page, 4, 128, dtype=torch.float16, device="cuda")
+    for b, n in enumerate(KV_LENS):
+        ids = indices[int(kv_indptr[b]):int(kv_indptr[b + 1])].long().cuda()
+        padded = lambda x: torch.cat([x, x.new_zeros(pages[b] * page - n, 4, 128)])  # noqa: E731
+        cache[ids, 0] = padded(ks[b]).reshape(pages[b], page, 4, 128)
+        cache[ids, 1] = padded(vs[b]).reshape(pages[b], page, 4, 128)
+    variant = attnjit.Variant(mask_mod=BATCH_DOCUMENTS, params={"doc": doc, "offset": offset}, block_sparse=True,
+                              heads_vary=False)
+    w = attnjit.BatchPrefillWithPagedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"),
+                                                    backend=backend)
+    w.plan(indptr(QO_LENS), kv_indptr.cuda(), indices.cuda(), last.cuda(), 12, 4, 128, page,
+           q_data_type=torch.float16, variant=variant)
+    out = w.run(q, cache)
+    assert rel(out, batch_reference(q, ks, vs, QO_LENS, doc, offset)) < TOLERANCE[dtype]
+
+
+@gpu
+@pytest.mark.parametrize("backend", batch_backends())
+def test_ragged_wrapper_on_bind_keeps_the_classes_until_a_bind_or_a_plan(backend):
+    # Without causality: one document keeps every pair, so every tile is full and the prefill never evaluates
+    # the mask; a run on kept classes then repeats the first output bit for bit whatever the doc ids became.
+    dtype = "float16"
+    q, ks, vs, doc, offset = batch_inputs(QO_LENS, KV_LENS, heads=12, kv_heads=4, seed=22)
+    k, v = torch.cat(ks), torch.cat(vs)
+    one = torch.zeros_like(doc)
+    ids = one.clone()
+    variant = attnjit.Variant(mask_mod="return p.doc_at(b, kv) == p.doc_at(b, q + p.offset_at(b));",
+                              params={"doc": ids, "offset": offset}, block_sparse=True, heads_vary=False,
+                              reclassify="on_bind")
+    w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"),
+                                                     backend=backend)
+    plan = lambda: w.plan(indptr(QO_LENS), indptr(KV_LENS), 12, 4, 128, q_data_type=torch.float16,  # noqa: E731
+                          variant=variant)
+    plan()
+    first = w.run(q, k, v).clone()
+    assert rel(first, batch_reference(q, ks, vs, QO_LENS, one, offset, causal=False)) < TOLERANCE[dtype]
+    docs_ref = batch_reference(q, ks, vs, QO_LENS, doc, offset, causal=False)
+    assert rel(docs_ref, first) > 0.1  # the two masks are told apart
+    ids.copy_(doc)  # in place, no bind: not seen under on_bind
+    assert torch.equal(w.run(q, k, v), first)
+    variant.bind(doc=ids)  # the same tensor bound anew: seen at the next run
+    assert rel(w.run(q, k, v), docs_ref) < TOLERANCE[dtype]
+    ids.copy_(one)  # in place again; a new plan classifies again
+    plan()
+    assert rel(w.run(q, k, v), first) < SAME[dtype]
+
+
+@gpu
+def test_batch_wrappers_refuse_block_sparsity_in_cuda_graph_mode_and_on_fa3_ws():
+    variant = attnjit.Variant(mask_mod="return kv <= q;", block_sparse=True)
+    ws = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    bufs = [torch.empty(3, dtype=torch.int32, device="cuda") for _ in range(2)]  # max batch 2
+    w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(ws, use_cuda_graph=True, qo_indptr_buf=bufs[0],
+                                                     kv_indptr_buf=bufs[1])
+    with pytest.raises(AttnjitError) as e:
+        w.plan(indptr([3, 4]), indptr([3, 4]), 4, 4, 128, variant=variant)
+    assert e.value.status == Status.UNSUPPORTED and "use_cuda_graph=true" in str(e.value)
+    if torch.cuda.get_device_capability() == (9, 0):
+        w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(ws, backend="fa3_ws")
+        with pytest.raises(AttnjitError) as e:
+            w.plan(indptr([3, 4]), indptr([3, 4]), 4, 4, 128, variant=variant)
+        assert e.value.status == Status.UNSUPPORTED and "fa3_ws" in str(e.value)
 
 
 @gpu
