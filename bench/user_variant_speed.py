@@ -455,7 +455,7 @@ def flex_row(torch, attnjit, peers, what, mask_mod, pairs_closed, builtin, snipp
         out = torch.empty_like(q)
         return lambda: w.run(q, k, v, out=out)
 
-    # The snippets through single prefill: the operator block sparsity serves (the batch wrappers refuse it).
+    # The snippets through single prefill (one request: the mask reads the packed doc ids as FlexAttention does).
     prefill = attnjit.single_prefill_with_kv_cache
 
     def snippet_call(extra):
