@@ -11,16 +11,11 @@
 #include <string>
 #include <utility>
 
-using attnjit::test::DLTensorMaker;
-using attnjit::test::kI32;
-using attnjit::test::TrtllmInputs;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 namespace t = attnjit::test;
 
 namespace {
-
-std::string last_error() { return attnjit_last_error(); }
 
 // Past every C check the C++ call refuses max_seq_len=65 (4 pages of 16):
 // reaching that error shows the C layer accepted the arguments.
@@ -30,14 +25,14 @@ constexpr const char* kPastTheCChecks = "max_seq_len=65 is not allowed; block_ta
 
 TEST_CASE("trtllm _v3 takes q_len_per_req: the query has a row per token", "[capi][speculative]") {
   t::CRuntime h;
-  TrtllmInputs in;  // block_tables and seq_lens for 2 requests
+  t::TrtllmInputs in;  // block_tables and seq_lens for 2 requests
   in.max_seq_len = 65;
-  TrtllmInputs::V3 x;
+  t::TrtllmInputs::V3 x;
   x.q_len_per_req = 2;
 
   SECTION("4 rows of 2 tokens: 2 requests, through to the C++ checks") {
-    in.query = DLTensorMaker({4, 8, 128});
-    in.out = DLTensorMaker({4, 8, 128});
+    in.query = t::DLTensorMaker({4, 8, 128});
+    in.out = t::DLTensorMaker({4, 8, 128});
     t::expect_refused(in.call_v3(h.rt, x), Contains(kPastTheCChecks));
   }
   SECTION("the batch is rows / q_len_per_req, and the tables must match it") {
@@ -47,7 +42,7 @@ TEST_CASE("trtllm _v3 takes q_len_per_req: the query has a row per token", "[cap
                              "(batch_size=1 from the query)"));
   }
   SECTION("rows not a multiple of q_len_per_req") {
-    in.query = DLTensorMaker({3, 8, 128});
+    in.query = t::DLTensorMaker({3, 8, 128});
     t::expect_refused(
         in.call_v3(h.rt, x),
         Contains("query: 3 token rows is not allowed with q_len_per_req=2; allowed: a multiple of it"));
@@ -62,26 +57,26 @@ TEST_CASE("trtllm _v3 takes q_len_per_req: the query has a row per token", "[cap
   }
   SECTION("q_len_per_req past 64 (prefill's)") {
     x.q_len_per_req = 65;
-    in.query = DLTensorMaker({130, 8, 128});
+    in.query = t::DLTensorMaker({130, 8, 128});
     in.max_seq_len = 64;
     t::expect_refused(in.call_v3(h.rt, x), Contains("q_len_per_req=65 is not allowed; allowed: 1 to 64"));
   }
   SECTION("the query's rank names its rows as tokens") {
-    in.query = DLTensorMaker({4, 1024});
+    in.query = t::DLTensorMaker({4, 1024});
     CHECK(in.call_v3(h.rt, x) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-    CHECK_THAT(last_error(),
+    CHECK_THAT(t::c_last_error(),
                Contains("query: ndim=2 is not allowed; allowed: 3, [num_tokens, num_qo_heads, head_dim]"));
   }
 }
 
 TEST_CASE("trtllm _v3 takes max_q_len and cum_seq_lens_q together", "[capi][speculative]") {
   t::CRuntime h;
-  TrtllmInputs in;  // seq_lens [2]: 2 requests
+  t::TrtllmInputs in;  // seq_lens [2]: 2 requests
   in.max_seq_len = 65;
-  in.query = DLTensorMaker({5, 8, 128});  // 5 tokens in all, at most 2 * max_q_len
-  in.out = DLTensorMaker({5, 8, 128});
-  DLTensorMaker cum({3}, kI32);
-  TrtllmInputs::V3 x;
+  in.query = t::DLTensorMaker({5, 8, 128});  // 5 tokens in all, at most 2 * max_q_len
+  in.out = t::DLTensorMaker({5, 8, 128});
+  t::DLTensorMaker cum({3}, t::kI32);
+  t::TrtllmInputs::V3 x;
   x.max_q_len = 4;
   x.cum_seq_lens_q = cum.get();
 
@@ -101,7 +96,7 @@ TEST_CASE("trtllm _v3 takes max_q_len and cum_seq_lens_q together", "[capi][spec
     for (int max_q : {0, -2}) {
       x.max_q_len = max_q;
       CHECK(in.call_v3(h.rt, x) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-      CHECK_THAT(last_error(), Equals("max_q_len=" + std::to_string(max_q) +
+      CHECK_THAT(t::c_last_error(), Equals("max_q_len=" + std::to_string(max_q) +
                                       " is not allowed with cum_seq_lens_q; they go together (max_q_len: the most "
                                       "query tokens any request has, >= 1)"));
     }
@@ -118,25 +113,25 @@ TEST_CASE("trtllm _v3 takes max_q_len and cum_seq_lens_q together", "[capi][spec
   }
   SECTION("more query rows than batch * max_q_len") {
     in.max_seq_len = 64;
-    in.query = DLTensorMaker({9, 8, 128});
-    in.out = DLTensorMaker({9, 8, 128});
+    in.query = t::DLTensorMaker({9, 8, 128});
+    in.out = t::DLTensorMaker({9, 8, 128});
     t::expect_refused(in.call_v3(h.rt, x), Contains("9 token rows is not allowed with batch=2 and max_q_len=4"));
   }
   SECTION("the batch is seq_lens' length; block_tables must match it") {
-    in.lens = DLTensorMaker({3}, kI32);
-    cum = DLTensorMaker({4}, kI32);
+    in.lens = t::DLTensorMaker({3}, t::kI32);
+    cum = t::DLTensorMaker({4}, t::kI32);
     x.cum_seq_lens_q = cum.get();
     t::expect_refused(in.call_v3(h.rt, x),
                       Equals("block_tables: shape [2, 4] is not allowed; allowed: [batch_size, max_pages] "
                              "(batch_size=3 from seq_lens' length, with cum_seq_lens_q)"));
   }
   SECTION("cum_seq_lens_q: [batch_size + 1]") {
-    cum = DLTensorMaker({2}, kI32);
+    cum = t::DLTensorMaker({2}, t::kI32);
     x.cum_seq_lens_q = cum.get();
     t::expect_refused(in.call_v3(h.rt, x),
                       Equals("cum_seq_lens_q: shape [2] is not allowed; allowed: [batch_size + 1] with batch_size + "
                              "1=3 from seq_lens"));
-    cum = DLTensorMaker({3, 1}, kI32);
+    cum = t::DLTensorMaker({3, 1}, t::kI32);
     x.cum_seq_lens_q = cum.get();
     t::expect_refused(in.call_v3(h.rt, x), Contains("cum_seq_lens_q: shape [3, 1] is not allowed"));
   }
@@ -145,7 +140,7 @@ TEST_CASE("trtllm _v3 takes max_q_len and cum_seq_lens_q together", "[capi][spec
     t::expect_refused(in.call_v3(h.rt, x),
                       Equals("cum_seq_lens_q: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32 "
                              "(kDLInt, 32)"));
-    cum.dtype(kI32).device({kDLCPU, 0});
+    cum.dtype(t::kI32).device({kDLCPU, 0});
     t::expect_refused(in.call_v3(h.rt, x),
                       Contains("cum_seq_lens_q: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA"));
     cum.device({kDLCUDA, 1});
@@ -157,7 +152,7 @@ TEST_CASE("trtllm _v3 takes max_q_len and cum_seq_lens_q together", "[capi][spec
     t::expect_refused(in.call_v3(h.rt, x), Contains("cum_seq_lens_q: strides [2] are not allowed for shape [3]"));
   }
   SECTION("seq_lens on another device than the query is named before cum_seq_lens_q is compared with it") {
-    in.lens = DLTensorMaker({2}, kI32, {kDLCUDA, 1});
+    in.lens = t::DLTensorMaker({2}, t::kI32, {kDLCUDA, 1});
     cum.device({kDLCUDA, 1});
     t::expect_refused(in.call_v3(h.rt, x),
                       Equals("seq_lens: device cuda:1 differs from the query's device cuda:0; they must be equal"));
@@ -166,10 +161,10 @@ TEST_CASE("trtllm _v3 takes max_q_len and cum_seq_lens_q together", "[capi][spec
 
 TEST_CASE("trtllm _v3 checks the device-tensor scales, naming them", "[capi]") {
   t::CRuntime h;
-  TrtllmInputs in;
+  t::TrtllmInputs in;
   in.max_seq_len = 65;
-  DLTensorMaker scalar({}, t::kF32), one({1}, t::kF32);
-  TrtllmInputs::V3 x;
+  t::DLTensorMaker scalar({}, t::kF32), one({1}, t::kF32);
+  t::TrtllmInputs::V3 x;
 
   SECTION("shape [] and [1], each or both, get through") {
     for (auto [b1, b2] : {std::pair{&scalar, &one}, std::pair{&one, &scalar}}) {
@@ -193,7 +188,7 @@ TEST_CASE("trtllm _v3 checks the device-tensor scales, naming them", "[capi]") {
                       Contains("bmm2_scale: dtype (code=2 kDLFloat, bits=64, lanes=1) is not allowed"));
   }
   SECTION("size: one value") {
-    DLTensorMaker two({2}, t::kF32), one_by_one({1, 1}, t::kF32);
+    t::DLTensorMaker two({2}, t::kF32), one_by_one({1, 1}, t::kF32);
     x.bmm1_scale = two.get();
     t::expect_refused(in.call_v3(h.rt, x),
                       Equals("bmm1_scale: shape [2] is not allowed; allowed: [] or [1] (one float32 value)"));
@@ -222,27 +217,27 @@ TEST_CASE("trtllm _v3 checks the device-tensor scales, naming them", "[capi]") {
     one.byte_offset(2);
     x.bmm1_scale = one.get();
     t::expect_refused(in.call_v3(h.rt, x), Contains("bmm1_scale: address"));
-    CHECK_THAT(last_error(), Contains("allowed: a multiple of 4 bytes (the element size)"));
+    CHECK_THAT(t::c_last_error(), Contains("allowed: a multiple of 4 bytes (the element size)"));
   }
 }
 
 TEST_CASE("trtllm _v3 names itself, and _v1 / _v2 keep their behaviour through the shared path", "[capi]") {
   t::CRuntime h;
-  TrtllmInputs in;
+  t::TrtllmInputs in;
   CHECK(attnjit_trtllm_batch_decode_with_kv_cache_v3(nullptr, in.query.get(), in.k.get(), in.v.get(), nullptr, 0,
                                                      in.tables.get(), in.lens.get(), 64, nullptr, nullptr, -1, 1, 0,
                                                      nullptr, nullptr, nullptr, in.out.get(), nullptr, nullptr) ==
         ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last_error(), Contains("attnjit_trtllm_batch_decode_with_kv_cache_v3: rt is NULL"));
+  CHECK_THAT(t::c_last_error(), Contains("attnjit_trtllm_batch_decode_with_kv_cache_v3: rt is NULL"));
   // _v1 and _v2 pass one token per request: 4 query rows are 4 requests, which block_tables does not hold.
   in.max_seq_len = 65;
-  in.query = DLTensorMaker({4, 8, 128});
+  in.query = t::DLTensorMaker({4, 8, 128});
   const std::string four_requests = "block_tables: shape [2, 4] is not allowed; allowed: [batch_size, max_pages] "
                                     "(batch_size=4 from the query)";
   t::expect_refused(in.call(h.rt), Equals(four_requests));
   t::expect_refused(in.call_v2(h.rt, nullptr, -1), Equals(four_requests));
-  TrtllmInputs::V3 x;
+  t::TrtllmInputs::V3 x;
   x.q_len_per_req = 2;
-  in.out = DLTensorMaker({4, 8, 128});
+  in.out = t::DLTensorMaker({4, 8, 128});
   t::expect_refused(in.call_v3(h.rt, x), Contains(kPastTheCChecks));
 }

@@ -21,22 +21,12 @@
 #include "attnjit/attnjit.h"
 #include "attnjit/attnjit_batch_decode.h"
 
-using attnjit::test::DLTensorMaker;
-using attnjit::test::HostInts;
-using attnjit::test::kI32;
-using attnjit::test::TrtllmInputs;
-using RuntimeHandle = attnjit::test::CRuntime;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 using Catch::Matchers::StartsWith;
 namespace t = attnjit::test;
 
 namespace {
-
-constexpr DLDataType kU32{kDLUInt, 32, 1};
-constexpr DLDataType kI64{kDLInt, 64, 1};
-
-std::string last_error() { return attnjit_last_error(); }
 
 // A non-graph wrapper over a made-up workspace address: creating one touches no device.
 struct WrapperHandle {
@@ -50,8 +40,8 @@ struct WrapperHandle {
 };
 
 struct CudnnInputs {
-  DLTensorMaker q{{2, 8, 128}}, k{{10, 2, 16, 128}}, v{{10, 2, 16, 128}}, out{{2, 8, 128}};
-  DLTensorMaker tables{{2, 4}, kI32}, lens{{2}, kI32};
+  t::DLTensorMaker q{{2, 8, 128}}, k{{10, 2, 16, 128}}, v{{10, 2, 16, 128}}, out{{2, 8, 128}};
+  t::DLTensorMaker tables{{2, 4}, t::kI32}, lens{{2}, t::kI32};
   float scale = 0.088f;
   int64_t max_sequence_kv = 64;
   attnjit_status_t call(attnjit_runtime_t* rt) {
@@ -98,23 +88,24 @@ TEST_CASE("batch decode options init sets FlashInfer's and TensorRT-LLM's defaul
 }
 
 TEST_CASE("batch decode refuses NULL handles and out pointers, naming the parameter", "[capi]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   attnjit_plan_t* w = reinterpret_cast<attnjit_plan_t*>(uintptr_t{0x1});
   CHECK(attnjit_batch_decode_wrapper_create(nullptr, t::fake_device_pointer(), 1 << 20, nullptr, nullptr, nullptr,
                                             nullptr, &w) == ATTNJIT_ERROR_INVALID_ARGUMENT);
   CHECK(w == nullptr);  // set to NULL on failure
-  CHECK_THAT(last_error(), Contains("attnjit_batch_decode_wrapper_create: rt is NULL; expected an attnjit_runtime_t*"));
+  CHECK_THAT(t::c_last_error(),
+             Contains("attnjit_batch_decode_wrapper_create: rt is NULL; expected an attnjit_runtime_t*"));
   CHECK(attnjit_batch_decode_wrapper_create(h.rt, t::fake_device_pointer(), 1 << 20, nullptr, nullptr, nullptr,
                                             nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last_error(), Contains("attnjit_batch_decode_wrapper_create: out is NULL"));
+  CHECK_THAT(t::c_last_error(), Contains("attnjit_batch_decode_wrapper_create: out is NULL"));
   t::expect_refused(attnjit_batch_decode_wrapper_create(h.rt, nullptr, 1 << 20, nullptr, nullptr, nullptr, nullptr, &w),
                     Contains("float_workspace_buffer is NULL"));
 
-  HostInts indptr({0, 1}), indices({0}), last({1});
+  t::HostInts indptr({0, 1}), indices({0}), last({1});
   CHECK(attnjit_batch_decode_wrapper_plan(nullptr, indptr.t.get(), indices.t.get(), last.t.get(), 8, 2, 128, 16,
                                           nullptr, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last_error(), Contains("attnjit_batch_decode_wrapper_plan: plan is NULL"));
-  DLTensorMaker q({1, 8, 128}), kv({4, 16, 2, 128}), o({1, 8, 128});
+  CHECK_THAT(t::c_last_error(), Contains("attnjit_batch_decode_wrapper_plan: plan is NULL"));
+  t::DLTensorMaker q({1, 8, 128}), kv({4, 16, 2, 128}), o({1, 8, 128});
   t::expect_refused(
       attnjit_batch_decode_wrapper_run(nullptr, q.get(), kv.get(), kv.get(), o.get(), nullptr, 0, 0, nullptr),
       Contains("attnjit_batch_decode_wrapper_run: plan is NULL"));
@@ -125,14 +116,14 @@ TEST_CASE("batch decode refuses NULL handles and out pointers, naming the parame
       attnjit_batch_decode_wrapper_run_v2(nullptr, q.get(), kv.get(), kv.get(), o.get(), nullptr, 0, 0, 3, nullptr),
       Contains("enable_pdl=3 is not allowed; allowed: -1 (the library's default"));
 
-  TrtllmInputs tr;
+  t::TrtllmInputs tr;
   t::expect_refused(tr.call(nullptr), Contains("attnjit_trtllm_batch_decode_with_kv_cache: rt is NULL"));
   CudnnInputs cu;
   t::expect_refused(cu.call(nullptr), Contains("attnjit_cudnn_batch_decode_with_kv_cache: rt is NULL"));
 }
 
 TEST_CASE("a wrapper is a generic plan handle of operator batch_decode", "[capi]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   WrapperHandle w(h.rt);
   CHECK_THAT(attnjit_plan_operator(w.w), Equals("batch_decode"));
   size_t bytes = 123;
@@ -143,13 +134,13 @@ TEST_CASE("a wrapper is a generic plan handle of operator batch_decode", "[capi]
   CHECK_THAT(std::string(buf), Contains("not planned"));
 
   SECTION("run before plan is NOT_PLANNED") {
-    DLTensorMaker q({1, 8, 128}), kv({4, 16, 2, 128}), o({1, 8, 128});
+    t::DLTensorMaker q({1, 8, 128}), kv({4, 16, 2, 128}), o({1, 8, 128});
     t::expect_refused(
         attnjit_batch_decode_wrapper_run(w.w, q.get(), kv.get(), kv.get(), o.get(), nullptr, 0, 0, nullptr),
         Contains("run() before plan()"), ATTNJIT_ERROR_NOT_PLANNED);
   }
   SECTION("another operator's function refuses it, naming both operators") {
-    DLTensorMaker q({8, 128}), k({100, 2, 128}), o({8, 128});
+    t::DLTensorMaker q({8, 128}), k({100, 2, 128}), o({8, 128});
     t::expect_refused(attnjit_single_decode_run(w.w, q.get(), k.get(), k.get(), o.get(), nullptr, nullptr, 0, nullptr),
                       Equals("attnjit_single_decode_run: plan is a batch_decode plan; allowed: a single_decode plan "
                              "from attnjit_single_decode_plan"));
@@ -157,11 +148,11 @@ TEST_CASE("a wrapper is a generic plan handle of operator batch_decode", "[capi]
 }
 
 TEST_CASE("wrapper create checks its options and the CUDA-graph buffers", "[capi]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   attnjit_batch_decode_wrapper_options_t o;
   attnjit_batch_decode_wrapper_options_init(&o);
   attnjit_plan_t* w = nullptr;
-  DLTensorMaker indptr({9}, kI32), indices({100}, kI32), last({8}, kI32);
+  t::DLTensorMaker indptr({9}, t::kI32), indices({100}, t::kI32), last({8}, t::kI32);
   auto create = [&](DLTensor* a, DLTensor* b, DLTensor* c) {
     const attnjit_status_t s =
         attnjit_batch_decode_wrapper_create(h.rt, t::fake_device_pointer(), 1 << 20, &o, a, b, c, &w);
@@ -172,7 +163,7 @@ TEST_CASE("wrapper create checks its options and the CUDA-graph buffers", "[capi
     o.struct_size = 0;
     t::expect_refused(create(nullptr, nullptr, nullptr),
                       Contains("options->struct_size=0 is not a size this library knows"));
-    CHECK_THAT(last_error(), Contains("call attnjit_batch_decode_wrapper_options_init first"));
+    CHECK_THAT(t::c_last_error(), Contains("call attnjit_batch_decode_wrapper_options_init first"));
   }
   SECTION("enum, flag and device values") {
     o.kv_layout = 2;
@@ -195,29 +186,29 @@ TEST_CASE("wrapper create checks its options and the CUDA-graph buffers", "[capi
     CHECK(create(indptr.get(), indices.get(), last.get()) == ATTNJIT_OK);
     t::expect_refused(create(indptr.get(), nullptr, last.get()),
                       Equals("paged_kv_indices_buffer: is NULL; expected a DLTensor* of int32"));
-    indices.dtype(kI64);
+    indices.dtype(t::kI64);
     t::expect_refused(
         create(indptr.get(), indices.get(), last.get()),
         Contains("paged_kv_indices_buffer: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32"));
-    indices.dtype(kI32);
+    indices.dtype(t::kI32);
     last.device({kDLCPU, 0});
     t::expect_refused(create(indptr.get(), indices.get(), last.get()),
                       Contains("paged_kv_last_page_len_buffer: device_type=1 (kDLCPU) is not allowed"));
-    last = DLTensorMaker({7}, kI32);
+    last = t::DLTensorMaker({7}, t::kI32);
     t::expect_refused(create(indptr.get(), indices.get(), last.get()),
                       Contains("paged_kv_last_page_len_buffer: 7 entries and paged_kv_indptr_buffer: 9"));
-    last = DLTensorMaker({8}, kI32, {kDLCUDA, 1});
+    last = t::DLTensorMaker({8}, t::kI32, {kDLCUDA, 1});
     t::expect_refused(create(indptr.get(), indices.get(), last.get()),
                       Contains("paged_kv_last_page_len_buffer: device cuda:1 differs from options->device=0"));
   }
 }
 
 TEST_CASE("wrapper plan checks the host page table and its options before any device work", "[capi]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   WrapperHandle w(h.rt);
   attnjit_batch_decode_plan_options_t o;
   attnjit_batch_decode_plan_options_init(&o);
-  HostInts indptr({0, 2, 3}), indices({4, 1, 7}), last({16, 5});
+  t::HostInts indptr({0, 2, 3}), indices({4, 1, 7}), last({16, 5});
   auto plan = [&](int page_size = 16) {
     return attnjit_batch_decode_wrapper_plan(w.w, indptr.t.get(), indices.t.get(), last.t.get(), 8, 2, 128,
                                              page_size, &o, nullptr);
@@ -228,9 +219,9 @@ TEST_CASE("wrapper plan checks the host page table and its options before any de
                       Contains("indptr: device_type=2 (kDLCUDA) is not allowed; allowed: kDLCPU or kDLCUDAHost"));
   }
   SECTION("int32, 1-D, contiguous") {
-    indices.t.dtype(kI64);
+    indices.t.dtype(t::kI64);
     t::expect_refused(plan(), Contains("indices: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed"));
-    indices.t.dtype(kI32).strides({2});
+    indices.t.dtype(t::kI32).strides({2});
     t::expect_refused(plan(), Contains("indices: strides [2] are not allowed for shape [3]; allowed: contiguous"));
   }
   SECTION("the C++ page table checks come through, naming the entry") {
@@ -289,26 +280,26 @@ TEST_CASE("plan options convert to the C++ plan arguments", "[capi]") {
 }
 
 TEST_CASE("wrapper run checks scales and the KV cache forms", "[capi]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   WrapperHandle w(h.rt);
-  DLTensorMaker q({1, 8, 128}), kv5({4, 2, 16, 2, 128}), o({1, 8, 128});
+  t::DLTensorMaker q({1, 8, 128}), kv5({4, 2, 16, 2, 128}), o({1, 8, 128});
   t::expect_refused(
       attnjit_batch_decode_wrapper_run(w.w, q.get(), kv5.get(), nullptr, o.get(), nullptr, -1.f, 0, nullptr),
       Contains("k_scale=-1 is not allowed; allowed: a finite value > 0"));
   t::expect_refused(
       attnjit_batch_decode_wrapper_run(w.w, q.get(), kv5.get(), nullptr, o.get(), nullptr, 0, std::nanf(""), nullptr),
       Contains("v_scale=nan is not allowed"));
-  DLTensorMaker kv4({4, 16, 2, 128});
+  t::DLTensorMaker kv4({4, 16, 2, 128});
   t::expect_refused(attnjit_batch_decode_wrapper_run(w.w, q.get(), kv4.get(), nullptr, o.get(), nullptr, 0, 0, nullptr),
                     Contains("kv_cache: ndim=4 is not allowed with v_cache NULL; allowed: 5"));
-  DLTensorMaker kv3({4, 3, 16, 2, 128});
+  t::DLTensorMaker kv3({4, 3, 16, 2, 128});
   t::expect_refused(attnjit_batch_decode_wrapper_run(w.w, q.get(), kv3.get(), nullptr, o.get(), nullptr, 0, 0, nullptr),
                     Contains("kv_cache: shape [4, 3, 16, 2, 128] is not allowed; shape[1] must be 2"));
 }
 
 TEST_CASE("the 5-D cache splits into K and V views without a copy", "[capi]") {
   // [pages=4, 2, page_size=16, heads=2, d=128] bf16, compact: V starts one half-page later.
-  DLTensorMaker kv({4, 2, 16, 2, 128}, t::kBF16);
+  t::DLTensorMaker kv({4, 2, 16, 2, 128}, t::kBF16);
   kv.byte_offset(512);
   const auto [k, v] = attnjit::capi::kv_cache_views(kv.get(), nullptr);
   const int64_t half = 16 * 2 * 128;
@@ -323,31 +314,31 @@ TEST_CASE("the 5-D cache splits into K and V views without a copy", "[capi]") {
   CHECK(k.dtype == attnjit::DType::BF16);
 
   // Explicit strides (a view of a bigger cache) are kept.
-  DLTensorMaker strided({4, 2, 16, 2, 128}, t::kF16);
+  t::DLTensorMaker strided({4, 2, 16, 2, 128}, t::kF16);
   strided.strides({100000, 50000, 256, 128, 1});
   const auto [k2, v2] = attnjit::capi::kv_cache_views(strided.get(), nullptr);
   CHECK(k2.strides[0] == 100000);
   CHECK(static_cast<char*>(v2.data) - static_cast<char*>(k2.data) == 50000 * 2);
 
-  DLTensorMaker host({4, 2, 16, 2, 128}, t::kF16, {kDLCPU, 0});
+  t::DLTensorMaker host({4, 2, 16, 2, 128}, t::kF16, {kDLCPU, 0});
   CHECK_THROWS_WITH(attnjit::capi::kv_cache_views(host.get(), nullptr),
                     Contains("kv_cache[:, 0] (K): device_type=1 (kDLCPU) is not supported"));
 }
 
 TEST_CASE("host index arrays are copied from their byte offset", "[capi]") {
   std::vector<int32_t> values{9, 9, 3, 1, 4};
-  DLTensorMaker t({3}, kI32, {kDLCUDAHost, 0});
+  t::DLTensorMaker t({3}, t::kI32, {kDLCUDAHost, 0});
   t.data(values.data()).byte_offset(8);
   CHECK((attnjit::capi::host_int32_array(t.get(), "indptr") == std::vector<int32_t>{3, 1, 4}));
-  DLTensorMaker empty({0}, kI32, {kDLCPU, 0});
+  t::DLTensorMaker empty({0}, t::kI32, {kDLCPU, 0});
   empty.data(nullptr);
   CHECK(attnjit::capi::host_int32_array(empty.get(), "indices").empty());
   CHECK_THROWS_WITH(attnjit::capi::host_int32_array(nullptr, "indptr"), Contains("indptr: is NULL"));
 }
 
 TEST_CASE("trtllm checks its options, block tables and lengths", "[capi]") {
-  RuntimeHandle h;
-  TrtllmInputs in;
+  t::CRuntime h;
+  t::TrtllmInputs in;
   SECTION("scales") {
     in.options.bmm1_scale = 0.f;
     t::expect_refused(in.call(h.rt),
@@ -364,50 +355,50 @@ TEST_CASE("trtllm checks its options, block tables and lengths", "[capi]") {
     t::expect_refused(in.call(h.rt), Equals("options->uses_shared_paged_kv_idx=7 is not a flag; allowed: 0, 1"));
   }
   SECTION("query rank") {
-    in.query = DLTensorMaker({8, 128});
+    in.query = t::DLTensorMaker({8, 128});
     t::expect_refused(in.call(h.rt),
                       Contains("query: ndim=2 is not allowed; allowed: 3, [num_tokens, num_qo_heads, head_dim]"));
   }
   SECTION("block tables") {
-    in.tables = DLTensorMaker({3, 4}, kI32);
+    in.tables = t::DLTensorMaker({3, 4}, t::kI32);
     t::expect_refused(in.call(h.rt),
                       Equals("block_tables: shape [3, 4] is not allowed; allowed: [batch_size, max_pages] "
                              "(batch_size=2 from the query)"));
     in.options.uses_shared_paged_kv_idx = 0;
-    in.tables = DLTensorMaker({2, 4}, kI32);
+    in.tables = t::DLTensorMaker({2, 4}, t::kI32);
     t::expect_refused(in.call(h.rt), Contains("allowed: [batch_size, 2, max_pages] (uses_shared_paged_kv_idx=0)"));
-    in.tables = DLTensorMaker({2, 4}, kI32, {kDLCPU, 0});
+    in.tables = t::DLTensorMaker({2, 4}, t::kI32, {kDLCPU, 0});
     in.options.uses_shared_paged_kv_idx = 1;
     t::expect_refused(in.call(h.rt), Contains("block_tables: device_type=1 (kDLCPU) is not allowed; allowed: kDLCUDA"));
-    in.tables = DLTensorMaker({2, 4}, kU32);
+    in.tables = t::DLTensorMaker({2, 4}, t::kU32);
     t::expect_refused(in.call(h.rt),
                       Contains("block_tables: dtype (code=1 kDLUInt, bits=32, lanes=1) is not allowed; allowed: int32 "
                                "(kDLInt, 32)"));
-    in.tables = DLTensorMaker({2, 4}, kI32, {kDLCUDA, 1});
+    in.tables = t::DLTensorMaker({2, 4}, t::kI32, {kDLCUDA, 1});
     t::expect_refused(in.call(h.rt), Contains("block_tables: device cuda:1 differs from the query's device cuda:0"));
-    in.tables = DLTensorMaker({2, 4}, kI32);
+    in.tables = t::DLTensorMaker({2, 4}, t::kI32);
     in.tables.data(t::fake_device_pointer()).byte_offset(2);  // the kernels load whole int32s
     t::expect_refused(in.call(h.rt), StartsWith("block_tables: address "));
-    CHECK_THAT(last_error(), Contains("is not allowed; allowed: a multiple of 4 bytes (the element size)"));
+    CHECK_THAT(t::c_last_error(), Contains("is not allowed; allowed: a multiple of 4 bytes (the element size)"));
   }
   SECTION("seq_lens") {
-    in.lens = DLTensorMaker({2}, t::kF32);
+    in.lens = t::DLTensorMaker({2}, t::kF32);
     t::expect_refused(in.call(h.rt),
                       Contains("seq_lens: dtype (code=2 kDLFloat, bits=32, lanes=1) is not allowed; allowed: int32 "
                                "(kDLInt, 32) or uint32 (kDLUInt, 32)"));
-    in.lens = DLTensorMaker({3}, kI32);
+    in.lens = t::DLTensorMaker({3}, t::kI32);
     t::expect_refused(in.call(h.rt),
                       Contains("seq_lens: shape [3] is not allowed; allowed: [batch_size] with batch_size=2"));
   }
   SECTION("max_seq_len, and the C++ capacity check behind it") {
-    in.lens = DLTensorMaker({2}, kU32);  // TensorRT-LLM's uint32 is accepted
+    in.lens = t::DLTensorMaker({2}, t::kU32);  // TensorRT-LLM's uint32 is accepted
     in.max_seq_len = 0;
     t::expect_refused(in.call(h.rt), Equals("max_seq_len=0 is not allowed; allowed: >= 1"));
     in.max_seq_len = 65;
     t::expect_refused(in.call(h.rt), Contains("max_seq_len=65 is not allowed; block_tables hold 4 pages of 16 rows"));
   }
   SECTION("the 5-D cache form") {
-    DLTensorMaker kv5({10, 3, 2, 16, 128});
+    t::DLTensorMaker kv5({10, 3, 2, 16, 128});
     in.k = kv5;
     t::expect_refused(in.call(h.rt, nullptr),
                       Contains("kv_cache: shape [10, 3, 2, 16, 128] is not allowed; shape[1] must be 2"));
@@ -415,25 +406,25 @@ TEST_CASE("trtllm checks its options, block tables and lengths", "[capi]") {
 }
 
 TEST_CASE("cudnn checks scale, its arrays and its two-tensor cache", "[capi]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   CudnnInputs in;
   SECTION("v_cache is required") {
     CHECK(attnjit_cudnn_batch_decode_with_kv_cache(h.rt, in.q.get(), in.k.get(), nullptr, in.scale,
                                                    t::fake_device_pointer(), 1 << 20, 64, in.lens.get(),
                                                    in.tables.get(), in.out.get(), nullptr) ==
           ATTNJIT_ERROR_INVALID_ARGUMENT);
-    CHECK_THAT(last_error(), Contains("attnjit_cudnn_batch_decode_with_kv_cache: v_cache is NULL"));
+    CHECK_THAT(t::c_last_error(), Contains("attnjit_cudnn_batch_decode_with_kv_cache: v_cache is NULL"));
   }
   SECTION("scale") {
     in.scale = std::nanf("");
     t::expect_refused(in.call(h.rt), Contains("scale=nan is not allowed; allowed: a finite value > 0"));
   }
   SECTION("lengths of cuDNN's [batch, 1, 1, 1] shape pass, others do not") {
-    in.lens = DLTensorMaker({2, 1, 1, 1}, kI32);
+    in.lens = t::DLTensorMaker({2, 1, 1, 1}, t::kI32);
     in.max_sequence_kv = 65;  // past the capacity: the first error after the C checks
     t::expect_refused(in.call(h.rt),
                       Contains("max_sequence_kv=65 is not allowed; block_tables hold 4 pages of 16 rows"));
-    in.lens = DLTensorMaker({2, 2}, kI32);
+    in.lens = t::DLTensorMaker({2, 2}, t::kI32);
     t::expect_refused(in.call(h.rt), Contains("actual_seq_lens_kv: shape [2, 2] is not allowed"));
   }
   SECTION("max_sequence_kv") {
@@ -447,16 +438,16 @@ TEST_CASE("cudnn checks scale, its arrays and its two-tensor cache", "[capi]") {
 }
 
 TEST_CASE("cudnn _v2 checks batch_offsets_q and batch_offsets_o, naming them", "[capi]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   CudnnInputs in;  // q [2, 8, 128] on cuda:0: batch_size 2
   // Past every C check the C++ call refuses max_sequence_kv=65 (4 pages of
   // 16): reaching that error shows the offsets were accepted.
   in.max_sequence_kv = 65;
   const std::string past_the_c_checks = "max_sequence_kv=65 is not allowed; block_tables hold 4 pages of 16 rows";
-  DLTensorMaker per_request({2}, kI32), cumulative({3}, kI32);
+  t::DLTensorMaker per_request({2}, t::kI32), cumulative({3}, t::kI32);
 
   SECTION("[batch_size] and cuDNN's cumulative [batch_size + 1] get through, each alone or both") {
-    for (DLTensorMaker* offsets : {&per_request, &cumulative}) {
+    for (t::DLTensorMaker* offsets : {&per_request, &cumulative}) {
       t::expect_refused(in.call_v2(h.rt, offsets->get(), nullptr), Contains(past_the_c_checks));
       t::expect_refused(in.call_v2(h.rt, nullptr, offsets->get()), Contains(past_the_c_checks));
     }
@@ -478,11 +469,11 @@ TEST_CASE("cudnn _v2 checks batch_offsets_q and batch_offsets_o, naming them", "
                                                       t::fake_device_pointer(), 1 << 20, 64, in.lens.get(),
                                                       in.tables.get(), nullptr, nullptr, in.out.get(), nullptr) ==
           ATTNJIT_ERROR_INVALID_ARGUMENT);
-    CHECK_THAT(last_error(), Contains("attnjit_cudnn_batch_decode_with_kv_cache_v2: v_cache is NULL"));
+    CHECK_THAT(t::c_last_error(), Contains("attnjit_cudnn_batch_decode_with_kv_cache_v2: v_cache is NULL"));
     t::expect_refused(in.call(nullptr), Contains("attnjit_cudnn_batch_decode_with_kv_cache: rt is NULL"));
   }
   SECTION("dtype: int32 only") {
-    DLTensorMaker wide({2}, kI64), unsigned32({2}, kU32), floats({2}, t::kF32);
+    t::DLTensorMaker wide({2}, t::kI64), unsigned32({2}, t::kU32), floats({2}, t::kF32);
     t::expect_refused(in.call_v2(h.rt, wide.get(), nullptr),
                       Equals("batch_offsets_q: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32 "
                              "(kDLInt, 32)"));
@@ -495,9 +486,9 @@ TEST_CASE("cudnn _v2 checks batch_offsets_q and batch_offsets_o, naming them", "
   SECTION("length: batch_size or batch_size + 1") {
     for (int64_t n : {0, 1, 4}) {
       INFO("length " << n);
-      DLTensorMaker offsets({n}, kI32);
+      t::DLTensorMaker offsets({n}, t::kI32);
       CHECK(in.call_v2(h.rt, offsets.get(), nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-      CHECK_THAT(last_error(), Equals("batch_offsets_q: shape [" + std::to_string(n) +
+      CHECK_THAT(t::c_last_error(), Equals("batch_offsets_q: shape [" + std::to_string(n) +
                                       "] is not allowed; allowed: [batch_size] or [batch_size + 1] (cuDNN's "
                                       "cumulative form) with batch_size=2 from the query"));
       t::expect_refused(in.call_v2(h.rt, nullptr, offsets.get()),
@@ -505,7 +496,7 @@ TEST_CASE("cudnn _v2 checks batch_offsets_q and batch_offsets_o, naming them", "
     }
   }
   SECTION("rank: 1-D only") {
-    DLTensorMaker column({2, 1}, kI32), row({1, 3}, kI32), scalar({}, kI32);
+    t::DLTensorMaker column({2, 1}, t::kI32), row({1, 3}, t::kI32), scalar({}, t::kI32);
     t::expect_refused(in.call_v2(h.rt, column.get(), nullptr),
                       Equals("batch_offsets_q: shape [2, 1] is not allowed; allowed: [batch_size] or [batch_size + 1] "
                              "(cuDNN's cumulative form) with batch_size=2 from the query"));
@@ -531,22 +522,22 @@ TEST_CASE("cudnn _v2 checks batch_offsets_q and batch_offsets_o, naming them", "
     t::expect_refused(in.call_v2(h.rt, nullptr, per_request.get()), Equals("batch_offsets_o: data is NULL"));
     per_request.data(t::fake_device_pointer()).byte_offset(2);
     t::expect_refused(in.call_v2(h.rt, nullptr, per_request.get()), StartsWith("batch_offsets_o: address "));
-    CHECK_THAT(last_error(), Contains("is not allowed; allowed: a multiple of 4 bytes (the element size)"));
+    CHECK_THAT(t::c_last_error(), Contains("is not allowed; allowed: a multiple of 4 bytes (the element size)"));
   }
   SECTION("order: the arrays before them, then batch_offsets_q, then batch_offsets_o") {
-    DLTensorMaker wide({2}, kI64), short_one({1}, kI32);
+    t::DLTensorMaker wide({2}, t::kI64), short_one({1}, t::kI32);
     t::expect_refused(in.call_v2(h.rt, short_one.get(), wide.get()),
                       StartsWith("batch_offsets_q: shape [1] is not allowed"));
-    in.tables = DLTensorMaker({3, 4}, kI32);
+    in.tables = t::DLTensorMaker({3, 4}, t::kI32);
     t::expect_refused(in.call_v2(h.rt, short_one.get(), wide.get()),
                       StartsWith("block_tables: shape [3, 4] is not allowed"));
   }
   SECTION("batch_size comes from q") {
-    in.q = DLTensorMaker({3, 8, 128});
-    in.out = DLTensorMaker({3, 8, 128});
-    in.lens = DLTensorMaker({3}, kI32);
-    in.tables = DLTensorMaker({3, 4}, kI32);
-    DLTensorMaker four({4}, kI32), five({5}, kI32);
+    in.q = t::DLTensorMaker({3, 8, 128});
+    in.out = t::DLTensorMaker({3, 8, 128});
+    in.lens = t::DLTensorMaker({3}, t::kI32);
+    in.tables = t::DLTensorMaker({3, 4}, t::kI32);
+    t::DLTensorMaker four({4}, t::kI32), five({5}, t::kI32);
     t::expect_refused(in.call_v2(h.rt, four.get(), per_request.get()),
                       Equals("batch_offsets_o: shape [2] is not allowed; allowed: [batch_size] or [batch_size + 1] "
                              "(cuDNN's cumulative form) with batch_size=3 from the query"));
@@ -556,13 +547,13 @@ TEST_CASE("cudnn _v2 checks batch_offsets_q and batch_offsets_o, naming them", "
 }
 
 TEST_CASE("trtllm _v2 checks enable_pdl and the sinks tensor, naming them", "[capi]") {
-  RuntimeHandle h;
-  TrtllmInputs in;
+  t::CRuntime h;
+  t::TrtllmInputs in;
   // Past every C check the C++ call refuses max_seq_len=65 (4 pages of 16):
   // reaching that error shows the sinks and enable_pdl were accepted.
   in.max_seq_len = 65;
   const std::string past_the_c_checks = "max_seq_len=65 is not allowed; block_tables hold 4 pages of 16 rows";
-  DLTensorMaker sinks({8}, t::kF32);  // query [2, 8, 128]: 8 qo heads on cuda:0
+  t::DLTensorMaker sinks({8}, t::kF32);  // query [2, 8, 128]: 8 qo heads on cuda:0
 
   SECTION("valid sinks and each enable_pdl value get through") {
     for (int pdl : {-1, 0, 1}) {
@@ -574,7 +565,7 @@ TEST_CASE("trtllm _v2 checks enable_pdl and the sinks tensor, naming them", "[ca
     t::expect_refused(in.call_v2(h.rt, sinks.get(), -1), Contains(past_the_c_checks));
   }
   SECTION("enable_pdl outside -1, 0, 1, before any tensor is looked at") {
-    in.query = DLTensorMaker({8, 128});  // would be refused too, later
+    in.query = t::DLTensorMaker({8, 128});  // would be refused too, later
     t::expect_refused(in.call_v2(h.rt, nullptr, 2),
                       Equals("enable_pdl=2 is not allowed; allowed: -1 (the library's default: on for sm_90 and "
                              "newer), 0 (off), 1 (on)"));
@@ -584,12 +575,12 @@ TEST_CASE("trtllm _v2 checks enable_pdl and the sinks tensor, naming them", "[ca
     t::expect_refused(
         in.call_v2(h.rt, sinks.get(), -1),
         Equals("sinks: dtype (code=2 kDLFloat, bits=16, lanes=1) is not allowed; allowed: float32 (kDLFloat, 32)"));
-    sinks.dtype(kI32);
+    sinks.dtype(t::kI32);
     t::expect_refused(in.call_v2(h.rt, sinks.get(), -1),
                       Contains("sinks: dtype (code=0 kDLInt, bits=32, lanes=1) is not allowed"));
   }
   SECTION("sinks shape: one entry per query head") {
-    DLTensorMaker four({4}, t::kF32), column({8, 1}, t::kF32);
+    t::DLTensorMaker four({4}, t::kF32), column({8, 1}, t::kF32);
     t::expect_refused(
         in.call_v2(h.rt, four.get(), -1),
         Equals("sinks: shape [4] is not allowed; allowed: [num_qo_heads] with num_qo_heads=8 from the query"));
@@ -610,7 +601,7 @@ TEST_CASE("trtllm _v2 checks enable_pdl and the sinks tensor, naming them", "[ca
     sinks.strides({2});
     t::expect_refused(in.call_v2(h.rt, sinks.get(), -1),
                       Equals("sinks: strides [2] are not allowed for shape [8]; allowed: contiguous (stride 1)"));
-    sinks = DLTensorMaker({8}, t::kF32);
+    sinks = t::DLTensorMaker({8}, t::kF32);
     sinks.data(nullptr);
     t::expect_refused(in.call_v2(h.rt, sinks.get(), -1), Equals("sinks: data is NULL for 8 elements"));
     sinks.data(t::fake_device_pointer()).byte_offset(2);
@@ -619,7 +610,7 @@ TEST_CASE("trtllm _v2 checks enable_pdl and the sinks tensor, naming them", "[ca
   }
   SECTION("the tensors before it are checked first") {
     sinks.dtype(t::kF16);
-    in.out = DLTensorMaker({2, 8, 128}, t::kF16, {kDLCPU, 0});
+    in.out = t::DLTensorMaker({2, 8, 128}, t::kF16, {kDLCPU, 0});
     t::expect_refused(in.call_v2(h.rt, sinks.get(), -1), Contains("out: device_type=1 (kDLCPU) is not supported"));
   }
   SECTION("the first entry point still gets through; _v2 names itself in its errors") {
@@ -628,7 +619,7 @@ TEST_CASE("trtllm _v2 checks enable_pdl and the sinks tensor, naming them", "[ca
                                                        in.tables.get(), in.lens.get(), 64, nullptr, nullptr, -1,
                                                        in.out.get(), nullptr, nullptr) ==
           ATTNJIT_ERROR_INVALID_ARGUMENT);
-    CHECK_THAT(last_error(), Contains("attnjit_trtllm_batch_decode_with_kv_cache_v2: rt is NULL"));
+    CHECK_THAT(t::c_last_error(), Contains("attnjit_trtllm_batch_decode_with_kv_cache_v2: rt is NULL"));
   }
 }
 

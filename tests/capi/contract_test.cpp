@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <set>
 #include <string>
@@ -22,21 +23,17 @@
 #include "attnjit/attnjit_fp8.h"
 #include "attnjit/version.h"
 
-using attnjit::test::DLTensorMaker;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 namespace t = attnjit::test;
 
 namespace {
 
-std::string last_error() { return attnjit_last_error(); }
-
 // A Runtime handle for the tests that must get past the `rt` check.
-using RuntimeHandle = t::CRuntime;
 
 // q [8, 128], k and v [1000, 2, 128] NHD, fp16: a valid problem to spoil one field at a time.
 struct DecodeInputs {
-  DLTensorMaker q{{8, 128}}, k{{1000, 2, 128}}, v{{1000, 2, 128}};
+  t::DLTensorMaker q{{8, 128}}, k{{1000, 2, 128}}, v{{1000, 2, 128}};
   attnjit_decode_options_t options{};
   DecodeInputs() { attnjit_decode_options_init(&options); }
 
@@ -95,14 +92,14 @@ TEST_CASE("NULL handles and out pointers are refused, naming the parameter", "[c
   t::expect_refused(attnjit_single_decode_plan_workspace_bytes(nullptr, &bytes),
                     Contains("attnjit_plan_workspace_bytes: plan is NULL"));
 
-  DLTensorMaker o({8, 128});
+  t::DLTensorMaker o({8, 128});
   t::expect_refused(
       attnjit_single_decode_run(nullptr, in.q.get(), in.k.get(), in.v.get(), o.get(), nullptr, nullptr, 0, nullptr),
       Contains("attnjit_single_decode_run: plan is NULL"));
 
   CHECK(attnjit_single_decode_with_kv_cache(nullptr, in.q.get(), in.k.get(), in.v.get(), o.get(), nullptr,
                                             &in.options, nullptr, 0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last_error(), Contains("attnjit_single_decode_with_kv_cache: rt is NULL"));
+  CHECK_THAT(t::c_last_error(), Contains("attnjit_single_decode_with_kv_cache: rt is NULL"));
 
   // Destroying nothing is fine, as with free(NULL).
   CHECK(attnjit_runtime_destroy(nullptr) == ATTNJIT_OK);
@@ -110,7 +107,7 @@ TEST_CASE("NULL handles and out pointers are refused, naming the parameter", "[c
 }
 
 TEST_CASE("plan refuses a NULL out pointer and a non-flag return_lse", "[capi]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   DecodeInputs in;
   t::expect_refused(attnjit_single_decode_plan(h.rt, in.q.get(), in.k.get(), in.v.get(), &in.options, 0, nullptr),
                     Contains("attnjit_single_decode_plan: out is NULL"));
@@ -120,96 +117,85 @@ TEST_CASE("plan refuses a NULL out pointer and a non-flag return_lse", "[capi]")
 }
 
 TEST_CASE("plan refuses bad option values, naming the field", "[capi]") {
-  RuntimeHandle h;
-  DecodeInputs in;
-  SECTION("kv_layout") {
-    in.options.kv_layout = 7;
-    t::expect_refused(in.plan(h.rt), Equals("options->kv_layout=7 is not a layout; allowed: 0 (NHD), 1 (HND)"));
-  }
-  SECTION("pos_encoding_mode") {
-    in.options.pos_encoding_mode = -1;
-    t::expect_refused(in.plan(h.rt),
-                      Contains("options->pos_encoding_mode=-1 is not a positional encoding; allowed: 0 (NONE), 1 "
-                               "(ROPE_LLAMA), 2 (ALIBI)"));
-  }
-  SECTION("use_tensor_cores") {
-    in.options.use_tensor_cores = 3;
-    t::expect_refused(in.plan(h.rt), Equals("options->use_tensor_cores=3 is not a flag; allowed: 0, 1"));
-  }
-  SECTION("window_left") {
-    in.options.window_left = -2;
-    t::expect_refused(in.plan(h.rt),
-                      Contains("options->window_left=-2 is not allowed; allowed: -1 (whole sequence) or >= 0"));
-  }
-  SECTION("a non-finite float") {
-    in.options.sm_scale = std::numeric_limits<float>::quiet_NaN();
-    t::expect_refused(in.plan(h.rt), Contains("options->sm_scale=nan is not finite"));
-    in.options.sm_scale = 0;
-    in.options.rope_theta = std::numeric_limits<float>::infinity();
-    t::expect_refused(in.plan(h.rt), Contains("options->rope_theta=inf is not finite"));
+  t::CRuntime h;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const struct {
+    std::function<void(attnjit_decode_options_t&)> spoil;
+    const char* message;  // the whole last error
+  } cases[] = {
+      {[](auto& o) { o.kv_layout = 7; }, "options->kv_layout=7 is not a layout; allowed: 0 (NHD), 1 (HND)"},
+      {[](auto& o) { o.pos_encoding_mode = -1; },
+       "options->pos_encoding_mode=-1 is not a positional encoding; allowed: 0 (NONE), 1 (ROPE_LLAMA), 2 (ALIBI)"},
+      {[](auto& o) { o.use_tensor_cores = 3; }, "options->use_tensor_cores=3 is not a flag; allowed: 0, 1"},
+      {[](auto& o) { o.window_left = -2; },
+       "options->window_left=-2 is not allowed; allowed: -1 (whole sequence) or >= 0"},
+      {[&](auto& o) { o.sm_scale = nan; },
+       "options->sm_scale=nan is not finite; allowed: a finite value, or 0 for the default"},
+      {[&](auto& o) { o.rope_theta = inf; },
+       "options->rope_theta=inf is not finite; allowed: a finite value, or 0 for the default"},
+  };
+  for (const auto& c : cases) {
+    DecodeInputs in;
+    c.spoil(in.options);
+    t::expect_refused(in.plan(h.rt), Equals(c.message));
   }
 }
 
 TEST_CASE("plan refuses DLTensors that are wrong or disagree, naming the argument", "[capi]") {
-  RuntimeHandle h;
-  DecodeInputs in;
-  SECTION("q NULL") {
+  t::CRuntime h;
+  {
+    DecodeInputs in;
     attnjit_single_decode_plan_t* plan = nullptr;
     t::expect_refused(attnjit_single_decode_plan(h.rt, nullptr, in.k.get(), in.v.get(), &in.options, 0, &plan),
                       Equals("q: is NULL; expected a DLTensor*"));
   }
-  SECTION("q in host memory") {
-    in.q.device({kDLCPU, 0});
-    t::expect_refused(in.plan(h.rt),
-                      Equals("q: device_type=1 (kDLCPU) is not supported; allowed: kDLCUDA (CUDA device memory)"));
-  }
-  SECTION("q of rank 3") {
-    in.q = DLTensorMaker({1, 8, 128});
-    t::expect_refused(in.plan(h.rt),
-                      Equals("q: ndim=3 (shape [1, 8, 128]) is not allowed; allowed: 2, [num_qo_heads, head_dim]"));
-  }
-  SECTION("k of rank 2, described per layout") {
-    in.k = DLTensorMaker({1000, 128});
-    in.options.kv_layout = ATTNJIT_KV_LAYOUT_HND;
-    t::expect_refused(in.plan(h.rt),
-                      Equals("k: ndim=2 (shape [1000, 128]) is not allowed; allowed: 3, [num_kv_heads, kv_len, "
-                             "head_dim] for kv_layout HND"));
-  }
-  SECTION("v shape differs from k") {
-    in.v = DLTensorMaker({999, 2, 128});
-    t::expect_refused(in.plan(h.rt),
-                      Equals("v: shape [999, 2, 128] differs from k's shape [1000, 2, 128]; they must be equal"));
-  }
-  SECTION("v dtype differs from k") {
-    in.v.dtype(t::kBF16);
-    t::expect_refused(in.plan(h.rt), Equals("v: dtype bfloat16 differs from k's dtype float16; they must be equal"));
-  }
-  SECTION("head_dim of k differs from q") {
-    in.k = DLTensorMaker({1000, 2, 64});
-    in.v = DLTensorMaker({1000, 2, 64});
-    t::expect_refused(in.plan(h.rt), Contains("k: head_dim (shape[2])=64 differs from q's head_dim (shape[1])=128"));
-  }
-  SECTION("k on another device") {
-    in.k.device({kDLCUDA, 1});
-    t::expect_refused(in.plan(h.rt), Contains("k: device cuda:1 differs from q's device cuda:0"));
-  }
-  SECTION("an unsupported dtype") {
-    in.k.dtype(t::kU8);
-    t::expect_refused(in.plan(h.rt), Contains("k: dtype (code=1 kDLUInt, bits=8, lanes=1) is not supported"));
+  const struct {
+    std::function<void(DecodeInputs&)> spoil;
+    const char* message;  // the whole last error
+  } cases[] = {
+      {[](auto& in) { in.q.device({kDLCPU, 0}); },
+       "q: device_type=1 (kDLCPU) is not supported; allowed: kDLCUDA (CUDA device memory)"},
+      {[](auto& in) { in.q = t::DLTensorMaker({1, 8, 128}); },
+       "q: ndim=3 (shape [1, 8, 128]) is not allowed; allowed: 2, [num_qo_heads, head_dim]"},
+      {[](auto& in) {
+         in.k = t::DLTensorMaker({1000, 128});
+         in.options.kv_layout = ATTNJIT_KV_LAYOUT_HND;
+       },
+       "k: ndim=2 (shape [1000, 128]) is not allowed; allowed: 3, [num_kv_heads, kv_len, head_dim] for kv_layout "
+       "HND"},
+      {[](auto& in) { in.v = t::DLTensorMaker({999, 2, 128}); },
+       "v: shape [999, 2, 128] differs from k's shape [1000, 2, 128]; they must be equal"},
+      {[](auto& in) { in.v.dtype(t::kBF16); }, "v: dtype bfloat16 differs from k's dtype float16; they must be equal"},
+      {[](auto& in) {
+         in.k = t::DLTensorMaker({1000, 2, 64});
+         in.v = t::DLTensorMaker({1000, 2, 64});
+       },
+       "k: head_dim (shape[2])=64 differs from q's head_dim (shape[1])=128; they must be equal"},
+      {[](auto& in) { in.k.device({kDLCUDA, 1}); },
+       "k: device cuda:1 differs from q's device cuda:0; all tensors must be on one device"},
+      {[](auto& in) { in.k.dtype(t::kU8); },
+       "k: dtype (code=1 kDLUInt, bits=8, lanes=1) is not supported; allowed: float16 (kDLFloat,16), bfloat16 "
+       "(kDLBfloat,16), float32 (kDLFloat,32), float8_e4m3fn (code 10, bits 8), float8_e5m2 (code 12, bits 8); fp8 "
+       "may also arrive as 8-bit integers with a dtype override"},
+  };
+  for (const auto& c : cases) {
+    DecodeInputs in;
+    c.spoil(in);
+    t::expect_refused(in.plan(h.rt), Equals(c.message));
   }
 }
 
 TEST_CASE("with_kv_cache refuses a bad output tensor before running", "[capi]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   DecodeInputs in;
-  DLTensorMaker o({8, 128}, t::kF16, {kDLCPU, 0});
+  t::DLTensorMaker o({8, 128}, t::kF16, {kDLCPU, 0});
   CHECK(attnjit_single_decode_with_kv_cache(h.rt, in.q.get(), in.k.get(), in.v.get(), o.get(), nullptr, nullptr,
                                             nullptr, 0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last_error(), Contains("o: device_type=1 (kDLCPU)"));
-  DLTensorMaker o_ok({8, 128}), lse({8}, t::kF32, {kDLCUDAManaged, 0});
+  CHECK_THAT(t::c_last_error(), Contains("o: device_type=1 (kDLCPU)"));
+  t::DLTensorMaker o_ok({8, 128}), lse({8}, t::kF32, {kDLCUDAManaged, 0});
   CHECK(attnjit_single_decode_with_kv_cache(h.rt, in.q.get(), in.k.get(), in.v.get(), o_ok.get(), lse.get(),
                                             nullptr, nullptr, 0, nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(last_error(), Contains("lse: device_type=13 (kDLCUDAManaged)"));
+  CHECK_THAT(t::c_last_error(), Contains("lse: device_type=13 (kDLCUDAManaged)"));
 }
 
 TEST_CASE("options and shapes convert to the C++ problem", "[capi]") {
@@ -240,7 +226,7 @@ TEST_CASE("options and shapes convert to the C++ problem", "[capi]") {
   CHECK_FALSE(defaults.return_lse);
 
   // HND: k is [num_kv_heads, kv_len, head_dim].
-  DLTensorMaker q({32, 64}, t::kBF16, {kDLCUDA, 2}), k({8, 77, 64}, t::kE4M3, {kDLCUDA, 2}),
+  t::DLTensorMaker q({32, 64}, t::kBF16, {kDLCUDA, 2}), k({8, 77, 64}, t::kE4M3, {kDLCUDA, 2}),
       v({8, 77, 64}, t::kE4M3, {kDLCUDA, 2});
   const attnjit::SingleDecodeProblem p = attnjit::ops::single_decode_problem_from_tensors(
       attnjit::from_dlpack(q.get(), "q"), attnjit::from_dlpack(k.get(), "k"), attnjit::from_dlpack(v.get(), "v"), o);
@@ -263,27 +249,27 @@ TEST_CASE("options and shapes convert to the C++ problem", "[capi]") {
 
 TEST_CASE("the last error is per thread and kept until the next failure", "[capi]") {
   std::string fresh_thread_error = "unset", other_thread_error;
-  std::thread([&] { fresh_thread_error = last_error(); }).join();
+  std::thread([&] { fresh_thread_error = t::c_last_error(); }).join();
   CHECK(fresh_thread_error.empty());
 
   REQUIRE(attnjit_runtime_create(nullptr) == ATTNJIT_ERROR_INVALID_ARGUMENT);
-  const std::string mine = last_error();
+  const std::string mine = t::c_last_error();
   CHECK_THAT(mine, Contains("attnjit_runtime_create: out is NULL"));
 
   std::thread([&] {
-    other_thread_error = last_error();  // this thread has not failed yet
+    other_thread_error = t::c_last_error();  // this thread has not failed yet
     attnjit_single_decode_plan_workspace_bytes(nullptr, nullptr);
   }).join();
   CHECK(other_thread_error.empty());
-  CHECK(last_error() == mine);  // the other thread's failure did not touch ours
+  CHECK(t::c_last_error() == mine);  // the other thread's failure did not touch ours
 
   // A success does not clear it (errno-like).
   CHECK(attnjit_single_decode_plan_destroy(nullptr) == ATTNJIT_OK);
-  CHECK(last_error() == mine);
+  CHECK(t::c_last_error() == mine);
 }
 
 TEST_CASE("attnjit_dltensor_view_as re-labels raw bytes as fp8", "[capi]") {
-  DLTensorMaker bytes({1000, 2, 128}, t::kU8);
+  t::DLTensorMaker bytes({1000, 2, 128}, t::kU8);
   bytes.byte_offset(256);
   DLTensor out{};
   REQUIRE(attnjit_dltensor_view_as(bytes.get(), "float8_e4m3fn", &out) == ATTNJIT_OK);
@@ -297,7 +283,7 @@ TEST_CASE("attnjit_dltensor_view_as re-labels raw bytes as fp8", "[capi]") {
   REQUIRE(attnjit_dltensor_view_as(bytes.get(), "e5m2", &out) == ATTNJIT_OK);
   CHECK(out.dtype.code == ATTNJIT_DLPACK_FLOAT8_E5M2);
 
-  DLTensorMaker half({8, 128}, t::kF16);
+  t::DLTensorMaker half({8, 128}, t::kF16);
   t::expect_refused(attnjit_dltensor_view_as(half.get(), "float8_e4m3fn", &out),
                     Contains("attnjit_dltensor_view_as: src dtype (code=2 kDLFloat, bits=16, lanes=1) cannot be viewed "
                              "as float8_e4m3fn"));

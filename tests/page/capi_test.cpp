@@ -14,29 +14,22 @@
 #include "attnjit/attnjit.h"
 #include "attnjit/attnjit_page.h"
 
-using attnjit::test::DLTensorMaker;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 namespace t = attnjit::test;
 
 namespace {
 
-constexpr DLDataType kI32{kDLInt, 32, 1};
-constexpr DLDataType kI64{kDLInt, 64, 1};
-
-using RuntimeHandle = attnjit::test::CRuntime;
-std::string last_error() { return attnjit::test::c_last_error(); }
-
 // A valid append of 10 rows (8 heads x 128, bfloat16) for 4 requests into a
 // 40-page NHD cache of page size 16: valid until spoiled.
 struct AppendArgs {
-  DLTensorMaker k{{10, 8, 128}, t::kBF16}, v{{10, 8, 128}, t::kBF16};
-  DLTensorMaker kc{{40, 16, 8, 128}, t::kBF16}, vc{{40, 16, 8, 128}, t::kBF16};
-  DLTensorMaker batch_indices{{10}, kI32}, positions{{10}, kI32}, kv_indices{{12}, kI32}, kv_indptr{{5}, kI32},
-      last{{4}, kI32};
+  t::DLTensorMaker k{{10, 8, 128}, t::kBF16}, v{{10, 8, 128}, t::kBF16};
+  t::DLTensorMaker kc{{40, 16, 8, 128}, t::kBF16}, vc{{40, 16, 8, 128}, t::kBF16};
+  t::DLTensorMaker batch_indices{{10}, t::kI32}, positions{{10}, t::kI32}, kv_indices{{12}, t::kI32},
+      kv_indptr{{5}, t::kI32}, last{{4}, t::kI32};
   int32_t layout = ATTNJIT_KV_LAYOUT_NHD;
   bool five_d = false;
-  DLTensorMaker cache5{{40, 2, 16, 8, 128}, t::kBF16};
+  t::DLTensorMaker cache5{{40, 2, 16, 8, 128}, t::kBF16};
   attnjit_status_t call(attnjit_runtime_t* rt) {
     return attnjit_append_paged_kv_cache(rt, k.get(), v.get(), batch_indices.get(), positions.get(),
                                          five_d ? cache5.get() : kc.get(), five_d ? nullptr : vc.get(),
@@ -45,7 +38,8 @@ struct AppendArgs {
 };
 
 struct PositionsArgs {
-  DLTensorMaker indptr{{5}, kI32}, seq_lens{{4}, kI32}, batch_indices{{100}, kI32}, positions{{100}, kI32};
+  t::DLTensorMaker indptr{{5}, t::kI32}, seq_lens{{4}, t::kI32}, batch_indices{{100}, t::kI32},
+      positions{{100}, t::kI32};
   int64_t nnz = 100;
   attnjit_status_t call(attnjit_runtime_t* rt) {
     return attnjit_get_batch_indices_positions(rt, indptr.get(), seq_lens.get(), nnz, batch_indices.get(),
@@ -56,7 +50,7 @@ struct PositionsArgs {
 }  // namespace
 
 TEST_CASE("attnjit_append_paged_kv_cache refuses bad arguments by name", "[capi][page]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   AppendArgs a;
   t::expect_refused(a.call(nullptr), Contains("attnjit_append_paged_kv_cache: rt is NULL"));
   SECTION("layout") {
@@ -64,12 +58,12 @@ TEST_CASE("attnjit_append_paged_kv_cache refuses bad arguments by name", "[capi]
     t::expect_refused(a.call(h.rt), Equals("kv_layout=2 is not a layout; allowed: 0 (NHD), 1 (HND)"));
   }
   SECTION("index arrays are int32") {
-    a.batch_indices.dtype(kI64);
+    a.batch_indices.dtype(t::kI64);
     t::expect_refused(a.call(h.rt),
                       Contains("batch_indices: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32 "
                                "(kDLInt, 32)"));
-    a.batch_indices.dtype(kI32);
-    a.kv_indptr.dtype(kI64);
+    a.batch_indices.dtype(t::kI32);
+    a.kv_indptr.dtype(t::kI64);
     t::expect_refused(a.call(h.rt), Contains("kv_indptr: dtype (code=0 kDLInt, bits=64"));
   }
   SECTION("index arrays live on the append's device") {
@@ -81,18 +75,18 @@ TEST_CASE("attnjit_append_paged_kv_cache refuses bad arguments by name", "[capi]
         Equals("positions: device cuda:1 differs from append_key's device cuda:0; they must be equal"));
   }
   SECTION("index array lengths") {
-    a.positions = DLTensorMaker({9}, kI32);
+    a.positions = t::DLTensorMaker({9}, t::kI32);
     t::expect_refused(a.call(h.rt),
                       Equals("positions: shape [9] is not allowed; allowed: [nnz] with nnz=10 from append_key"));
-    a.positions = DLTensorMaker({10}, kI32);
-    a.kv_indptr = DLTensorMaker({4}, kI32);
+    a.positions = t::DLTensorMaker({10}, t::kI32);
+    a.kv_indptr = t::DLTensorMaker({4}, t::kI32);
     t::expect_refused(a.call(h.rt),
                       Equals("kv_indptr: shape [4] is not allowed; allowed: [batch_size + 1] with batch_size + 1=5 "
                              "from kv_last_page_len"));
-    a.kv_indptr = DLTensorMaker({5}, kI32);
-    a.kv_indices = DLTensorMaker({3, 4}, kI32);
+    a.kv_indptr = t::DLTensorMaker({5}, t::kI32);
+    a.kv_indices = t::DLTensorMaker({3, 4}, t::kI32);
     t::expect_refused(a.call(h.rt), Equals("kv_indices: shape [3, 4] is not allowed; allowed: 1-D [num_indices]"));
-    a.kv_indices = DLTensorMaker({12}, kI32).strides({2});
+    a.kv_indices = t::DLTensorMaker({12}, t::kI32).strides({2});
     t::expect_refused(a.call(h.rt),
                       Contains("kv_indices: strides [2] are not allowed for shape [12]; allowed: contiguous"));
   }
@@ -103,46 +97,46 @@ TEST_CASE("attnjit_append_paged_kv_cache refuses bad arguments by name", "[capi]
     a.layout = ATTNJIT_KV_LAYOUT_HND;
     t::expect_refused(a.call(h.rt), Contains("k_cache: shape [40, 16, 8, 128] has num_kv_heads (shape[1])=16"));
     a.layout = ATTNJIT_KV_LAYOUT_NHD;
-    a.k = DLTensorMaker({10, 8, 128}, t::kF32);
-    a.v = DLTensorMaker({10, 8, 128}, t::kF32);
+    a.k = t::DLTensorMaker({10, 8, 128}, t::kF32);
+    a.v = t::DLTensorMaker({10, 8, 128}, t::kF32);
     t::expect_refused(a.call(h.rt), Contains("append_key: dtype float32 is not supported"));
-    a.k = DLTensorMaker({10, 1024}, t::kBF16);
+    a.k = t::DLTensorMaker({10, 1024}, t::kBF16);
     t::expect_refused(a.call(h.rt),
                       Contains("append_key: ndim=2 is not allowed; allowed: 3, [nnz, num_kv_heads, head_dim]"));
   }
   SECTION("the 5-D cache with v_cache NULL is split into its halves") {
     a.five_d = true;
-    a.kv_indptr.dtype(kI64);  // the cache passes; the next argument is refused
+    a.kv_indptr.dtype(t::kI64);  // the cache passes; the next argument is refused
     t::expect_refused(a.call(h.rt), Contains("kv_indptr: dtype (code=0 kDLInt, bits=64"));
-    a.kv_indptr.dtype(kI32);
-    a.cache5 = DLTensorMaker({40, 3, 16, 8, 128}, t::kBF16);
+    a.kv_indptr.dtype(t::kI32);
+    a.cache5 = t::DLTensorMaker({40, 3, 16, 8, 128}, t::kBF16);
     t::expect_refused(a.call(h.rt), Contains("kv_cache: shape [40, 3, 16, 8, 128] is not allowed; shape[1] must be 2"));
   }
 }
 
 TEST_CASE("attnjit_get_batch_indices_positions refuses bad arguments by name", "[capi][page]") {
-  RuntimeHandle h;
+  t::CRuntime h;
   PositionsArgs a;
   t::expect_refused(a.call(nullptr), Contains("attnjit_get_batch_indices_positions: rt is NULL"));
   a.nnz = -1;
   t::expect_refused(a.call(h.rt), Equals("nnz=-1 is not allowed; allowed: 0 to 2147483647 (int32 outputs)"));
   a.nnz = 100;
-  a.seq_lens.dtype(kI64);
+  a.seq_lens.dtype(t::kI64);
   t::expect_refused(a.call(h.rt),
                     Contains("seq_lens: dtype (code=0 kDLInt, bits=64, lanes=1) is not allowed; allowed: int32"));
-  a.seq_lens = DLTensorMaker({3}, kI32);
+  a.seq_lens = t::DLTensorMaker({3}, t::kI32);
   t::expect_refused(a.call(h.rt),
                     Equals("seq_lens: shape [3] is not allowed; allowed: [batch_size] with batch_size=4 from "
                            "append_indptr's batch_size + 1 entries"));
-  a.seq_lens = DLTensorMaker({4}, kI32);
-  a.indptr = DLTensorMaker({0}, kI32);
+  a.seq_lens = t::DLTensorMaker({4}, t::kI32);
+  a.indptr = t::DLTensorMaker({0}, t::kI32);
   t::expect_refused(a.call(h.rt), Contains("append_indptr: shape [0] is not allowed; allowed: [batch_size + 1]"));
-  a.indptr = DLTensorMaker({5}, kI32);
-  a.positions = DLTensorMaker({99}, kI32);
+  a.indptr = t::DLTensorMaker({5}, t::kI32);
+  a.positions = t::DLTensorMaker({99}, t::kI32);
   t::expect_refused(
       a.call(h.rt),
       Equals("positions: shape [99] is not allowed; allowed: [nnz] with nnz=100 from the nnz argument"));
-  a.positions = DLTensorMaker({100}, kI32);
+  a.positions = t::DLTensorMaker({100}, t::kI32);
   a.batch_indices.device({kDLCUDA, 2});
   t::expect_refused(a.call(h.rt), Contains("batch_indices: device cuda:2 differs from append_indptr's device cuda:0"));
 }

@@ -52,6 +52,10 @@ constexpr DLDataType kI8{kDLInt, 8, 1};
 constexpr DLDataType kE4M3{10, 8, 1};  // DLPack 1.1 kDLFloat8_e4m3fn
 constexpr DLDataType kE5M2{12, 8, 1};  // DLPack 1.1 kDLFloat8_e5m2
 constexpr DLDataType kI32{kDLInt, 32, 1};
+constexpr DLDataType kI64{kDLInt, 64, 1};
+constexpr DLDataType kU16{kDLUInt, 16, 1};
+constexpr DLDataType kU32{kDLUInt, 32, 1};
+constexpr DLDataType kBool{6, 8, 1};  // DLPack >= 0.8's kDLBool, as torch exports bool
 
 // A host int32 array (kDLCPU) whose values the maker's data pointer refers to.
 struct HostInts {

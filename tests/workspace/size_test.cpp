@@ -17,9 +17,6 @@
 #include "attnjit/attnjit_batch_decode.h"
 #include "attnjit/attnjit_batch_prefill.h"
 
-using attnjit::test::DLTensorMaker;
-using attnjit::test::HostInts;
-using attnjit::test::kI32;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 namespace t = attnjit::test;
@@ -45,7 +42,7 @@ TEST_CASE("batch decode's workspace query fails as its plan does, before any dev
                                               nullptr, &w) == ATTNJIT_OK);
   attnjit_batch_decode_plan_options_t o;
   attnjit_batch_decode_plan_options_init(&o);
-  HostInts indptr({0, 2, 3}), indices({4, 1, 7}), last({16, 5});
+  t::HostInts indptr({0, 2, 3}), indices({4, 1, 7}), last({16, 5});
   size_t float_bytes = 7, int_bytes = 7;
   int page_size = 16;
   auto plan = [&] {
@@ -81,7 +78,7 @@ TEST_CASE("batch decode's workspace query fails as its plan does, before any dev
   SECTION("the arrays' form and the options") {
     indices.t.dtype(t::kI8);
     same_failure(plan, query, ATTNJIT_ERROR_INVALID_ARGUMENT, "indices: dtype");
-    indices.t.dtype(kI32);
+    indices.t.dtype(t::kI32);
     o.window_left = -3;
     same_failure(plan, query, ATTNJIT_ERROR_INVALID_ARGUMENT, "options->window_left=-3");
     o.window_left = -1;
@@ -106,7 +103,7 @@ TEST_CASE("batch prefill's workspace query fails as its plan does, before any de
   attnjit_plan_t* w = nullptr;
   REQUIRE(attnjit_batch_prefill_wrapper_create(h.rt, ws, sizeof ws, &wo, nullptr, nullptr, nullptr, nullptr, nullptr,
                                                nullptr, &w) == ATTNJIT_OK);
-  HostInts qo({0, 4, 8}), pages({0, 1, 2}), ids({0, 1}), last({1, 17});
+  t::HostInts qo({0, 4, 8}), pages({0, 1, 2}), ids({0, 1}), last({1, 17});
   attnjit_prefill_options_t po;
   attnjit_prefill_options_init(&po);
   const DLDataType f16{kDLFloat, 16, 1}, none{0, 0, 0};
