@@ -151,8 +151,7 @@ void check_errors(const TokenErrors& e) {
 }  // namespace
 
 TEST_CASE("trtllm _v3 takes q_len_per_req and cum_seq_lens_q through the C API", "[gpu][batch_decode][capi_v3]") {
-  ATTNJIT_REQUIRE_GPU();
-  cuda::ScopedDevice scope(0);
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   CRuntime h;
   std::vector<V3Case> cases;
   for (DType kv : {DType::BF16, DType::E4M3}) {
@@ -182,8 +181,7 @@ TEST_CASE("trtllm _v3 takes q_len_per_req and cum_seq_lens_q through the C API",
 
 TEST_CASE("trtllm _v3: device-tensor scales give the float scales' bits on CUDA and tensor cores",
           "[gpu][batch_decode][capi_v3][tensor_scales]") {
-  ATTNJIT_REQUIRE_GPU();
-  cuda::ScopedDevice scope(0);
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   CRuntime h;
   uint32_t seed = 700;
   for (DType kv : {DType::BF16, DType::E4M3})
@@ -210,8 +208,7 @@ TEST_CASE("trtllm _v3: device-tensor scales give the float scales' bits on CUDA 
 
 TEST_CASE("trtllm _v3 in a CUDA graph replays with the scale tensors' values at replay",
           "[gpu][batch_decode][capi_v3][tensor_scales][graph]") {
-  ATTNJIT_REQUIRE_GPU();
-  cuda::ScopedDevice scope(0);
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   CRuntime h;
   const auto& cu = cuda::driver();
   for (int q_len : {1, 2}) {

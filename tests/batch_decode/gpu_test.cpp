@@ -316,10 +316,9 @@ TEST_CASE("TensorRT-LLM batch decode gives the same bits with programmatic depen
 }
 
 TEST_CASE("batch decode in a CUDA graph replays correctly after a new plan", "[gpu][batch_decode][graph]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(0);
   constexpr int kMaxBatch = 16, kMaxPages = 4096;
   Case c;
   c.hq = 16;

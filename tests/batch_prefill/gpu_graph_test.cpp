@@ -233,9 +233,8 @@ TEST_CASE("batch prefill in CUDA-graph mode replays correctly after new plans", 
 }
 
 TEST_CASE("paged batch prefill: fp8 KV with k_scale and v_scale", "[gpu][prefill][batch][fp8]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   Pool pool = make_pool(DType::E4M3, 31);
   std::mt19937 rng(32);
   const GraphPlan p{{7, 128, 1}, {700, 128, 33}, false};

@@ -291,10 +291,7 @@ TEST_CASE("batch prefill, ragged and paged, matches the float64 reference", "[gp
 TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 reference", "[gpu][prefill][batch][fa3_ws]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  if (rt.default_arch() != "sm_90a") {
-    WARN("fa3_ws needs sm_90a; this device is " << rt.default_arch());
-    return;
-  }
+  if (!on_sm90a(rt, "fa3_ws")) return;
   std::vector<BatchCase> cases = skewed_batches({0, 1, 16, 5});
   add_narrow_and_wide_heads(cases, {50, 3, 200}, {90, 700, 1500}, {0, 16});
   BatchCase alibi;
@@ -340,7 +337,7 @@ TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 re
 TEST_CASE("batch prefill fa3_ws, small cases for the sanitizers", "[gpu][fa3_ws_small]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  if (rt.default_arch() != "sm_90a") return;
+  if (!on_sm90a(rt, "fa3_ws")) return;
   std::vector<BatchCase> cases;
   for (int page : {0, 16, 5}) {
     BatchCase c;
@@ -388,15 +385,12 @@ TEST_CASE("batch prefill: the spec's paged example; a custom mask equal to causa
   c.custom_causal = true;
   const auto custom = run_batch(rt, c, 5);
   REQUIRE(custom.out.size() == causal.out.size());
-  double worst = 0;
-  for (size_t i = 0; i < custom.out.size(); ++i) worst = std::max(worst, double(std::fabs(custom.out[i] - causal.out[i])));
-  CHECK(worst <= 1e-3);
+  CHECK(max_abs_difference(custom.out, causal.out) <= 1e-3);
 }
 
 TEST_CASE("merge_state, merge_state_in_place and merge_states follow the definition", "[gpu][merge]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   const int64_t seq = 37, H = 4, D = 128, NS = 3;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
@@ -474,9 +468,8 @@ TEST_CASE("merge_state, merge_state_in_place and merge_states follow the definit
 }
 
 TEST_CASE("merge_state_in_place merges where the mask says and leaves the other positions", "[gpu][merge]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   const int64_t seq = 20, H = 2, D = 64;
   std::mt19937 rng(9);
   std::vector<uint8_t> ab, bb;
@@ -519,10 +512,9 @@ TEST_CASE("merge_state_in_place merges where the mask says and leaves the other 
 }
 
 TEST_CASE("batch prefill run() is captured in a CUDA graph and replays to the same output", "[gpu][prefill][batch][graph]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(0);
   const std::vector<int32_t> qo_indptr = {0, 5, 9}, kv_indptr = {0, 3000, 9000};  // short queries: split + merge
   const int64_t H = 8, Hk = 2, D = 128, nq = 9, nk = 9000;
   std::mt19937 rng(4);

@@ -298,9 +298,8 @@ void reference_positions(const std::vector<int32_t>& indptr, const std::vector<i
 }  // namespace
 
 TEST_CASE("append_paged_kv_cache writes every row FlashInfer writes, and only those", "[gpu][page]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   const std::vector<Case> cases = {
       {"bf16 NHD page 16, an empty request, partly full last pages", DType::BF16, KVLayout::NHD, 16, 8, 128,
        {5, 0, 16, 31, 0}, {3, 0, 17, 1, 40}},
@@ -332,9 +331,8 @@ TEST_CASE("append_paged_kv_cache writes every row FlashInfer writes, and only th
 }
 
 TEST_CASE("get_batch_indices_positions matches FlashInfer's, writing nothing past nnz", "[gpu][page]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   struct PositionsCase {
     const char* name;
     std::vector<int32_t> indptr, seq_lens;
@@ -379,10 +377,9 @@ TEST_CASE("get_batch_indices_positions matches FlashInfer's, writing nothing pas
 }
 
 TEST_CASE("the page helpers record into a CUDA graph and replay on new tables", "[gpu][page][graph]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(0);
   // One step of an engine: positions from the append's indptr and the new
   // lengths, then the append; the graph's arrays are fixed buffers whose
   // contents change between replays (nnz fixed: 12 rows over 3 requests).

@@ -19,6 +19,7 @@
 
 using namespace attnjit;
 using attnjit::test::error_of;
+using attnjit::test::prefill_of;
 
 namespace {
 
@@ -38,12 +39,6 @@ ops::DeviceFigures device(const char* arch, int smem_per_block) {
   d.arch = arch;
   d.smem_per_block = smem_per_block;
   return d;
-}
-
-const PrefillKernel& prefill_of(const ops::KernelLaunch& k) {
-  const auto* p = k.spec.as<PrefillKernel>();
-  REQUIRE(p);
-  return *p;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 using namespace attnjit;
 using attnjit::test::error_of;
+using attnjit::test::prefill_of;
 
 namespace {
 
@@ -35,12 +36,6 @@ ops::BatchPrefillShape batch_rope(int head_dim, KVSource source) {
   s.source = source;
   s.num_page_indices = 1000;
   return s;
-}
-
-const PrefillKernel& prefill_of(const ops::KernelLaunch& k) {
-  const auto* p = k.spec.as<PrefillKernel>();
-  REQUIRE(p);
-  return *p;
 }
 
 }  // namespace

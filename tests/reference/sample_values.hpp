@@ -1,6 +1,6 @@
 // What the GPU tests feed the kernels and how they judge the output: random
-// values in [-scale, scale], sink logits, and the relative L2 error against
-// the reference.
+// values in [-scale, scale], sink logits, the relative L2 error against
+// the reference, and the largest difference between two outputs.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -33,6 +33,14 @@ inline double relative_l2(const std::vector<double>& out, const std::vector<doub
     den += ref[i] * ref[i];
   }
   return std::isfinite(num) ? std::sqrt(num / std::max(den, 1e-30)) : INFINITY;
+}
+
+// max |a[i] - b[i]| over two outputs of one size (two runs that must agree).
+template <class T>
+double max_abs_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+  return worst;
 }
 
 }  // namespace attnjit::test

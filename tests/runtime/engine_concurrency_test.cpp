@@ -8,7 +8,6 @@
 #include <thread>
 #include <vector>
 
-#include "cuda/nvrtc.hpp"
 #include "engine.hpp"
 #include "support/cache_support.hpp"
 #include "support/temp_cache_engine.hpp"
@@ -16,10 +15,7 @@
 namespace attnjit::test {
 
 TEST_CASE("threads preparing one spec concurrently compile it once and share the kernel", "[engine][concurrency]") {
-  if (!cuda::nvrtc_available("")) {
-    WARN("skipped: NVRTC is not available");
-    return;
-  }
+  ATTNJIT_REQUIRE_NVRTC();
   TempCacheEngine temp;
   detail::Engine& engine = temp.engine;
   MergeKernel merge;

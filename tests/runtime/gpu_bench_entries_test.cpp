@@ -9,10 +9,12 @@
 
 #include "attnjit/runtime.hpp"
 #include "cuda/driver.hpp"
+#include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 #include "ops/registry.hpp"
 
 using namespace attnjit;
+using attnjit::test::NonBlockingStream;
 using json = nlohmann::json;
 
 namespace {
@@ -29,19 +31,12 @@ double pairs_by_definition(const std::vector<int>& qo, const std::vector<int>& k
   return n;
 }
 
-struct Stream {
-  CUstream s = nullptr;
-  Stream() { ATTNJIT_CU(cuda::driver().StreamCreate(&s, CU_STREAM_NON_BLOCKING)); }
-  ~Stream() { cuda::driver().StreamDestroy(s); }
-};
-
 }  // namespace
 
 TEST_CASE("the batch_prefill bench runs every kind of problem and counts the visible pairs", "[gpu][batch_prefill]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
-  Stream stream;
+  NonBlockingStream stream;
   const auto& op = ops::find_operator("batch_prefill");
   const std::vector<int> qo = {7, 130, 1, 0, 300}, kv = {7, 900, 4000, 5, 280};
   json base = {{"op", "batch_prefill"}, {"num_qo_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 128},
@@ -83,10 +78,9 @@ TEST_CASE("the batch_prefill bench runs every kind of problem and counts the vis
 }
 
 TEST_CASE("the merge_state bench runs each function and counts the states' bytes", "[gpu][merge_state]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
-  Stream stream;
+  NonBlockingStream stream;
   const auto& op = ops::find_operator("merge_state");
   for (const char* function : {"merge_state", "merge_state_in_place", "merge_states"}) {
     json p = {{"op", "merge_state"}, {"function", function}, {"head_dim", 64},

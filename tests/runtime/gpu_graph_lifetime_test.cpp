@@ -7,7 +7,6 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <random>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "attnjit/attnjit.hpp"
 #include "plan_memory.hpp"
 #include "reference/host_dtypes.hpp"
+#include "support/captured_graph.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 #include "support/decode_entry_args.hpp"
@@ -25,40 +25,6 @@ namespace {
 
 constexpr int kHq = 8, kHk = 2, kD = 128;
 constexpr DType kDt = DType::BF16;
-
-// A graph captured on its own stream (global mode, as torch.cuda.graph captures).
-struct Captured {
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  ~Captured() { destroy(); }
-  void destroy() {
-    if (exec) cuda::driver().GraphExecDestroy(exec);
-    if (graph) cuda::driver().GraphDestroy(graph);
-    exec = nullptr;
-    graph = nullptr;
-  }
-};
-
-void capture(CUstream stream, const std::function<void()>& body, Captured& out) {
-  const auto& cu = cuda::driver();
-  ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  try {
-    body();
-  } catch (...) {
-    CUgraph dropped = nullptr;
-    cu.StreamEndCapture(stream, &dropped);
-    if (dropped) cu.GraphDestroy(dropped);
-    throw;
-  }
-  ATTNJIT_CU(cu.StreamEndCapture(stream, &out.graph));
-  ATTNJIT_CU(cu.GraphInstantiate(&out.exec, out.graph, 0));
-}
-
-struct Stream {
-  CUstream s = nullptr;
-  Stream() { ATTNJIT_CU(cuda::driver().StreamCreate(&s, CU_STREAM_NON_BLOCKING)); }
-  ~Stream() { cuda::driver().StreamDestroy(s); }
-};
 
 DeviceBuffer random_buffer(size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> uni(-2.f, 2.f);
@@ -95,10 +61,9 @@ size_t free_after_release(size_t baseline, size_t tolerance) {
 
 TEST_CASE("a captured graph keeps plan memory alive past its PlanMemory, and frees it when destroyed",
           "[gpu][graph][lifetime]") {
-  ATTNJIT_REQUIRE_GPU();
-  cuda::ScopedDevice scope(0);
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   const auto& cu = cuda::driver();
-  Stream stream;
+  NonBlockingStream stream;
   constexpr size_t kBlock = 64 << 20;  // large, so a leaked block shows in cuMemGetInfo
   detail::release_graph_held();
   const size_t baseline = free_device_bytes();
@@ -107,21 +72,19 @@ TEST_CASE("a captured graph keeps plan memory alive past its PlanMemory, and fre
     auto memory = std::make_unique<detail::PlanMemory>(0);
     memory->reserve(kBlock, stream.s);
     const CUdeviceptr block = memory->base();
-    Captured g;
     // A memset node stands for a kernel that writes the plan's block.
-    capture(stream.s, [&] {
+    const CapturedGraph g(stream.s, [&] {
       memory->retain_while_captured(stream.s);
       memory->retain_while_captured(stream.s);  // a second run in the same capture: one reference is enough
       ATTNJIT_CU(cu.MemsetD8Async(block, static_cast<unsigned char>(cycle + 1), kBlock, stream.s));
-    }, g);
+    });
     memory.reset();
     detail::release_graph_held();  // nothing to free yet: the graph holds the block
-    ATTNJIT_CU(cu.GraphLaunch(g.exec, stream.s));
+    g.launch(stream.s);
     ATTNJIT_CU(cu.StreamSynchronize(stream.s));
     std::vector<uint8_t> head(4096);
     REQUIRE(cu.MemcpyDtoH(head.data(), block, head.size()) == CUDA_SUCCESS);  // still allocated
     for (uint8_t b : head) REQUIRE(b == static_cast<uint8_t>(cycle + 1));
-    g.destroy();
   }
   // 20 leaked blocks would be 1.25 GiB; allow other allocations' noise below one block.
   const size_t after = free_after_release(baseline, kBlock / 2);
@@ -138,11 +101,10 @@ TEST_CASE("a captured graph keeps plan memory alive past its PlanMemory, and fre
 
 TEST_CASE("a graph that captured a ragged batch prefill run replays correctly after the wrapper is destroyed",
           "[gpu][graph][lifetime]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   const auto& cu = cuda::driver();
-  Stream stream;
+  NonBlockingStream stream;
   std::mt19937 rng(31);
   // Short queries over long KV (split, so the plan has a work list and merge) and an odd size.
   const std::vector<int32_t> qo_indptr{0, 3, 4, 11, 48}, kv_indptr{0, 3001, 3334, 6233, 6300};
@@ -165,8 +127,7 @@ TEST_CASE("a graph that captured a ragged batch prefill run replays correctly af
   ATTNJIT_CU(cu.StreamSynchronize(stream.s));
   const auto want_o = o.download(), want_lse = lse.download();
 
-  Captured g;
-  capture(stream.s, [&] { w->run(tq, tk, tv, to, &tl, stream.s); }, g);
+  const CapturedGraph g(stream.s, [&] { w->run(tq, tk, tv, to, &tl, stream.s); });
   w.reset();
   // Another wrapper's plan memory, allocated now, would take the freed block's place.
   auto other = std::make_unique<BatchPrefillWithRaggedKVCacheWrapper>(rt, ws.get(), ws.bytes());
@@ -176,21 +137,19 @@ TEST_CASE("a graph that captured a ragged batch prefill run replays correctly af
     INFO("replay " << replay);
     o.poison();
     lse.poison();
-    ATTNJIT_CU(cu.GraphLaunch(g.exec, stream.s));
+    g.launch(stream.s);
     REQUIRE(cu.StreamSynchronize(stream.s) == CUDA_SUCCESS);
     CHECK(o.download() == want_o);  // the same kernels on the same plan: bit for bit
     CHECK(lse.download() == want_lse);
   }
-  g.destroy();
 }
 
 TEST_CASE("a graph that captured a batch decode wrapper's run replays correctly after the wrapper is destroyed",
           "[gpu][graph][lifetime]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   const auto& cu = cuda::driver();
-  Stream stream;
+  NonBlockingStream stream;
   // Four requests, one query token each, over 16-token pages (NHD).
   DevicePagedBatch b(PagedBatchShape{{2001, 17, 4500, 1}, 16, kHq, kHk, kD, kDt, kDt, KVLayout::NHD, 4}, 37);
   const PagedBatch& pb = b.host;
@@ -218,19 +177,17 @@ TEST_CASE("a graph that captured a batch decode wrapper's run replays correctly 
     ATTNJIT_CU(cu.StreamSynchronize(stream.s));
     const auto want_o = o.download(), want_lse = lse.download();
 
-    Captured g;
-    capture(stream.s, [&] { w->run(tq, kc, vc, to, &tl, {}, {}, stream.s); }, g);
+    const CapturedGraph g(stream.s, [&] { w->run(tq, kc, vc, to, &tl, {}, {}, stream.s); });
     w.reset();
     auto other = std::make_unique<BatchDecodeWithPagedKVCacheWrapper>(rt, ws.get(), ws.bytes());
     other->plan({0, 1, 2}, {0, 1}, {3, 5}, args, stream.s);
     ATTNJIT_CU(cu.StreamSynchronize(stream.s));
     o.poison();
     lse.poison();
-    ATTNJIT_CU(cu.GraphLaunch(g.exec, stream.s));
+    g.launch(stream.s);
     REQUIRE(cu.StreamSynchronize(stream.s) == CUDA_SUCCESS);
     CHECK(o.download() == want_o);
     CHECK(lse.download() == want_lse);
-    g.destroy();
   }
 }
 

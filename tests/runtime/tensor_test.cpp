@@ -5,9 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 
 #include "attnjit/error.hpp"
 #include "attnjit/tensor.hpp"
+#include "support/error_capture.hpp"
 
 using attnjit::DType;
 using attnjit::Error;
@@ -24,14 +26,7 @@ namespace {
 // The InvalidArgument message of a from_dlpack call that must fail.
 template <typename F>
 std::string invalid_message(F&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    CHECK(e.status() == Status::InvalidArgument);
-    return e.what();
-  }
-  FAIL("expected attnjit::Error(InvalidArgument), nothing was thrown");
-  return {};
+  return t::error_of(std::forward<F>(call), Status::InvalidArgument);
 }
 
 }  // namespace

@@ -88,14 +88,6 @@ Errors run_case(const Runtime& rt, const Case& c, uint32_t seed) {
   return e;
 }
 
-// Every kernel of the grid, compiled up front in parallel.
-void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
-  std::vector<KernelSpec> specs;
-  for (const auto& c : cases)
-    for (const auto& s : ops::single_decode_kernels(c.p)) specs.push_back(s);
-  prewarm_in_parallel(rt, specs);
-}
-
 }  // namespace
 
 TEST_CASE("single decode matches the float64 reference across the grid", "[gpu][decode]") {
@@ -108,7 +100,7 @@ TEST_CASE("single decode matches the float64 reference across the grid", "[gpu][
     for (size_t i = 0; i < cases.size(); i += 7) sub.push_back(cases[i]);
     cases.swap(sub);
   }
-  prewarm(rt, cases);
+  prewarm_grid(rt, cases, ops::single_decode_kernels);
   GridTally tally;  // by dtype pair, core kind and RoPE
   uint32_t seed = 1;
   for (const auto& c : cases) {
@@ -127,10 +119,9 @@ TEST_CASE("single decode matches the float64 reference across the grid", "[gpu][
 }
 
 TEST_CASE("single decode runs inside a CUDA graph and replays", "[gpu][decode][graph]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(0);
   const SingleDecodeProblem p = d128_decode_problem(32, 8, 20000);
   SingleDecodePlan plan(rt, p);
   REQUIRE(plan.num_splits() > 1);  // exercise the merge kernel in the graph too
@@ -179,10 +170,9 @@ TEST_CASE("single decode works on every device of the process", "[gpu][decode][m
 }
 
 TEST_CASE("one-call single decode from 8 threads on 4 streams, each with its own shapes", "[gpu][decode][concurrency]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(0);
   std::vector<CUstream> streams(4);
   for (auto& s : streams) ATTNJIT_CU(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
   // Every thread's problem splits the KV (so all of them need a workspace at

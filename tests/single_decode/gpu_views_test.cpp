@@ -51,9 +51,8 @@ PaddedKV padded(const std::vector<uint8_t>& dense, DType dtype, int64_t N, int64
 }  // namespace
 
 TEST_CASE("single decode reads strided K/V views and refuses misaligned ones by name", "[gpu][decode][views]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   // Group 4 runs on tensor cores, group 1 on CUDA cores; 3001 rows are split
   // and merged, in chunks that are no multiple of a tile; 16 extra elements
   // per head row keep the rows 16-byte aligned for both K/V types.
@@ -108,10 +107,9 @@ TEST_CASE("single decode reads strided K/V views and refuses misaligned ones by 
 }
 
 TEST_CASE("single decode calls chained on one stream see the previous call's output", "[gpu][decode][pdl]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(0);
   // Split (decode, then merge), both launched with programmatic dependent
   // launch on sm_90: each call's decode CTAs start, and warm their first rows
   // in L2, while the call before still merges; its query is that merge's output.

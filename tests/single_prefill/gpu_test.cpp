@@ -219,20 +219,12 @@ std::vector<Case> prefill_grid() {
   return out;
 }
 
-// Every kernel of the grid, compiled up front in parallel.
-void prewarm(const Runtime& rt, const std::vector<Case>& cases) {
-  std::vector<KernelSpec> specs;
-  for (const auto& c : cases)
-    for (const auto& s : ops::single_prefill_kernels(c.p)) specs.push_back(s);
-  prewarm_in_parallel(rt, specs);
-}
-
 // Runs every case (seeds 1, 2, ...) against the reference on `backend`:
 // expect_kernel CHECKs the kernel it ran, the tally its errors, and some case
 // must split the KV (the merge is part of the grid). WARNs the summary.
 void check_grid(const Runtime& rt, const std::vector<Case>& cases, const std::string& backend,
                 const std::function<void(const Case&, const std::string& kernel)>& expect_kernel) {
-  prewarm(rt, cases);
+  prewarm_grid(rt, cases, ops::single_prefill_kernels);
   GridTally tally;
   size_t split_cases = 0;
   uint32_t seed = 1;
@@ -281,10 +273,7 @@ TEST_CASE("single prefill matches the float64 reference across the grid", "[gpu]
 TEST_CASE("single prefill on the warp-specialized skeleton matches the float64 reference", "[gpu][prefill][fa3_ws]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  if (rt.default_arch() != "sm_90a") {
-    WARN("fa3_ws needs sm_90a; this device is " << rt.default_arch());
-    return;
-  }
+  if (!on_sm90a(rt, "fa3_ws")) return;
   std::vector<Case> cases;
   for (auto c : prefill_grid()) {
     c.p.options.backend = "fa3_ws";
@@ -361,7 +350,7 @@ TEST_CASE("single prefill with RoPE at long positions: lse within the bound with
     if (std::string(backend) != "fa3_ws") add(backend, 256, 2);
   }
   add("fa2", 512, 2);
-  prewarm(rt, cases);
+  prewarm_grid(rt, cases, ops::single_prefill_kernels);
   constexpr double kBound = 2e-2;  // lse_tolerance of bf16 without RoPE
   std::string table = "RoPE exactness, bf16, 30k keys (abs err of lse, base 2):\n";
   for (const auto& c : cases) {
@@ -386,9 +375,7 @@ TEST_CASE("single prefill: a custom mask equal to the causal mask gives the caus
     const Outcome a = run_case(rt, causal, 11), b = run_case(rt, custom, 11);
     INFO(custom.label());
     REQUIRE(a.out.size() == b.out.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.out.size(); ++i) worst = std::max(worst, double(std::fabs(a.out[i] - b.out[i])));
-    CHECK(worst <= 1e-3);
+    CHECK(max_abs_difference(a.out, b.out) <= 1e-3);
   }
 }
 
@@ -435,7 +422,7 @@ TEST_CASE("single prefill at head_dim 512 matches the float64 reference", "[gpu]
     c.p.options.v_scale = 2.f;
   });
   add(3, 9000, 4, 2, DType::BF16, [](Case& c) { c.p.options.causal = true; });  // split KV, merged
-  prewarm(rt, cases);
+  prewarm_grid(rt, cases, ops::single_prefill_kernels);
   size_t split_cases = 0;
   uint32_t seed = 512;
   for (const auto& c : cases) {

@@ -13,7 +13,14 @@ class CapturedGraph {
   CapturedGraph(CUstream stream, Record&& record) {
     const auto& cu = cuda::driver();
     ATTNJIT_CU(cu.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    record();
+    try {
+      record();
+    } catch (...) {  // end the capture, so the stream is usable for the rest of the test
+      CUgraph dropped = nullptr;
+      cu.StreamEndCapture(stream, &dropped);
+      if (dropped) cu.GraphDestroy(dropped);
+      throw;
+    }
     ATTNJIT_CU(cu.StreamEndCapture(stream, &graph_));
     ATTNJIT_CU(cu.GraphInstantiate(&exec_, graph_, 0));
   }

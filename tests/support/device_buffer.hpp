@@ -1,4 +1,4 @@
-// RAII device memory for GPU tests, through the same dlopen'ed driver table.
+// RAII device memory and streams for GPU tests, through the same dlopen'ed driver table.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -43,6 +43,15 @@ class DeviceBuffer {
  private:
   CUdeviceptr ptr_ = 0;
   size_t bytes_ = 0;
+};
+
+// A stream of the test's own (non-blocking: no implicit sync with the legacy stream).
+struct NonBlockingStream {
+  CUstream s = nullptr;
+  NonBlockingStream() { ATTNJIT_CU(cuda::driver().StreamCreate(&s, CU_STREAM_NON_BLOCKING)); }
+  ~NonBlockingStream() { cuda::driver().StreamDestroy(s); }
+  NonBlockingStream(const NonBlockingStream&) = delete;
+  NonBlockingStream& operator=(const NonBlockingStream&) = delete;
 };
 
 // An int32 index array on the device (at least 4 bytes, so an empty one is

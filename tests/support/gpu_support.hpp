@@ -4,6 +4,9 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <string>
+
+#include "attnjit/runtime.hpp"
 #include "cuda/driver.hpp"
 
 namespace attnjit::test {
@@ -20,9 +23,24 @@ inline bool gpu_available() {
   return false;
 }
 
+// True where rt's device is Hopper (sm_90a); otherwise WARNs that `what` needs it,
+// and the test returns.
+inline bool on_sm90a(const Runtime& rt, const std::string& what) {
+  if (rt.default_arch() == "sm_90a") return true;
+  WARN("SKIPPED: " << what << " needs sm_90a; this device is " << rt.default_arch());
+  return false;
+}
+
 }  // namespace attnjit::test
 
 #define ATTNJIT_REQUIRE_GPU() \
   do {                        \
     if (!::attnjit::test::gpu_available()) return; \
   } while (0)
+
+// For a test that allocates device memory or calls the driver itself:
+// ATTNJIT_REQUIRE_GPU(), then device 0's primary context current until the
+// test returns (the scope guard this declares).
+#define ATTNJIT_REQUIRE_GPU_CONTEXT() \
+  ATTNJIT_REQUIRE_GPU();              \
+  const ::attnjit::cuda::ScopedDevice attnjit_gpu_context_scope(0)

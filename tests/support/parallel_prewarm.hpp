@@ -43,4 +43,13 @@ inline void prewarm_in_parallel(const Runtime& rt, const std::vector<KernelSpec>
   if (failed) std::rethrow_exception(failed);
 }
 
+// A grid's kernels: `kernels_of(c.p)` for each case c (its problem `p`).
+template <class Case, class KernelsOf>
+void prewarm_grid(const Runtime& rt, const std::vector<Case>& cases, KernelsOf kernels_of) {
+  std::vector<KernelSpec> specs;
+  for (const auto& c : cases)
+    for (const auto& s : kernels_of(c.p)) specs.push_back(s);
+  prewarm_in_parallel(rt, specs);
+}
+
 }  // namespace attnjit::test

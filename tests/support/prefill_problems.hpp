@@ -1,13 +1,17 @@
 // The prefill problems the CPU planner tests start from, built from what
 // varies between them: lengths, heads, head_dim and one dtype for q and K/V.
-// A test sets its own options (mask, RoPE, backend, source) on top.
+// A test sets its own options (mask, RoPE, backend, source) on top, and reads
+// the prefill kernel a plan chose with prefill_of.
 #pragma once
+#include <catch2/catch.hpp>
+
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "attnjit/prefill.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
+#include "spec/prefill_kernel.hpp"
 
 namespace attnjit::test {
 
@@ -36,6 +40,13 @@ inline ops::BatchPrefillShape batch_prefill_shape(const std::vector<int32_t>& qo
   s.q_dtype = s.kv_dtype = dt;
   s.options.causal = true;
   return s;
+}
+
+// The kernel spec of a plan's prefill launch, REQUIREd to be a prefill kernel.
+inline const PrefillKernel& prefill_of(const ops::KernelLaunch& launch) {
+  const auto* p = launch.spec.as<PrefillKernel>();
+  REQUIRE(p);
+  return *p;
 }
 
 }  // namespace attnjit::test

@@ -261,9 +261,8 @@ void check_spoils(Runtime& rt, bool paged, const std::string& backend, int head_
 
 TEST_CASE("batch prefill in CUDA-graph mode: a bad qo_indptr or ragged kv_indptr entry voids its request and is named",
           "[gpu][table_check][graph][prefill_indptr]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   const bool hopper = rt.default_arch() == "sm_90a";
   for (const char* backend : {"fa2", "fa3", "fa3_ws"}) {
     if (std::string(backend) != "fa2" && !hopper) continue;
@@ -273,9 +272,8 @@ TEST_CASE("batch prefill in CUDA-graph mode: a bad qo_indptr or ragged kv_indptr
 
 TEST_CASE("batch prefill in CUDA-graph mode at head_dim 512: a bad qo_indptr or kv_indptr entry is named",
           "[gpu][table_check][graph][prefill_indptr][d512]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   check_spoils(rt, false, "fa2", 512, 43);
 }
 

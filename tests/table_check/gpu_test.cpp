@@ -98,13 +98,19 @@ void named_next_then_clean(const Runtime& rt, const std::function<void()>& good,
 const std::vector<int32_t> kLens = {300, 77, 1000, 5};
 constexpr int kBad = 2;
 
+// kLens with request kBad's length set to `length`, on the device.
+DeviceBuffer lens_with_bad(int32_t length) {
+  std::vector<int32_t> lens = kLens;
+  lens[kBad] = length;
+  return upload_ints(lens);
+}
+
 }  // namespace
 
 TEST_CASE("TensorRT-LLM: a block-table entry past the cache reads no memory outside it; the next call names it",
           "[gpu][table_check]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   for (bool tc : {false, true}) {
     INFO("use_tensor_cores=" << tc);
     Decode d(kLens, KVLayout::HND, 31);
@@ -143,13 +149,11 @@ TEST_CASE("TensorRT-LLM: a block-table entry past the cache reads no memory outs
 
 TEST_CASE("TensorRT-LLM: seq_lens past max_seq_len is read as max_seq_len and named by the next call",
           "[gpu][table_check]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   Decode d(kLens, KVLayout::NHD, 32);
-  std::vector<int32_t> bad_lens = kLens;
-  bad_lens[kBad] = 5000;  // the table holds 63 pages of 16 (1008 rows) per request; max_seq_len is 1000
-  const DeviceBuffer bad = upload_ints(bad_lens);
+  // The table holds 63 pages of 16 (1008 rows) per request; max_seq_len is 1000.
+  const DeviceBuffer bad = lens_with_bad(5000);
   auto call = [&](const DeviceBuffer& lens) {
     TrtllmDecodeArgs a = trtllm_args(d);  // max_seq_len 1000, kLens' longest
     a.seq_lens = lens.as<int32_t>();
@@ -170,9 +174,8 @@ TEST_CASE("TensorRT-LLM: seq_lens past max_seq_len is read as max_seq_len and na
 
 TEST_CASE("TensorRT-LLM: a cum_seq_lens_q entry past the query's rows voids that request and is named by the next call",
           "[gpu][table_check]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   // Four requests of 2, 4, 1 and 3 query tokens (max_q_len 4) over the KV lengths of kLens: 10 query rows.
   const std::vector<int32_t> good_cum = {0, 2, 6, 7, 10};
   const int64_t rows = 10, spare = 6;  // out has rows nothing may write past
@@ -213,13 +216,10 @@ TEST_CASE("TensorRT-LLM: a cum_seq_lens_q entry past the query's rows voids that
 
 TEST_CASE("cuDNN: actual_seq_lens_kv past max_sequence_kv is clamped and named by the next call",
           "[gpu][table_check]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   Decode d(kLens, KVLayout::HND, 33);
-  std::vector<int32_t> bad_lens = kLens;
-  bad_lens[kBad] = 1001;
-  const DeviceBuffer bad = upload_ints(bad_lens);
+  const DeviceBuffer bad = lens_with_bad(1001);
   auto call = [&](const DeviceBuffer& lens) {
     CudnnDecodeArgs a = cudnn_args(d);  // max_sequence_kv 1000, kLens' longest
     a.actual_seq_lens_kv = lens.as<int32_t>();
@@ -236,9 +236,8 @@ TEST_CASE("cuDNN: actual_seq_lens_kv past max_sequence_kv is clamped and named b
 
 TEST_CASE("cuDNN: a batch offset outside q or out, or off its 16-byte step, voids that request and is named next",
           "[gpu][table_check]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   const int64_t row = int64_t(kHq) * kD;
   // Two batch sizes (the planner may split one and not the other: then both writers of out, the decode
   // kernel and the merge kernel, meet the bad offset).
@@ -281,10 +280,9 @@ TEST_CASE("cuDNN: a batch offset outside q or out, or off its 16-byte step, void
 
 TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a replay are named by check() and plan()",
           "[gpu][table_check][graph]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(0);
   constexpr int kMaxBatch = 4, kMaxPages = 256;
   Decode d(kLens, KVLayout::NHD, 34);
   DeviceBuffer indptr(4 * (kMaxBatch + 1)), indices(4 * kMaxPages), last(4 * kMaxBatch);
@@ -351,10 +349,9 @@ TEST_CASE("FlashInfer wrapper in CUDA-graph mode: indices overwritten before a r
 
 TEST_CASE("paged prefill in CUDA-graph mode: a page id overwritten in the fixed buffer is named by the next run",
           "[gpu][table_check][graph]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   const auto& cu = cuda::driver();
-  cuda::ScopedDevice scope(0);
   Decode d(kLens, KVLayout::NHD, 35);  // its cache and page table; the queries are new
   const std::vector<int32_t> qo_lens = {17, 1, 64, 5};
   std::vector<int32_t> qo_indptr{0};
@@ -416,9 +413,8 @@ TEST_CASE("paged prefill in CUDA-graph mode: a page id overwritten in the fixed 
 
 TEST_CASE("append_paged_kv_cache: a page id past the cache skips that request's rows and is named by the next call",
           "[gpu][table_check][page]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   constexpr int kPages = 12, kHeads = 2, kDim = 64;
   // Two requests of 2 pages each (rows 0..19 and 0..31), appending their last 3 rows.
   const std::vector<int32_t> kv_indptr = {0, 2, 4}, last = {4, 16}, good_ids = {5, 1, 9, 3};

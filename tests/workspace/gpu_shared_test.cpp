@@ -99,9 +99,8 @@ std::vector<std::vector<uint8_t>> plan_all_then_run(std::vector<Step>& steps) {
 
 TEST_CASE("wrappers sharing one float workspace, all planned before any runs, give their own results",
           "[gpu][workspace]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   // Short queries over long KV: every plan splits and fills the scratch.
   const RaggedInputs a = make_ragged({3, 1, 7}, {5000, 333, 2900}, 11);
   const RaggedInputs b = make_ragged({16, 2}, {3100, 4097}, 12);

@@ -71,9 +71,8 @@ void require_too_small(const std::function<void()>& plan, const char* workspace)
 
 TEST_CASE("batch decode: workspace_size() is exactly what plan() then needs, and disturbs nothing",
           "[gpu][workspace_size]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   std::mt19937 rng(29);
   for (int trial = 0; trial < 4; ++trial) {
     const int page_size = trial % 2 ? 1 : 16;
@@ -132,9 +131,8 @@ TEST_CASE("batch decode: workspace_size() is exactly what plan() then needs, and
 }
 
 TEST_CASE("batch decode in CUDA-graph mode: workspace_size() sizes the fixed-grid plan", "[gpu][workspace_size]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   std::mt19937 rng(31);
   const DeviceBatch a(random_lens(rng, 5, 4000), 16, 300);
   const int max_batch = 8;
@@ -174,9 +172,8 @@ TEST_CASE("batch decode in CUDA-graph mode: workspace_size() sizes the fixed-gri
 
 TEST_CASE("paged batch prefill: workspace_size() is exactly what plan() then needs, and disturbs nothing",
           "[gpu][workspace_size]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  cuda::ScopedDevice scope(0);
   std::mt19937 rng(37);
   for (int trial = 0; trial < 4; ++trial) {
     const int page_size = trial % 2 ? 1 : 16;
