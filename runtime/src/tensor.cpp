@@ -13,6 +13,7 @@
 
 #include "api/dlpack_codes.hpp"
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit {
 
@@ -22,8 +23,6 @@ constexpr const char* kAllowedDtypes =
     "float16 (kDLFloat,16), bfloat16 (kDLBfloat,16), float32 (kDLFloat,32), "
     "float8_e4m3fn (code 10, bits 8), float8_e5m2 (code 12, bits 8); "
     "fp8 may also arrive as 8-bit integers with a dtype override";
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 const char* name_or(const char* arg) { return arg ? arg : "tensor"; }
 

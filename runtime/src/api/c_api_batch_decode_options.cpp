@@ -9,12 +9,16 @@
 #include "api/c_api_variant.hpp"
 #include "api/dlpack_codes.hpp"
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::capi {
 
 namespace {
 
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
+// Each struct's first layout: through its first version's last field (given() accepts no smaller struct_size).
+constexpr size_t kWrapperOptionsFirst = offsetof(attnjit_batch_decode_wrapper_options_t, device) + sizeof(int32_t);
+constexpr size_t kPlanOptionsFirst = offsetof(attnjit_batch_decode_plan_options_t, rope_theta) + sizeof(float);
+constexpr size_t kTrtllmOptionsFirst = offsetof(attnjit_trtllm_decode_options_t, bmm2_scale) + sizeof(float);
 
 DType dtype(DLDataType t, const char* field) {
   const std::optional<DType> d = dlpack::to_dtype(t);
@@ -29,9 +33,7 @@ DType dtype(DLDataType t, const char* field) {
 
 WrapperOptions to_wrapper_options(const attnjit_batch_decode_wrapper_options_t* options) {
   WrapperOptions o;
-  if (!given(options, offsetof(attnjit_batch_decode_wrapper_options_t, device) + sizeof(int32_t),
-             "attnjit_batch_decode_wrapper_options_init"))
-    return o;
+  if (!given(options, kWrapperOptionsFirst, "attnjit_batch_decode_wrapper_options_init")) return o;
   o.kv_layout = kv_layout_field(options->kv_layout);
   o.use_cuda_graph = flag_field(options->use_cuda_graph, "use_cuda_graph");
   o.use_tensor_cores = flag_field(options->use_tensor_cores, "use_tensor_cores");
@@ -49,9 +51,7 @@ BatchDecodeWithPagedKVCacheWrapper::PlanArgs to_plan_args(const attnjit_batch_de
   a.num_kv_heads = num_kv_heads;
   a.head_dim = head_dim;
   a.page_size = page_size;
-  if (!given(options, offsetof(attnjit_batch_decode_plan_options_t, rope_theta) + sizeof(float),
-             "attnjit_batch_decode_plan_options_init"))
-    return a;
+  if (!given(options, kPlanOptionsFirst, "attnjit_batch_decode_plan_options_init")) return a;
   a.pos_encoding_mode = pos_encoding_field(options->pos_encoding_mode);
   a.window_left = window_left_field(options->window_left);
   a.q_data_type = dtype(options->q_data_type, "q_data_type");
@@ -63,9 +63,7 @@ BatchDecodeWithPagedKVCacheWrapper::PlanArgs to_plan_args(const attnjit_batch_de
 
 TrtllmDecodeArgs to_trtllm_args(const attnjit_trtllm_decode_options_t* options) {
   TrtllmDecodeArgs a;  // kv_layout HND, window -1, shared index, scales 1: TensorRT-LLM's defaults
-  if (!given(options, offsetof(attnjit_trtllm_decode_options_t, bmm2_scale) + sizeof(float),
-             "attnjit_trtllm_decode_options_init"))
-    return a;
+  if (!given(options, kTrtllmOptionsFirst, "attnjit_trtllm_decode_options_init")) return a;
   a.kv_layout = kv_layout_field(options->kv_layout);
   a.window_left = window_left_field(options->window_left);
   a.uses_shared_paged_kv_idx = flag_field(options->uses_shared_paged_kv_idx, "uses_shared_paged_kv_idx");

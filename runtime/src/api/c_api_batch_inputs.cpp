@@ -8,12 +8,11 @@
 #include "api/c_api_device_vectors.hpp"
 #include "api/dlpack_codes.hpp"
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::capi {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 std::vector<int64_t> shape_of(const DLTensor& t) {
   return t.shape ? std::vector<int64_t>(t.shape, t.shape + t.ndim) : std::vector<int64_t>{};

@@ -7,12 +7,11 @@
 
 #include "api/dlpack_codes.hpp"
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::capi {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 bool same(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
 

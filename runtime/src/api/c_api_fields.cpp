@@ -6,12 +6,9 @@
 
 #include "attnjit/attnjit.h"
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::capi {
-
-namespace {
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-}  // namespace
 
 KVLayout kv_layout_field(int32_t value) {
   switch (value) {

@@ -17,6 +17,7 @@
 #include "attnjit/error.hpp"
 #include "attnjit/page.hpp"
 #include "attnjit/tensor.hpp"
+#include "invalid_argument.hpp"
 
 namespace {
 
@@ -25,7 +26,7 @@ using attnjit::capi::guard;
 using attnjit::capi::kRuntimeHandle;
 using attnjit::capi::require_non_null;
 
-[[noreturn]] void invalid(const std::string& msg) { throw attnjit::Error(attnjit::Status::InvalidArgument, msg); }
+using attnjit::invalid;
 
 // Where an array's length and device come from, for the messages:
 // "[nnz] with nnz=4 from append_key", "differs from append_key's device".

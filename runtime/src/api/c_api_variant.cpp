@@ -9,11 +9,12 @@
 #include "api/c_api_guard.hpp"
 #include "api/c_api_variant.hpp"
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 #include "spec/user_variant.hpp"
 
 namespace {
 
-[[noreturn]] void invalid(const std::string& msg) { throw attnjit::Error(attnjit::Status::InvalidArgument, msg); }
+using attnjit::invalid;
 
 constexpr const char* kVariantHandle = "an attnjit_variant_t* from attnjit_variant_create";
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::ops {
 
@@ -35,10 +36,6 @@ void check_tensor(const TensorView& t, const char* name, DType dtype, int device
     if ((t.strides[i] * esize) % align_bytes != 0 && t.shape[i] > 1)
       fail(fmt::format("stride of dim {} must be a multiple of {} bytes", i, align_bytes));
 }
-
-namespace {
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-}  // namespace
 
 std::string shape_of(const TensorView& t) {
   return fmt::format("[{}]", fmt::join(t.shape.begin(), t.shape.begin() + t.ndim, ", "));

@@ -3,15 +3,10 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 #include "spec/json_fields.hpp"
 
 namespace attnjit {
-
-namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-
-}  // namespace
 
 const char* to_string(PageKernel::Function f) noexcept {
   return f == PageKernel::Function::AppendKV ? "append_kv" : "batch_positions";

@@ -5,12 +5,9 @@
 #include <cmath>
 
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::ops {
-
-namespace {
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-}  // namespace
 
 const std::set<std::string>& attention_option_keys() {
   static const std::set<std::string> keys = {"kv_layout", "pos_encoding_mode", "window_left", "logits_soft_cap",

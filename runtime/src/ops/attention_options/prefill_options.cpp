@@ -5,15 +5,10 @@
 #include <cmath>
 
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 #include "ops/attention_options/user_variant_options.hpp"
 
 namespace attnjit::ops {
-
-namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-
-}  // namespace
 
 const std::set<std::string>& prefill_option_keys() {
   static const std::set<std::string> keys = [] {

@@ -8,6 +8,7 @@
 #include "attnjit/error.hpp"
 #include "cuda/driver.hpp"
 #include "engine.hpp"
+#include "invalid_argument.hpp"
 #include "launcher.hpp"
 #include "merge_params.h"
 #include "ops/merge_state/merge_state_problem.hpp"
@@ -17,8 +18,6 @@
 namespace attnjit {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 struct MergeJob {
   int device;

@@ -8,13 +8,12 @@
 #include <string>
 
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 #include "spec/json_fields.hpp"
 
 namespace attnjit::ops {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 MergeFunction parse_function(const std::string& s) {
   for (auto f : {MergeFunction::MergeState, MergeFunction::MergeStateInPlace, MergeFunction::MergeStates})

@@ -8,14 +8,13 @@
 #include <string>
 
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 #include "ops/tensor_checks.hpp"
 #include "spec/json_fields.hpp"
 
 namespace attnjit::ops {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 constexpr const char* kAppend = "append_paged_kv_cache";
 constexpr const char* kPositions = "get_batch_indices_positions";

@@ -7,16 +7,11 @@
 #include <set>
 
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 #include "ops/attention_options/decode_options.hpp"
 #include "ops/tensor_checks.hpp"
 
 namespace attnjit::ops {
-
-namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-
-}  // namespace
 
 SingleDecodeProblem single_decode_problem_from_tensors(const TensorView& q, const TensorView& k, const TensorView& v,
                                                        const SingleDecodeOptions& options) {
