@@ -61,15 +61,7 @@ struct PlanMemory::DeviceBlock {
   int device;
   CUdeviceptr ptr = 0;
   ~DeviceBlock() {
-    if (!ptr) return;
-    try {
-      // Launches already enqueued (on any stream) may still read the plan: the
-      // memory goes back only once the device is idle.
-      cuda::ScopedDevice scope(device);
-      cuda::driver().CtxSynchronize();
-      cuda::driver().MemFree(ptr);
-    } catch (...) {  // a destructor reports nothing: the process may be exiting
-    }
+    if (ptr) cuda::release_when_idle(device, [this] { cuda::driver().MemFree(ptr); });
   }
 };
 

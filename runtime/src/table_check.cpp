@@ -127,14 +127,7 @@ void raise_recorded_fault(TableCheckRecord& record, const char* when) {
 }
 
 TableCheck::~TableCheck() {
-  if (!host_) return;
-  try {
-    // Launches may still write the record: it goes once the device is idle.
-    cuda::ScopedDevice scope(device_);
-    cuda::driver().CtxSynchronize();
-    cuda::driver().MemFreeHost(host_);
-  } catch (...) {  // a destructor reports nothing: the process may be exiting
-  }
+  if (host_) cuda::release_when_idle(device_, [this] { cuda::driver().MemFreeHost(host_); });
 }
 
 TableCheckRecord* TableCheck::record() {

@@ -22,8 +22,10 @@
 #include "api/sized_init.hpp"
 #include "api/c_api_guard.hpp"
 #include "api/c_api_handles.hpp"
+#include "api/c_api_wrapper_args.hpp"
 #include "attnjit/batch_decode.hpp"
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 #include "ops/batch_decode/batch_decode_trtllm_batch.hpp"
 
 namespace {
@@ -36,7 +38,7 @@ using attnjit::capi::require_non_null;
 constexpr const char* kOp = "batch_decode";
 using Wrapper = attnjit::BatchDecodeWithPagedKVCacheWrapper;
 
-[[noreturn]] void invalid(const std::string& msg) { throw attnjit::Error(Status::InvalidArgument, msg); }
+using attnjit::invalid;
 
 // What the generic attnjit_plan_* functions report for a wrapper.
 void refresh(attnjit_plan_t& handle, const Wrapper& w, bool planned) {
@@ -317,8 +319,7 @@ attnjit_status_t attnjit_batch_decode_wrapper_create(attnjit_runtime_t* rt, void
   if (out) *out = nullptr;
   return guard([&] {
     constexpr const char* fn = "attnjit_batch_decode_wrapper_create";
-    require_non_null(rt, fn, "rt", attnjit::capi::kRuntimeHandle);
-    require_non_null(out, fn, "out", "a place for the wrapper handle");
+    attnjit::capi::require_create_args(fn, rt, out);
     require_non_null(float_workspace_buffer, fn, "float_workspace_buffer", "device memory for the workspace");
     const auto o = attnjit::capi::to_wrapper_options(options);
     int32_t *indptr = nullptr, *indices = nullptr, *last = nullptr;
@@ -332,13 +333,10 @@ attnjit_status_t attnjit_batch_decode_wrapper_create(attnjit_runtime_t* rt, void
                             "allowed: max_batch_size >= 1 and max_batch_size + 1 entries",
                             lasts, max_batch + 1));
     } else {
-      for (auto [t, name] : {std::pair{paged_kv_indptr_buffer, "paged_kv_indptr_buffer"},
-                             std::pair{paged_kv_indices_buffer, "paged_kv_indices_buffer"},
-                             std::pair{paged_kv_last_page_len_buffer, "paged_kv_last_page_len_buffer"}})
-        if (t)
-          invalid(fmt::format("{}: is given but options->use_cuda_graph=0; allowed: NULL (the fixed buffers serve "
-                              "CUDA-graph mode only)",
-                              name));
+      attnjit::capi::refuse_graph_buffers({{paged_kv_indptr_buffer, "paged_kv_indptr_buffer"},
+                                           {paged_kv_indices_buffer, "paged_kv_indices_buffer"},
+                                           {paged_kv_last_page_len_buffer, "paged_kv_last_page_len_buffer"}},
+                                          "options->use_cuda_graph");
     }
     auto w = std::make_shared<Wrapper>(rt->runtime, float_workspace_buffer, workspace_bytes, o.kv_layout,
                                        o.use_cuda_graph, o.use_tensor_cores, indptr, indices, last,
@@ -384,8 +382,7 @@ attnjit_status_t attnjit_batch_decode_wrapper_workspace_bytes(const attnjit_plan
   return guard([&] {
     constexpr const char* fn = "attnjit_batch_decode_wrapper_workspace_bytes";
     const auto& w = attnjit::capi::plan_as<Wrapper>(wrapper, kOp, fn);
-    require_non_null(float_workspace_bytes, fn, "float_workspace_bytes", "a place for the float workspace's bytes");
-    require_non_null(int_workspace_bytes, fn, "int_workspace_bytes", "a place for the int workspace's bytes");
+    attnjit::capi::require_workspace_outputs(fn, float_workspace_bytes, int_workspace_bytes);
     const auto args = attnjit::capi::to_plan_args(options, num_qo_heads, num_kv_heads, head_dim, page_size);
     // In attnjit_batch_decode_wrapper_plan's order, so both name the same first bad argument.
     const auto indptr_v = attnjit::capi::host_int32_array(indptr, "indptr");

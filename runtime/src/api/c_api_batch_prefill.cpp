@@ -15,11 +15,13 @@
 #include "api/c_api_fields.hpp"
 #include "api/c_api_guard.hpp"
 #include "api/c_api_handles.hpp"
+#include "api/c_api_wrapper_args.hpp"
 #include "api/dlpack_codes.hpp"
 #include "attnjit/attnjit.h"
 #include "attnjit/attnjit_batch_prefill.h"
 #include "attnjit/batch_prefill.hpp"
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 #include "ops/attention_options/attention_options.hpp"
 
 // The deprecated handle: the plan it shims over.
@@ -51,7 +53,7 @@ void refresh(attnjit_plan_t& handle, const Wrapper& w) {
   handle.description = w.describe();
 }
 
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
+using attnjit::invalid;
 
 std::vector<int32_t> host_array(const int32_t* p, size_t n, const char* fn, const char* name) {
   if (n > 0) require_non_null(p, fn, name, "a host array of int32");
@@ -194,8 +196,7 @@ attnjit_status_t attnjit_batch_prefill_wrapper_create(attnjit_runtime_t* rt, voi
   if (out) *out = nullptr;
   return guard([&] {
     constexpr const char* fn = "attnjit_batch_prefill_wrapper_create";
-    require_non_null(rt, fn, "rt", attnjit::capi::kRuntimeHandle);
-    require_non_null(out, fn, "out", "a place for the wrapper handle");
+    attnjit::capi::require_create_args(fn, rt, out);
     attnjit_batch_prefill_wrapper_options_t o;
     attnjit_batch_prefill_wrapper_options_init(&o);
     if (options) {
@@ -227,15 +228,11 @@ attnjit_status_t attnjit_batch_prefill_wrapper_create(attnjit_runtime_t* rt, voi
         w->ragged = std::make_unique<attnjit::BatchPrefillWithRaggedKVCacheWrapper>(
             rt->runtime, float_workspace_buffer, float_workspace_bytes, g, layout, backend, o.device);
     } else {
-      for (auto [t, name] : {std::pair{qo_indptr_buf, "qo_indptr_buf"}, std::pair{kv_indptr_buf, "kv_indptr_buf"},
-                             std::pair{paged_kv_indices_buf, "paged_kv_indices_buf"},
-                             std::pair{paged_kv_last_page_len_buf, "paged_kv_last_page_len_buf"},
-                             std::pair{custom_mask_buf, "custom_mask_buf"},
-                             std::pair{mask_indptr_buf, "mask_indptr_buf"}})
-        if (t)
-          invalid(fmt::format("{}: is given but use_cuda_graph=0; allowed: NULL (the fixed buffers serve CUDA-graph "
-                              "mode only)",
-                              name));
+      attnjit::capi::refuse_graph_buffers(
+          {{qo_indptr_buf, "qo_indptr_buf"}, {kv_indptr_buf, "kv_indptr_buf"},
+           {paged_kv_indices_buf, "paged_kv_indices_buf"}, {paged_kv_last_page_len_buf, "paged_kv_last_page_len_buf"},
+           {custom_mask_buf, "custom_mask_buf"}, {mask_indptr_buf, "mask_indptr_buf"}},
+          "use_cuda_graph");
       if (o.paged)
         w->paged = std::make_unique<attnjit::BatchPrefillWithPagedKVCacheWrapper>(
             rt->runtime, float_workspace_buffer, float_workspace_bytes, layout, backend, o.device);
@@ -332,8 +329,7 @@ attnjit_status_t attnjit_batch_prefill_wrapper_workspace_bytes(
   return guard([&] {
     constexpr const char* fn = "attnjit_batch_prefill_wrapper_workspace_bytes";
     const auto& w = attnjit::capi::plan_as<Wrapper>(wrapper, kOp, fn);
-    require_non_null(float_workspace_bytes, fn, "float_workspace_bytes", "a place for the float workspace's bytes");
-    require_non_null(int_workspace_bytes, fn, "int_workspace_bytes", "a place for the int workspace's bytes");
+    attnjit::capi::require_workspace_outputs(fn, float_workspace_bytes, int_workspace_bytes);
     const PlanInputs in = plan_inputs(w, qo_indptr, kv_indptr, paged_kv_indices, paged_kv_last_page_len, options,
                                       q_data_type, kv_data_type, custom_mask);
     const attnjit::WorkspaceSizes sizes =

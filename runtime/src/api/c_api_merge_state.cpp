@@ -7,6 +7,7 @@
 #include "attnjit/attnjit_merge_state.h"
 
 #include <optional>
+#include <utility>
 
 #include "api/c_api_device_vectors.hpp"
 #include "api/c_api_guard.hpp"
@@ -24,6 +25,13 @@ using attnjit::capi::require_non_null;
 // DLPack >= 0.8's kDLBool: the code torch exports bool tensors with (this
 // build's dlpack.h, 0.6, predates it).
 constexpr uint8_t kDLBoolCode = 6;
+
+// A state's V and its log-sum-exp S, converted in that order (a refusal names V first).
+std::pair<attnjit::TensorView, attnjit::TensorView> state_views(const DLTensor* v, const char* v_arg, const DLTensor* s,
+                                                                const char* s_arg) {
+  attnjit::TensorView v_view = attnjit::from_dlpack(v, v_arg);
+  return {v_view, attnjit::from_dlpack(s, s_arg)};
+}
 
 std::optional<attnjit::TensorView> optional_view(const DLTensor* t, const char* arg) {
   if (!t) return std::nullopt;
@@ -53,10 +61,8 @@ attnjit_status_t attnjit_merge_state(attnjit_runtime_t* rt, const DLTensor* v_a,
                                      DLTensor* s_merged, void* stream) {
   return guard([&] {
     require_non_null(rt, "attnjit_merge_state", "rt", kRuntimeHandle);
-    const auto va = attnjit::from_dlpack(v_a, "v_a");
-    const auto sa = attnjit::from_dlpack(s_a, "s_a");
-    const auto vb = attnjit::from_dlpack(v_b, "v_b");
-    const auto sb = attnjit::from_dlpack(s_b, "s_b");
+    const auto [va, sa] = state_views(v_a, "v_a", s_a, "s_a");
+    const auto [vb, sb] = state_views(v_b, "v_b", s_b, "s_b");
     const auto vm = attnjit::from_dlpack(v_merged, "v_merged");
     const auto sm = optional_view(s_merged, "s_merged");
     attnjit::merge_state(rt->runtime, va, sa, vb, sb, vm, sm ? &*sm : nullptr, as_stream(stream));
@@ -68,10 +74,8 @@ attnjit_status_t attnjit_merge_state_in_place(attnjit_runtime_t* rt, DLTensor* v
                                               void* stream) {
   return guard([&] {
     require_non_null(rt, "attnjit_merge_state_in_place", "rt", kRuntimeHandle);
-    const auto vv = attnjit::from_dlpack(v, "v");
-    const auto sv = attnjit::from_dlpack(s, "s");
-    const auto vo = attnjit::from_dlpack(v_other, "v_other");
-    const auto so = attnjit::from_dlpack(s_other, "s_other");
+    const auto [vv, sv] = state_views(v, "v", s, "s");
+    const auto [vo, so] = state_views(v_other, "v_other", s_other, "s_other");
     const uint8_t* m = row_mask(mask, vv);
     attnjit::merge_state_in_place(rt->runtime, vv, sv, vo, so, m, as_stream(stream));
   });
@@ -81,8 +85,7 @@ attnjit_status_t attnjit_merge_states(attnjit_runtime_t* rt, const DLTensor* v, 
                                       DLTensor* v_merged, DLTensor* s_merged, void* stream) {
   return guard([&] {
     require_non_null(rt, "attnjit_merge_states", "rt", kRuntimeHandle);
-    const auto vv = attnjit::from_dlpack(v, "v");
-    const auto sv = attnjit::from_dlpack(s, "s");
+    const auto [vv, sv] = state_views(v, "v", s, "s");
     const auto vm = attnjit::from_dlpack(v_merged, "v_merged");
     const auto sm = optional_view(s_merged, "s_merged");
     attnjit::merge_states(rt->runtime, vv, sv, vm, sm ? &*sm : nullptr, as_stream(stream));

@@ -116,4 +116,17 @@ class ScopedDevice {
   bool pushed_ = false;
 };
 
+// For a destructor of device or pinned memory: launches already enqueued (on
+// any stream) may still use it, so `release` runs once `device` is idle.
+// Reports nothing: the process may be exiting.
+template <class Release>
+void release_when_idle(int device, Release&& release) noexcept {
+  try {
+    ScopedDevice scope(device);
+    driver().CtxSynchronize();
+    release();
+  } catch (...) {
+  }
+}
+
 }  // namespace attnjit::cuda

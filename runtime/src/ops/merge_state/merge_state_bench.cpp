@@ -14,17 +14,18 @@
 namespace attnjit::ops {
 
 std::vector<nlohmann::json> merge_state_bench_problems() {
-  auto problem = [](const char* function, int64_t seq, int heads, int d) {
-    return nlohmann::json{{"op", "merge_state"}, {"function", function}, {"seq_len", seq},
-                          {"num_heads", heads},  {"head_dim", d},        {"dtype", "bfloat16"}};
+  // num_states: merge_states' only (0: the field left out).
+  auto problem = [](const char* function, int64_t seq, int heads, int d, int num_states = 0) {
+    nlohmann::json j{{"op", "merge_state"}, {"function", function}, {"seq_len", seq},
+                     {"num_heads", heads},  {"head_dim", d},        {"dtype", "bfloat16"}};
+    if (num_states) j["num_states"] = num_states;
+    return j;
   };
   std::vector<nlohmann::json> out;
   // Two prefill levels of 8k tokens x 32 heads (SGLang's ragged + paged), in place (vLLM's cascade), and many.
   for (int d : {64, 128, 256}) out.push_back(problem("merge_state", 8192, 32, d));
   out.push_back(problem("merge_state_in_place", 8192, 32, 128));
-  auto many = problem("merge_states", 2048, 32, 128);
-  many["num_states"] = 8;
-  out.push_back(many);
+  out.push_back(problem("merge_states", 2048, 32, 128, 8));
   return out;
 }
 
