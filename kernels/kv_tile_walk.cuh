@@ -20,9 +20,6 @@ struct KVTileWalk {
   ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams&, int /*request*/, int /*row*/, int /*kv_head*/, int tile0_,
                             int num_tiles)
       : tile0(tile0_), num(num_tiles) {}
-  // A single request's (request 0).
-  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams& p, int row, int kv_head, int tile0_, int num_tiles)
-      : KVTileWalk(p, 0, row, kv_head, tile0_, num_tiles) {}
   ATTNJIT_DEVICE int count() const { return num; }
   ATTNJIT_DEVICE int base(int i) const { return tile0 + i * TileKV; }
   ATTNJIT_DEVICE bool full(int) const { return false; }
@@ -47,8 +44,6 @@ struct KVTileWalk<TileKV, true> {
     list = all + lo;
     num = hi - lo;
   }
-  ATTNJIT_DEVICE KVTileWalk(const kernels::PrefillParams& p, int row, int kv_head, int tile0, int num_tiles)
-      : KVTileWalk(p, 0, row, kv_head, tile0, num_tiles) {}
   ATTNJIT_DEVICE int count() const { return num; }
   ATTNJIT_DEVICE int base(int i) const { return (list[i] >> 1) * TileKV; }
   ATTNJIT_DEVICE bool full(int i) const { return list[i] & 1; }

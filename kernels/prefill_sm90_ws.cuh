@@ -463,7 +463,7 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
       const PrefillExtent e =
           prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow, false>(p, w, kv.length());
       if (e.row0 >= e.packed_len) return;  // a batch's padding item: the whole CTA skips it
-      const WsWalk<Tr> walk(p, w.q_tile, w.kv_head, e.tile0, e.num_tiles);
+      const WsWalk<Tr> walk(p, w.request, w.q_tile, w.kv_head, e.tile0, e.num_tiles);
       prefill_ws_produce<Tr>(P, w, e, walk, kv, sm, ring);
       ring += uint32_t(walk.count());
     });
@@ -473,7 +473,7 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
       const typename Tr::KVSource kv(p.kv, w.request);
       const PrefillExtent e = prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
       if (e.row0 >= e.packed_len) return;
-      const WsWalk<Tr> walk(p, w.q_tile, w.kv_head, e.tile0, e.num_tiles);
+      const WsWalk<Tr> walk(p, w.request, w.q_tile, w.kv_head, e.tile0, e.num_tiles);
       prefill_ws_consume<Tr>(p, w, e, walk, sm, ring, role - 1);
       ring += uint32_t(walk.count());
     });

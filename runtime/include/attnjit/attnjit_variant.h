@@ -49,8 +49,7 @@ ATTNJIT_API attnjit_status_t attnjit_variant_create(const char* score_mod, const
  * evaluates mask_mod only on the partial ones. heads_vary false promises
  * that mask_mod does not read h (one classification for every head; the
  * output is wrong if it does). Decode, and the batch wrappers in CUDA-graph
- * mode or on backend fa3_ws, refuse block_sparse with
- * ATTNJIT_ERROR_UNSUPPORTED.
+ * mode, refuse block_sparse with ATTNJIT_ERROR_UNSUPPORTED.
  * reclassify (default "each_run"; "on_bind" needs block_sparse; any other
  * value is ATTNJIT_ERROR_INVALID_ARGUMENT naming "variant.reclassify"):
  * "each_run": each run classifies first, into the run's workspace, so the

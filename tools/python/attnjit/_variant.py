@@ -25,8 +25,8 @@ the kernel then skips the empty tiles (no load, no math) and evaluates mask_mod
 only on the partial ones. ``heads_vary=False`` is the caller's promise that
 mask_mod does not read ``h`` (FlexAttention's ``H=None``): one classification
 then serves every head, each token evaluated once; the output is wrong if the
-mask does read it. Decode, and the batch wrappers with ``use_cuda_graph=True`` or
-``backend="fa3_ws"``, refuse a block-sparse variant (UNSUPPORTED).
+mask does read it. Decode, and the batch wrappers with ``use_cuda_graph=True``,
+refuse a block-sparse variant (UNSUPPORTED).
 
 When it classifies, ``reclassify=``:
 

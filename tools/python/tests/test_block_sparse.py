@@ -11,7 +11,7 @@ first bit for bit even after the doc ids were rewritten in place, a bind is seen
 on_bind replays its own classification. The ragged and paged batch wrappers: per-request document masks (b the
 request) at ragged lengths with a request of one token, GQA group 3, page size 16 with partial last pages,
 against float64 and the dense variant; on_bind there (a bind and a new plan() classify again); the refusals
-(CUDA-graph mode, fa3_ws). The classes themselves are checked against a CPU evaluation in the
+(CUDA-graph mode). The classes themselves are checked against a CPU evaluation in the
 Catch2 GPU test tests/block_sparse/gpu_test.cpp.
 """
 
@@ -305,11 +305,6 @@ BATCH_DOCUMENTS = ("const int pos = q + p.offset_at(b); "
                    "return kv <= pos && p.doc_at(b, kv) == p.doc_at(b, pos);")
 
 
-def batch_backends():
-    """The batch form's backends (fa3_ws is refused with a block-sparse variant there for now)."""
-    return [b for b in backends() if b != "fa3_ws"]
-
-
 def batch_inputs(qo_lens, kv_lens, heads, kv_heads, d=128, dtype="float16", seed=0):
     """q [sum qo], per-request K/V [kv, Hk, d], doc ids [batch, max kv] (uneven documents), offsets [batch]."""
     torch.manual_seed(seed)
@@ -343,7 +338,7 @@ def indptr(lengths):
 
 
 @gpu
-@pytest.mark.parametrize("backend", batch_backends())
+@pytest.mark.parametrize("backend", backends())
 @pytest.mark.parametrize("heads_vary", [True, False])
 def test_ragged_wrapper_block_sparse_documents(backend, heads_vary):
     dtype = "float16"
@@ -364,7 +359,7 @@ def test_ragged_wrapper_block_sparse_documents(backend, heads_vary):
 
 
 @gpu
-@pytest.mark.parametrize("backend", batch_backends())
+@pytest.mark.parametrize("backend", backends())
 def test_paged_wrapper_block_sparse_documents_with_a_partial_last_page(backend):
     dtype, page = "float16", 16
     q, ks, vs, doc, offset = batch_inputs(QO_LENS, KV_LENS, heads=12, kv_heads=4, seed=21)
@@ -390,7 +385,7 @@ def test_paged_wrapper_block_sparse_documents_with_a_partial_last_page(backend):
 
 
 @gpu
-@pytest.mark.parametrize("backend", batch_backends())
+@pytest.mark.parametrize("backend", backends())
 def test_ragged_wrapper_on_bind_keeps_the_classes_until_a_bind_or_a_plan(backend):
     # Without causality: one document keeps every pair, so every tile is full and the prefill never evaluates
     # the mask; a run on kept classes then repeats the first output bit for bit whatever the doc ids became.
@@ -421,7 +416,7 @@ def test_ragged_wrapper_on_bind_keeps_the_classes_until_a_bind_or_a_plan(backend
 
 
 @gpu
-def test_batch_wrappers_refuse_block_sparsity_in_cuda_graph_mode_and_on_fa3_ws():
+def test_batch_wrappers_refuse_block_sparsity_in_cuda_graph_mode():
     variant = attnjit.Variant(mask_mod="return kv <= q;", block_sparse=True)
     ws = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
     bufs = [torch.empty(3, dtype=torch.int32, device="cuda") for _ in range(2)]  # max batch 2
@@ -430,11 +425,6 @@ def test_batch_wrappers_refuse_block_sparsity_in_cuda_graph_mode_and_on_fa3_ws()
     with pytest.raises(AttnjitError) as e:
         w.plan(indptr([3, 4]), indptr([3, 4]), 4, 4, 128, variant=variant)
     assert e.value.status == Status.UNSUPPORTED and "use_cuda_graph=true" in str(e.value)
-    if torch.cuda.get_device_capability() == (9, 0):
-        w = attnjit.BatchPrefillWithRaggedKVCacheWrapper(ws, backend="fa3_ws")
-        with pytest.raises(AttnjitError) as e:
-            w.plan(indptr([3, 4]), indptr([3, 4]), 4, 4, 128, variant=variant)
-        assert e.value.status == Status.UNSUPPORTED and "fa3_ws" in str(e.value)
 
 
 @gpu

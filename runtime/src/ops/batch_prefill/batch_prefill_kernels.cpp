@@ -39,7 +39,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2 && fa3_takes_head_dim(p.head_dim)) {
     PrefillKernel k = base(PrefillBackend::Fa3);
     k.warp_specialized = prefill_warp_specialized(k, p.options);
-    fit_batch_block_sparse(k, p.options, p.use_cuda_graph);
+    fit_batch_block_sparse(k, p.use_cuda_graph);
     choose_prefill_pipeline(k);
     out.emplace_back(k);
     if (!p.use_cuda_graph && !k.warp_specialized) {
@@ -54,7 +54,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   const auto& user = p.options.variant;
   if (user && user->source().block_sparse) {
     PrefillKernel k = base(PrefillBackend::Fa2);
-    fit_batch_block_sparse(k, p.options, p.use_cuda_graph);  // CUDA-graph mode: refused by name
+    fit_batch_block_sparse(k, p.use_cuda_graph);  // CUDA-graph mode: refused by name
     out.emplace_back(BlockMaskKernel{user->shared_source()});
   }
   return out;

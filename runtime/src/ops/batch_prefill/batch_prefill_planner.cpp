@@ -92,7 +92,7 @@ void plan_graph_mode(const BatchPrefillShape& shape, PrefillKernel& k, const Dev
 
 }  // namespace
 
-void fit_batch_block_sparse(PrefillKernel& k, const PrefillOptions& options, bool cuda_graph) {
+void fit_batch_block_sparse(const PrefillKernel& k, bool cuda_graph) {
   const auto& user = k.variant.user;
   if (!user || !user->block_sparse) return;
   if (cuda_graph)
@@ -101,15 +101,6 @@ void fit_batch_block_sparse(PrefillKernel& k, const PrefillOptions& options, boo
                             "not take (its captured launch has no fixed number of query tiles to classify); "
                             "allowed: use_cuda_graph=false, or block_sparse=false",
                             variant_source_digest(*user)));
-  if (!k.warp_specialized) return;
-  if (options.backend == "auto") {
-    k.warp_specialized = false;
-    return;
-  }
-  throw Error(Status::Unsupported,
-              fmt::format("backend='fa3_ws' does not take a block-sparse batch yet (variant user{}); allowed: 'auto', "
-                          "'fa2', 'fa3'",
-                          variant_source_digest(*user)));
 }
 
 namespace {
@@ -151,7 +142,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const Devi
   BatchPrefillLayout layout;
   PrefillKernel k = prefill_variant(shape.options, shape.head_dim, shape.q_dtype, shape.kv_dtype);
   choose_prefill_skeleton(k, shape.options, device.arch);
-  fit_batch_block_sparse(k, shape.options, shape.graph_max_batch > 0);
+  fit_batch_block_sparse(k, shape.graph_max_batch > 0);
   k.kv_source = shape.source;
   layout.var = prefill_variant_params(shape.options, shape.head_dim);
   layout.prefill.role = "prefill";

@@ -60,11 +60,9 @@ struct BatchPrefillLayout {
 // dtypes, options) and plans. Errors name the argument, its value (and the
 // request) and what is allowed.
 BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const DeviceFigures& device);
-// A block-sparse variant (nothing otherwise): refuses what the batch form
-// does not take yet by name (CUDA-graph mode; backend 'fa3_ws', whose KV walk
-// is given one request's tile numbering) and takes auto's Hopper skeleton
-// without warp specialization.
-void fit_batch_block_sparse(PrefillKernel& k, const PrefillOptions& options, bool cuda_graph);
+// A block-sparse variant (nothing otherwise): refuses CUDA-graph mode by name
+// (its captured launch has no fixed number of query tiles to classify).
+void fit_batch_block_sparse(const PrefillKernel& k, bool cuda_graph);
 // The checks alone (plan() runs them before it asks the device anything).
 void validate_batch_prefill(const BatchPrefillShape& shape);
 
