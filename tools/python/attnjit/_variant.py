@@ -12,6 +12,10 @@ among its request's queries, kv the key's index. The params are members of
 ``p.x_shape[R]``, ``p.x_stride[R]``); a float scalar as ``p.x`` (float), an int
 as ``p.x`` (int32_t). Example: ``mask_mod="return p.doc_at(q) == p.doc_at(kv);"``. The snippets are compiled into
 the exact kernels and run on the GPU with the caller's rights: code, not data.
+They compile with ``--prec-div=false``: ``/`` is the fast division (within 2
+ulp) Triton's is. A score_mod runs once per score, so a division by a param
+costs a reciprocal per score: pass the reciprocal instead (``s * p.rcp_cap``,
+not ``s / p.cap``), as the built-in soft cap does.
 
 Params are declared from the values given (a torch tensor: its dtype and rank;
 a float: f32; an int: i32). Plans made with a variant read its bound values at
