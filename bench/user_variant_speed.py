@@ -602,7 +602,8 @@ def part_cold(run, scratch, timeout, quick):
 
         def one():
             cache = tempfile.mkdtemp(prefix=f"attnjit-cold-{which}-", dir=scratch)
-            env = dict(os.environ, ATTNJIT_CACHE_DIR=cache)
+            events = os.path.join(cache, "events.jsonl")  # the library's compile events: NVRTC's own seconds
+            env = dict(os.environ, ATTNJIT_CACHE_DIR=cache, ATTNJIT_TELEMETRY=events)
             t0 = time.perf_counter()
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", which], env=env,
                                capture_output=True, text=True, timeout=timeout)
@@ -614,7 +615,17 @@ def part_cold(run, scratch, timeout, quick):
             row.update({"what": f"cold compile {which}", "child_wall_s": time.perf_counter() - t0,
                         "limit_s": limit, "flex_compile_s": flex,
                         "flex_torch_compile_first_use_s": run.data.get("inductor_first_use_s")})
+            compiles = []
+            if os.path.exists(events):
+                with open(events) as f:
+                    compiles = [e for e in map(json.loads, f) if e.get("event") == "compile"]
+            row["nvrtc"] = [{"spec": e["spec"], "seconds": e["seconds"]} for e in compiles]
             if "compile_s" in row:
+                # A first call that compiled nothing, or took less than NVRTC did, did not measure a cold compile.
+                nvrtc_s = sum(e["seconds"] for e in compiles)
+                if not compiles or row["compile_s"] < nvrtc_s:
+                    raise RuntimeError(f"cold child {which}: first call minus warm {row['compile_s']:.3f} s against "
+                                       f"NVRTC {nvrtc_s:.3f} s over {len(compiles)} compiles: not a cold compile")
                 row["meets"] = row["compile_s"] <= limit
                 print(f"cold {which}: {row['compile_s']:.2f} s (first call {row['first_call_s']:.2f} s, warm "
                       f"{row['warm_call_s'] * 1e3:.2f} ms, {row['kernels_compiled']} kernels); FlexAttention: "
