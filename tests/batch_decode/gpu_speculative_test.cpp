@@ -162,7 +162,10 @@ std::vector<SpecCase> grid() {
   return cases;
 }
 
-void check_cases(const Runtime& rt, const std::vector<SpecCase>& cases, uint32_t seed, bool expect_split = false) {
+// Each case on the GPU (the test skips without one) against the float64 reference, seeds from `seed` on.
+void check_cases(const std::vector<SpecCase>& cases, uint32_t seed, bool expect_split = false) {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
   for (const auto& c : cases) {
     INFO(c.label());
     bool split = false;
@@ -191,8 +194,6 @@ TEST_CASE("speculative batch decode matches the float64 reference: q_len_per_req
 }
 
 TEST_CASE("speculative batch decode: split KV merges per query token", "[gpu][batch_decode][speculative][split]") {
-  ATTNJIT_REQUIRE_GPU();
-  Runtime rt;
   std::vector<SpecCase> cases;
   for (int group : {4, 5}) {  // one CTA of 4 x 3 rows; two of 5 x 2 and 5 x 1 rows
     SpecCase c;
@@ -214,12 +215,10 @@ TEST_CASE("speculative batch decode: split KV merges per query token", "[gpu][ba
     c.layout = KVLayout::NHD;
     cases.push_back(c);
   }
-  check_cases(rt, cases, 200, true);
+  check_cases(cases, 200, true);
 }
 
 TEST_CASE("speculative batch decode: windows start per query token", "[gpu][batch_decode][speculative][window]") {
-  ATTNJIT_REQUIRE_GPU();
-  Runtime rt;
   std::vector<SpecCase> cases;
   {
     SpecCase c;
@@ -251,12 +250,10 @@ TEST_CASE("speculative batch decode: windows start per query token", "[gpu][batc
     c.d = 64;
     cases.push_back(c);
   }
-  check_cases(rt, cases, 300);
+  check_cases(cases, 300);
 }
 
 TEST_CASE("speculative batch decode: sinks join every token's softmax once", "[gpu][batch_decode][speculative][sinks]") {
-  ATTNJIT_REQUIRE_GPU();
-  Runtime rt;
   std::vector<SpecCase> cases;
   for (bool long_one : {false, true}) {
     SpecCase c;
@@ -267,13 +264,11 @@ TEST_CASE("speculative batch decode: sinks join every token's softmax once", "[g
     c.hq = 8;
     cases.push_back(c);
   }
-  check_cases(rt, cases, 400);
+  check_cases(cases, 400);
 }
 
 TEST_CASE("speculative batch decode: per-request query lengths (cum_seq_lens_q)",
           "[gpu][batch_decode][speculative][variable]") {
-  ATTNJIT_REQUIRE_GPU();
-  Runtime rt;
   std::vector<SpecCase> cases;
   {
     SpecCase c;
@@ -310,7 +305,7 @@ TEST_CASE("speculative batch decode: per-request query lengths (cum_seq_lens_q)"
     c.layout = KVLayout::NHD;
     cases.push_back(c);
   }
-  check_cases(rt, cases, 500);
+  check_cases(cases, 500);
 }
 
 TEST_CASE("batch decode with RoPE on tensor cores loses no lse to the rotation",

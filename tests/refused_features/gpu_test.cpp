@@ -244,15 +244,16 @@ void expect_good(const DecodeCase& c, const Check& e) {
   CHECK(e.lse_abs < lse_tol(c.q));
 }
 
-void expect_all_good(const Runtime& rt, const std::vector<DecodeCase>& cases, uint32_t seed) {
+// Each case on the GPU (the test skips without one), seeds from `seed` on.
+void expect_all_good(const std::vector<DecodeCase>& cases, uint32_t seed) {
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
   for (const auto& c : cases) expect_good(c, run_decode(rt, c, seed++));
 }
 
 }  // namespace
 
 TEST_CASE("batch decode: requests with no KV give o = 0 and lse = -inf", "[gpu][refused]") {
-  ATTNJIT_REQUIRE_GPU();
-  Runtime rt;
   std::vector<DecodeCase> cases;
   for (Entry e : {Entry::FlashInfer, Entry::TrtLlm, Entry::Cudnn})
     for (bool tc : {false, true}) {
@@ -284,12 +285,10 @@ TEST_CASE("batch decode: requests with no KV give o = 0 and lse = -inf", "[gpu][
     c.tc = true;
     cases.push_back(c);
   }
-  expect_all_good(rt, cases, 11);
+  expect_all_good(cases, 11);
 }
 
 TEST_CASE("decode at head_dim 512 matches the float64 reference", "[gpu][refused]") {
-  ATTNJIT_REQUIRE_GPU();
-  Runtime rt;
   std::vector<DecodeCase> cases;
   int turn = 0;
   for (Entry e : {Entry::FlashInfer, Entry::TrtLlm, Entry::Cudnn})
@@ -308,8 +307,10 @@ TEST_CASE("decode at head_dim 512 matches the float64 reference", "[gpu][refused
       cases.push_back(c);
       ++turn;
     }
-  expect_all_good(rt, cases, 41);
+  expect_all_good(cases, 41);
   // Single decode, split over the SMs (the merge kernel at 512).
+  ATTNJIT_REQUIRE_GPU();
+  Runtime rt;
   for (int kv_len : {1, 1000, 33000}) {
     cuda::ScopedDevice scope(0);
     const int H = 8, Hk = 2, D = 512;
@@ -355,8 +356,6 @@ TEST_CASE("decode at head_dim 512 matches the float64 reference", "[gpu][refused
 }
 
 TEST_CASE("several query tokens at head_dim 256 and 512, causal", "[gpu][refused]") {
-  ATTNJIT_REQUIRE_GPU();
-  Runtime rt;
   std::vector<DecodeCase> cases;
   int turn = 0;
   for (int d : {256, 512})
@@ -382,12 +381,10 @@ TEST_CASE("several query tokens at head_dim 256 and 512, causal", "[gpu][refused
       cases.push_back(c);
       ++turn;
     }
-  expect_all_good(rt, cases, 71);
+  expect_all_good(cases, 71);
 }
 
 TEST_CASE("TensorRT-LLM's draft-tree mask and single-tensor cache", "[gpu][refused]") {
-  ATTNJIT_REQUIRE_GPU();
-  Runtime rt;
   std::vector<DecodeCase> cases;
   int turn = 0;
   for (int d : {64, 128, 256})
@@ -417,7 +414,7 @@ TEST_CASE("TensorRT-LLM's draft-tree mask and single-tensor cache", "[gpu][refus
     c.q_lens = {2, 2, 2};
     cases.push_back(c);
   }
-  expect_all_good(rt, cases, 101);
+  expect_all_good(cases, 101);
 }
 
 namespace {
