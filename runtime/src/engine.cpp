@@ -50,6 +50,14 @@ std::string Engine::key_for(const KernelSpec& spec, const std::string& arch) con
   return make_cache_key(key_inputs(tu, arch));
 }
 
+std::vector<std::string> Engine::unit_options(const TranslationUnit& tu) const {
+  std::vector<std::string> options = options_;
+  const auto& nvrtc = cuda::nvrtc_info(config_.nvrtc_library);
+  if (nvrtc.major > 12 || (nvrtc.major == 12 && nvrtc.minor >= 9)) options.push_back("--no-cache");
+  options.insert(options.end(), tu.options.begin(), tu.options.end());
+  return options;
+}
+
 KeyInputs Engine::key_inputs(const TranslationUnit& tu, const std::string& arch) const {
   KeyInputs in;
   in.source = &tu.source;
@@ -57,8 +65,7 @@ KeyInputs Engine::key_inputs(const TranslationUnit& tu, const std::string& arch)
   in.nvrtc_version = cuda::nvrtc_info(config_.nvrtc_library).version();
   // The exact option list NVRTC receives, minus the arch (its own field).
   cuda::CompileRequest req;
-  req.options = options_;
-  req.options.insert(req.options.end(), tu.options.begin(), tu.options.end());
+  req.options = unit_options(tu);
   req.arch = arch;
   for (auto& o : cuda::compile_options(req))
     if (o.rfind("--gpu-architecture=", 0) != 0) in.options.push_back(o);
@@ -108,8 +115,7 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
     req.source = tu.source;
     req.name = tu.name;
     req.headers = tu.headers;
-    req.options = options_;
-    req.options.insert(req.options.end(), tu.options.begin(), tu.options.end());
+    req.options = unit_options(tu);
     req.arch = arch;
     cuda::CompileResult res;
     try {

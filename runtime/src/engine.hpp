@@ -55,10 +55,13 @@ class Engine {
   const Config& config() const { return config_; }
   cache::DiskCache& disk_cache() { return disk_; }
 
-  // NVRTC options every compile uses (arch excluded); part of the key.
-  const std::vector<std::string>& compile_options() const { return options_; }
   std::string key_for(const KernelSpec& spec, const std::string& arch) const;
   KeyInputs key_inputs(const TranslationUnit& tu, const std::string& arch) const;
+  // What NVRTC gets for `tu` besides the arch and seed: the engine's options,
+  // "--no-cache" where NVRTC has a cache of its own (12.9 on: this engine's
+  // disk cache is the only one, so `cache clear` and a cold compile are what
+  // they say), then the unit's own.
+  std::vector<std::string> unit_options(const TranslationUnit& tu) const;
 
   // Compiles or finds the cubin (no device needed: this is prewarm's path).
   Prepared prepare(const KernelSpec& spec, const std::string& arch);
