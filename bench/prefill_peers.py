@@ -20,12 +20,13 @@ from compare_peers import median_us, prepared  # graph capture with a plain fall
 WORKSPACE_BYTES = 256 << 20
 
 
-def time_interleaved(fns, sets, iters, reps):
-    """name -> {"us", "how"} (median microseconds per call) or {"error"} for each fn(i) in `fns`."""
+def time_interleaved(fns, sets, iters, reps, plain=()):
+    """name -> {"us", "how"} (median microseconds per call) or {"error"} for each fn(i) in `fns`; the names in
+    `plain` are timed as plain calls, not captured."""
     out, runs = {}, {}
     for name, fn in fns.items():
         try:
-            runs[name], how = prepared(fn, sets, iters)
+            runs[name], how = prepared(fn, sets, iters, graph=name not in plain)
             out[name] = {"how": how}
         except Exception as e:  # one contender's failure must not hide the others
             torch.cuda.synchronize()
