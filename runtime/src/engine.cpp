@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <ctime>
 
 #include "arch.hpp"
 #include "attnjit/error.hpp"
@@ -15,17 +14,6 @@
 #include "telemetry.hpp"
 
 namespace attnjit::detail {
-
-namespace {
-
-std::string iso_now() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-}  // namespace
 
 const char* to_string(Origin o) noexcept {
   static constexpr EnumName<Origin> kNames[] = {
@@ -140,7 +128,7 @@ Prepared Engine::prepare(const KernelSpec& spec, const std::string& arch) {
                   {"arch", arch},
                   {"attnjit_version", ATTNJIT_VERSION_STRING},
                   {"compile_seconds", res.seconds},
-                  {"created", iso_now()}};
+                  {"created", telemetry::iso_now()}};
     e.cubin = std::move(res.cubin);
     log::info("compiled {} for {} in {:.2f} s", spec.name(), arch, res.seconds);
     telemetry::emit(config_.telemetry, {{"event", "compile"}, {"spec", spec.name()}, {"key", key}, {"arch", arch},

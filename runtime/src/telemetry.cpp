@@ -25,14 +25,14 @@ Sinks& sinks() {
   return *s;
 }
 
+}  // namespace
+
 std::string iso_now() {
   std::time_t t = std::time(nullptr);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
 }
-
-}  // namespace
 
 void emit(const std::string& target, nlohmann::json event) {
   if (target.empty()) return;

@@ -23,4 +23,8 @@ namespace attnjit::telemetry {
 // not interleave. A write failure is logged once as a warning.
 void emit(const std::string& target, nlohmann::json event);
 
+// Now as ISO 8601 UTC to the second ("2026-11-28T08:49:14Z"): events' "time"
+// and cache entries' "created".
+std::string iso_now();
+
 }  // namespace attnjit::telemetry

@@ -145,10 +145,7 @@ TEST_CASE("operators without a block mask refuse a block-sparse variant by name"
 }
 
 TEST_CASE("NVRTC compiles the classification kernel and the block-sparse skeletons", "[block_sparse][nvrtc]") {
-  if (!cuda::nvrtc_available("")) {
-    WARN("skipped: NVRTC is not available");
-    return;
-  }
+  ATTNJIT_REQUIRE_NVRTC();
   TempCacheEngine temp;
   detail::Engine& engine = temp.engine;
   const auto source = std::make_shared<const VariantSource>(docs());

@@ -193,10 +193,7 @@ TEST_CASE("NVRTC messages at a snippet's lines map to the snippet", "[user_varia
 }
 
 TEST_CASE("a snippet that does not compile: INVALID_ARGUMENT at its line, nothing cached", "[user_variant][nvrtc]") {
-  if (!cuda::nvrtc_available("")) {
-    WARN("skipped: NVRTC is not available");
-    return;
-  }
+  ATTNJIT_REQUIRE_NVRTC();
   TempCacheEngine temp;
   detail::Engine& engine = temp.engine;
   VariantSource broken;
@@ -221,10 +218,7 @@ TEST_CASE("a snippet that does not compile: INVALID_ARGUMENT at its line, nothin
 }
 
 TEST_CASE("NVRTC compiles snippet variants into every attention skeleton", "[user_variant][nvrtc]") {
-  if (!cuda::nvrtc_available("")) {
-    WARN("skipped: NVRTC is not available");
-    return;
-  }
+  ATTNJIT_REQUIRE_NVRTC();
   TempCacheEngine temp;
   detail::Engine& engine = temp.engine;
   VariantSource both = bias_table();

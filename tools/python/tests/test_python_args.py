@@ -15,14 +15,7 @@ import attnjit
 from attnjit import _args as checks
 from attnjit import batch_decode
 from attnjit.errors import AttnjitError, Status
-
-
-def refused(status, needle, call, *args, **kwargs):
-    with pytest.raises(AttnjitError) as info:
-        call(*args, **kwargs)
-    assert info.value.status == status, info.value.message
-    assert needle in info.value.message, info.value.message
-    return info.value
+from refusals import refused
 
 
 # --- attnjit/_args.py: no torch needed ---

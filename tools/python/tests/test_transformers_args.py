@@ -13,19 +13,12 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the transfo
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 import attnjit.integrations.transformers as tj  # noqa: E402
-from attnjit.errors import AttnjitError, Status  # noqa: E402
+from attnjit.errors import Status  # noqa: E402
+from refusals import refused  # noqa: E402
 from attnjit.integrations.transformers import _checks, _decode_mask, _mask, _pages  # noqa: E402
 from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM  # noqa: E402
 from transformers.masking_utils import (ALL_MASK_ATTENTION_FUNCTIONS, causal_mask_function, sdpa_mask,  # noqa: E402
                                         sliding_window_causal_mask_function)
-
-
-def refused(status, needle, call, *args, **kwargs):
-    with pytest.raises(AttnjitError) as info:
-        call(*args, **kwargs)
-    assert info.value.status == status, info.value.message
-    assert needle in info.value.message, info.value.message
-    return info.value
 
 
 def tiny_llama(**kwargs):
