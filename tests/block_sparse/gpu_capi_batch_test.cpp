@@ -7,8 +7,6 @@
 // tests' (tools/python/tests/test_block_sparse.py).
 #include <catch2/catch.hpp>
 
-#include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,21 +34,6 @@ std::string source(bool sparse) {
   return j + "}";
 }
 
-double rel(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
-std::vector<uint8_t> bytes_of(const std::vector<int32_t>& v) {
-  std::vector<uint8_t> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 }  // namespace
 
 TEST_CASE("C API: a block-sparse variant on the ragged batch prefill wrapper, and on_bind's rebind",
@@ -74,8 +57,8 @@ TEST_CASE("C API: a block-sparse variant on the ragged batch prefill wrapper, an
     return d;
   };
   DeviceBuffer ddoc(size_t(batch) * longest * 4), doff(batch * 4);
-  ddoc.upload(bytes_of(doc_ids(53)));
-  doff.upload(bytes_of(offset));
+  ddoc.upload(doc_ids(53));
+  doff.upload(offset);
   DLTensorMaker tdoc({batch, longest}, kI32), toff({batch}, kI32);
   tdoc.data(ddoc.get());
   toff.data(doff.get());
@@ -128,14 +111,14 @@ TEST_CASE("C API: a block-sparse variant on the ragged batch prefill wrapper, an
   attnjit_batch_prefill_t* ws_dense = planned(dense);
   const std::vector<double> got = run(ws_sparse), want = run(ws_dense);
   for (double x : got) REQUIRE(std::isfinite(x));
-  CHECK(rel(got, want) < 1e-3);
+  CHECK(relative_l2(got, want) < 1e-3);
 
   // New doc ids, bound anew (on_bind: the bind is what is seen): both plans follow them.
-  ddoc.upload(bytes_of(doc_ids(101)));
+  ddoc.upload(doc_ids(101));
   REQUIRE(attnjit_variant_bind_tensor(sparse, "doc", tdoc.get()) == ATTNJIT_OK);
   const std::vector<double> got2 = run(ws_sparse), want2 = run(ws_dense);
-  CHECK(rel(want2, want) > 0.05);  // the masks differ
-  CHECK(rel(got2, want2) < 1e-3);
+  CHECK(relative_l2(want2, want) > 0.05);  // the masks differ
+  CHECK(relative_l2(got2, want2) < 1e-3);
 
   attnjit_batch_prefill_destroy(ws_sparse);
   attnjit_batch_prefill_destroy(ws_dense);

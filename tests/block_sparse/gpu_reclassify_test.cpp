@@ -12,8 +12,6 @@
 // its own copy.
 #include <catch2/catch.hpp>
 
-#include <cmath>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -25,6 +23,7 @@
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "reference/host_dtypes.hpp"
 #include "reference/sample_values.hpp"
+#include "support/prefill_problems.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 
@@ -33,21 +32,6 @@ namespace attnjit::test {
 namespace {
 
 const char* kDocuments = "return p.doc_at(q) == p.doc_at(kv);";
-
-double rel(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
-std::vector<uint8_t> int_bytes(const std::vector<int32_t>& v) {
-  std::vector<uint8_t> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 
 }  // namespace
 
@@ -96,13 +80,7 @@ TEST_CASE("reclassify=on_bind: a second run keeps the classes, a bind classifies
       v->bind("doc", &tdoc);
       return v;
     };
-    SinglePrefillProblem p;
-    p.num_qo_heads = int(H);
-    p.num_kv_heads = int(Hk);
-    p.head_dim = int(D);
-    p.qo_len = M;
-    p.kv_len = N;
-    p.q_dtype = p.kv_dtype = dt;
+    SinglePrefillProblem p = single_prefill_problem(M, N, int(H), int(Hk), int(D), dt);
     p.options.backend = backend;
     p.options.return_lse = false;
 
@@ -134,20 +112,20 @@ TEST_CASE("reclassify=on_bind: a second run keeps the classes, a bind classifies
       return run(dense, *v);
     };
 
-    ddoc.upload(int_bytes(one));
+    ddoc.upload(one);
     const std::vector<double> first = run(plan, *kept);
-    CHECK(rel(first, dense_now()) < 1e-3);
+    CHECK(relative_l2(first, dense_now()) < 1e-3);
     CHECK(region_poisoned());  // classified into the plan's own copy
 
-    ddoc.upload(int_bytes(four));  // in place, no bind: not seen under on_bind
+    ddoc.upload(four);  // in place, no bind: not seen under on_bind
     const std::vector<double> stale = run(plan, *kept);
     CHECK(stale == first);  // the kept classes: every tile full, mask_mod never evaluated
     const std::vector<double> four_docs = dense_now();
-    REQUIRE(rel(four_docs, first) > 0.1);  // the test can tell the two masks apart
+    REQUIRE(relative_l2(four_docs, first) > 0.1);  // the test can tell the two masks apart
 
     kept->bind("doc", &tdoc);  // the same tensor, bound anew: seen
     const std::vector<double> rebound = run(plan, *kept);
-    CHECK(rel(rebound, four_docs) < 1e-3);
+    CHECK(relative_l2(rebound, four_docs) < 1e-3);
     CHECK(region_poisoned());
 
     // Another stream: its own copy, classified there for the same values.
@@ -158,16 +136,16 @@ TEST_CASE("reclassify=on_bind: a second run keeps the classes, a bind classifies
     CHECK(on_side == rebound);
 
     // each_run, the same plan (the run's variant decides): the in-place rewrite is seen, in the workspace.
-    ddoc.upload(int_bytes(one));
+    ddoc.upload(one);
     const auto each = variant(true, Reclassify::EachRun);
     const std::vector<double> each_run = run(plan, *each);
-    CHECK(rel(each_run, first) < 1e-3);
+    CHECK(relative_l2(each_run, first) < 1e-3);
     CHECK_FALSE(region_poisoned());
     // And on_bind again, without a bind since the four documents: still their classes.
     ws.upload(poison);
     const std::vector<double> kept_four = run(plan, *kept);
     CHECK(region_poisoned());
-    CHECK(rel(kept_four, first) > 0.1);  // partial tiles evaluate the mask on today's doc ids; the others are stale
+    CHECK(relative_l2(kept_four, first) > 0.1);  // partial tiles evaluate the mask on today's doc ids; the others are stale
   }
 }
 

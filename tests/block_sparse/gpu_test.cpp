@@ -21,6 +21,7 @@
 #include "reference/host_dtypes.hpp"
 #include "reference/sample_values.hpp"
 #include "spec/prefill_kernel.hpp"
+#include "support/prefill_problems.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 
@@ -87,13 +88,7 @@ TEST_CASE("block sparsity, single prefill: classes against the CPU, output again
           v->bind("per_head", int32_t(per_head));
           return v;
         };
-        SinglePrefillProblem p;
-        p.num_qo_heads = int(H);
-        p.num_kv_heads = int(Hk);
-        p.head_dim = int(D);
-        p.qo_len = M;
-        p.kv_len = N;
-        p.q_dtype = p.kv_dtype = dt;
+        SinglePrefillProblem p = single_prefill_problem(M, N, int(H), int(Hk), int(D), dt);
         p.options.backend = backend;
         p.options.return_lse = false;
         auto run = [&](bool sparse, DeviceBuffer& out, std::vector<uint8_t>* classes, ops::SinglePrefillLayout* L) {

@@ -31,7 +31,11 @@ class DeviceBuffer {
   const T* as() const {
     return reinterpret_cast<const T*>(ptr_);
   }
-  void upload(const std::vector<uint8_t>& host) { ATTNJIT_CU(cuda::driver().MemcpyHtoD(ptr_, host.data(), host.size())); }
+  // Host values (bytes, an index array) to the start of the buffer.
+  template <class T>
+  void upload(const std::vector<T>& host) {
+    ATTNJIT_CU(cuda::driver().MemcpyHtoD(ptr_, host.data(), host.size() * sizeof(T)));
+  }
   std::vector<uint8_t> download() const {
     std::vector<uint8_t> h(bytes_);
     ATTNJIT_CU(cuda::driver().MemcpyDtoH(h.data(), ptr_, bytes_));

@@ -212,13 +212,15 @@ def test_a_rebind_changes_the_classes_of_the_next_run(backend):
 
 
 @gpu
-def test_a_captured_graph_replays_the_classification():
+@pytest.mark.parametrize("reclassify", ["each_run", "on_bind"])
+def test_a_captured_graph_replays_the_classification(reclassify):
+    # on_bind too: a capturing stream classifies into the workspace, inside the graph.
     dtype = "float16"
     n = 640
     q, k, v = qkv(n, n, heads=8, kv_heads=2, dtype=dtype, seed=6)
     doc = torch.zeros(n, dtype=torch.int32, device="cuda")
-    variant = attnjit.Variant(mask_mod=DOCUMENTS, params={"doc": doc}, block_sparse=True)
-    attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)  # plan and compile outside capture
+    variant = attnjit.Variant(mask_mod=DOCUMENTS, params={"doc": doc}, block_sparse=True, reclassify=reclassify)
+    attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)  # plan, compile (and keep classes) outside capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -277,26 +279,6 @@ def test_on_bind_keeps_the_classes_until_a_bind(backend):
     o64 = other.long()
     ref_other, _ = reference(q, k, v, lambda h, i, j: o64[i] == o64[j])
     assert rel(out, ref_other) < TOLERANCE[dtype]
-
-
-@gpu
-def test_on_bind_a_captured_graph_replays_its_own_classification():
-    dtype = "float16"
-    n = 640
-    q, k, v = qkv(n, n, heads=8, kv_heads=2, dtype=dtype, seed=9)
-    doc = torch.zeros(n, dtype=torch.int32, device="cuda")
-    variant = attnjit.Variant(mask_mod=DOCUMENTS, params={"doc": doc}, block_sparse=True, reclassify="on_bind")
-    attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)  # plan, compile and keep classes outside capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):  # a capturing stream: classifies into the workspace, inside the graph
-        out = attnjit.single_prefill_with_kv_cache(q, k, v, variant=variant)
-    doc.copy_(torch.arange(n, dtype=torch.int32, device="cuda") // 100)
-    graph.replay()
-    torch.cuda.synchronize()
-    d64 = doc.long()
-    ref, _ = reference(q, k, v, lambda h, i, j: (d64[i] == d64[j]) & (j <= i))
-    assert rel(out, ref) < TOLERANCE[dtype]
 
 
 # The batch wrappers: a doc id per (request, position) in a [batch, longest] tensor, causal at the request's end
