@@ -8,12 +8,11 @@
 
 #include "attnjit/error.hpp"
 #include "spec/user_variant.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 // The DLPack code of a param type (bits, lanes 1).
 bool dl_matches(const DLDataType& d, VariantParamType t) {

@@ -12,6 +12,7 @@
 #include "sha256.hpp"
 #include "block_mask_params.h"
 #include "variant_params.h"
+#include "invalid_argument.hpp"
 
 namespace attnjit {
 
@@ -33,8 +34,6 @@ VariantParamType parse_variant_param_type(std::string_view s, std::string_view a
 }
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;

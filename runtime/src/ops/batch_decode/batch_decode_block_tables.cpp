@@ -12,13 +12,13 @@
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "ops/batch_decode/batch_decode_trtllm_batch.hpp"
 #include "ops/memoized_plan.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit {
 
 namespace {
 
 [[noreturn]] void unsupported(const std::string& msg) { throw Error(Status::Unsupported, msg); }
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 std::shared_ptr<const BatchDecodePlan> memoized_plan(const Runtime& rt, const BatchDecodeProblem& p) {
   return ops::memoized_plan<BatchDecodePlan>(rt, ops::to_json(p).dump(), p);

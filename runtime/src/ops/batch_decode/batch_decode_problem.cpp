@@ -8,12 +8,11 @@
 
 #include "attnjit/error.hpp"
 #include "ops/attention_options/decode_options.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::ops {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 const char* page_table_name(PageTable t) { return t == PageTable::BlockTable ? "block_table" : "indptr"; }
 

@@ -3,14 +3,9 @@
 #include <fmt/format.h>
 
 #include "attnjit/error.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::ops {
-
-namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-
-}  // namespace
 
 int trtllm_batch_size(const TrtllmDecodeArgs& a, const TensorView& query) {
   if ((a.cum_seq_lens_q != nullptr) != (a.max_q_len > 0))

@@ -14,6 +14,7 @@
 #include "ops/batch_decode/batch_decode_plan_internals.hpp"
 #include "ops/batch_decode/batch_decode_problem.hpp"
 #include "plan_memory.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit {
 
@@ -102,8 +103,6 @@ void BatchDecodeWithPagedKVCacheWrapper::check() const {
 }
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 // The page table's checks (all of them: it is on the host here) and the lengths it implies.
 std::vector<int32_t> lengths_of(const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,

@@ -19,12 +19,11 @@
 #include "ops/attention_options/prefill_options.hpp"
 #include "ops/attention_options/user_variant_options.hpp"
 #include "ops/tensor_checks.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::ops {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 // Every request's block of FlashInfer's flattened mask, packed from a byte
 // boundary (the kernel finds request b's block at byte offsets[b]).

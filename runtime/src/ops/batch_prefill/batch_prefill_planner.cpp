@@ -11,14 +11,9 @@
 #include "ops/attention_options/user_variant_options.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
 #include "spec/user_variant.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::ops {
-
-namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
-
-}  // namespace
 
 void check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t batch, bool from_zero) {
   if (indptr.size() != batch + 1)

@@ -9,12 +9,11 @@
 
 #include "attnjit/error.hpp"
 #include "ops/attention_options/prefill_options.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::ops {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 // A request's tokens, and the sums the int32 index arrays hold.
 constexpr int64_t kMaxLen = INT32_MAX / 2;

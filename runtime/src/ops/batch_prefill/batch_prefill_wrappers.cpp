@@ -10,12 +10,11 @@
 #include "ops/batch_prefill/batch_prefill_core.hpp"
 #include "ops/plan_fill.hpp"
 #include "ops/tensor_checks.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 ops::BatchPrefillShape base_shape(const std::vector<int32_t>& qo_indptr, int num_qo_heads, int num_kv_heads,
                                   int head_dim, const BatchPrefillPlanOptions& o) {

@@ -8,12 +8,11 @@
 #include "attnjit/error.hpp"
 #include "ops/attention_options/prefill_options.hpp"
 #include "ops/tensor_checks.hpp"
+#include "invalid_argument.hpp"
 
 namespace attnjit::ops {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Status::InvalidArgument, msg); }
 
 constexpr int64_t kMaxLen = std::numeric_limits<int32_t>::max() / 2;
 
