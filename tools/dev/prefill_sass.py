@@ -104,6 +104,8 @@ def main():
     ap.add_argument("--kv-dtype", default=None, help="bf16, f16, e4m3, e5m2 (default: --dtype)")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--sm90", action="store_true", help="the Hopper (wgmma) skeleton, templates/prefill_sm90.cu.in")
+    ap.add_argument("--ws", action="store_true",
+                    help="the warp-specialized Hopper skeleton, templates/prefill_sm90_ws.cu.in")
     ap.add_argument("--decode", action="store_true",
                     help="the tensor-core decode skeleton instead (templates/single_decode_tc.cu.in); "
                          "--heads / --tokens are its query rows, --source its KV")
@@ -111,7 +113,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=1, help="--decode: query tokens per CTA (speculative decoding)")
     ap.add_argument("--dump", help="write the loop's SASS here")
     args = ap.parse_args()
-    nvdisasm = shutil.which("nvdisasm") or next(iter(glob.glob(os.path.join(
+    nvdisasm = os.environ.get("NVDISASM") or shutil.which("nvdisasm") or next(iter(glob.glob(os.path.join(
         os.path.dirname(sys.executable), "..", "lib", "python*", "site-packages", "nvidia", "cu*", "bin", "nvdisasm"))), None)
     if not nvdisasm:
         sys.exit("nvdisasm not found: pip install nvidia-cuda-nvdisasm, or put it on PATH")
@@ -124,7 +126,8 @@ def main():
               "MIN_CTAS_PER_SM": args.min_ctas or (3 if args.head_dim == 64 else 1)}
     if args.decode:  # DecodeKernel::template_values
         values.update({"HEADS_PER_CTA": args.heads, "WARPS": 4, "TOKENS_PER_CTA": args.tokens})
-    template = "single_decode_tc.cu.in" if args.decode else "prefill_sm90.cu.in" if args.sm90 else "prefill.cu.in"
+    template = ("single_decode_tc.cu.in" if args.decode else "prefill_sm90_ws.cu.in" if args.ws
+                else "prefill_sm90.cu.in" if args.sm90 else "prefill.cu.in")
     source = open(os.path.join(ROOT, "templates", template)).read()
     for key, value in values.items():
         source = source.replace("{{" + key + "}}", str(value))
