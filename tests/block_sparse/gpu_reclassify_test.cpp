@@ -25,6 +25,7 @@
 #include "reference/sample_values.hpp"
 #include "support/prefill_problems.hpp"
 #include "support/device_buffer.hpp"
+#include "support/dltensor_maker.hpp"
 #include "support/gpu_support.hpp"
 
 namespace attnjit::test {
@@ -45,13 +46,8 @@ TEST_CASE("reclassify=on_bind: a second run keeps the classes, a bind classifies
   std::vector<int32_t> one(N, 0), four(N);
   for (int64_t i = 0; i < N; ++i) four[i] = int32_t(i < 150 ? 0 : i < 400 ? 1 : i < 401 ? 2 : 3);
   DeviceBuffer ddoc(N * 4);
-  std::vector<int64_t> doc_shape{N};
-  DLTensor tdoc{};
-  tdoc.data = ddoc.get();
-  tdoc.device = {kDLCUDA, 0};
-  tdoc.ndim = 1;
-  tdoc.dtype = {kDLInt, 32, 1};
-  tdoc.shape = doc_shape.data();
+  DLTensorMaker tdoc({N}, kI32);
+  tdoc.data(ddoc.get());
 
   std::mt19937 rng(11);
   std::vector<uint8_t> qb, kb, vb;
@@ -77,7 +73,7 @@ TEST_CASE("reclassify=on_bind: a second run keeps the classes, a bind classifies
       s.heads_vary = !sparse;  // the mask does not read h
       s.reclassify = policy;
       auto v = std::make_shared<Variant>(s);
-      v->bind("doc", &tdoc);
+      v->bind("doc", tdoc.get());
       return v;
     };
     SinglePrefillProblem p = single_prefill_problem(M, N, int(H), int(Hk), int(D), dt);
@@ -123,7 +119,7 @@ TEST_CASE("reclassify=on_bind: a second run keeps the classes, a bind classifies
     const std::vector<double> four_docs = dense_now();
     REQUIRE(relative_l2(four_docs, first) > 0.1);  // the test can tell the two masks apart
 
-    kept->bind("doc", &tdoc);  // the same tensor, bound anew: seen
+    kept->bind("doc", tdoc.get());  // the same tensor, bound anew: seen
     const std::vector<double> rebound = run(plan, *kept);
     CHECK(relative_l2(rebound, four_docs) < 1e-3);
     CHECK(region_poisoned());

@@ -23,6 +23,7 @@
 #include "spec/prefill_kernel.hpp"
 #include "support/prefill_problems.hpp"
 #include "support/device_buffer.hpp"
+#include "support/dltensor_maker.hpp"
 #include "support/gpu_support.hpp"
 
 namespace attnjit::test {
@@ -46,16 +47,9 @@ TEST_CASE("block sparsity, single prefill: classes against the CPU, output again
   std::vector<int32_t> doc(N);
   for (int64_t i = 0; i < N; ++i) doc[i] = int32_t(i < 150 ? 0 : i < 400 ? 1 : i < 401 ? 2 : 3);
   DeviceBuffer ddoc(N * 4);
-  std::vector<uint8_t> doc_bytes(N * 4);
-  std::memcpy(doc_bytes.data(), doc.data(), doc_bytes.size());
-  ddoc.upload(doc_bytes);
-  std::vector<int64_t> doc_shape{N};
-  DLTensor tdoc{};
-  tdoc.data = ddoc.get();
-  tdoc.device = {kDLCUDA, 0};
-  tdoc.ndim = 1;
-  tdoc.dtype = {kDLInt, 32, 1};
-  tdoc.shape = doc_shape.data();
+  ddoc.upload(doc);
+  DLTensorMaker tdoc({N}, kI32);
+  tdoc.data(ddoc.get());
 
   std::vector<std::string> backends = {"fa2"};
   if (rt.default_arch() == "sm_90a") backends.push_back("fa3");
@@ -84,7 +78,7 @@ TEST_CASE("block sparsity, single prefill: classes against the CPU, output again
           s.block_sparse = sparse;
           s.heads_vary = sparse ? heads_vary : true;
           auto v = std::make_shared<Variant>(s);
-          v->bind("doc", &tdoc);
+          v->bind("doc", tdoc.get());
           v->bind("per_head", int32_t(per_head));
           return v;
         };

@@ -22,6 +22,7 @@
 
 #include "attnjit/attnjit.hpp"
 #include "cuda/driver.hpp"
+#include "support/decode_entry_args.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
 #include "support/paged_kv_batch.hpp"
@@ -174,15 +175,7 @@ TEST_CASE("user variant, batch decode: a speculative tree mask_mod against float
   const std::vector<int32_t> kv_lens = {37, 300, 1000, 9};
   const int B = int(kv_lens.size()), Q = 4, H = 8, Hk = 2, D = 128, ps = 16;
   const DType dt = DType::BF16;
-  PagedBatchShape shape;
-  shape.lens = kv_lens;
-  shape.page_size = ps;
-  shape.hq = H;
-  shape.hkv = Hk;
-  shape.d = D;
-  shape.q = shape.kv = dt;
-  shape.layout = KVLayout::NHD;
-  shape.q_rows = int64_t(B) * Q;
+  const PagedBatchShape shape{kv_lens, ps, H, Hk, D, dt, dt, KVLayout::NHD, int64_t(B) * Q};
   const PagedBatch b = make_paged_batch(shape, 23);
   const int64_t T = int64_t(B) * Q, P = b.num_pages;
 
@@ -229,13 +222,7 @@ TEST_CASE("user variant, batch decode: a speculative tree mask_mod against float
   const TensorView tq = make_tensor(dq.get(), dt, {T, H, D});
 
   auto run = [&](bool snippet, DeviceBuffer& out) {
-    BatchDecodeProblem p;
-    p.batch_size = B;
-    p.num_qo_heads = H;
-    p.num_kv_heads = Hk;
-    p.head_dim = D;
-    p.page_size = ps;
-    p.q_dtype = p.o_dtype = p.kv_dtype = dt;
+    BatchDecodeProblem p = batch_decode_problem(shape);
     p.q_len_per_req = Q;
     if (snippet) p.options.variant = variant;
     else p.draft_mask = true;

@@ -12,6 +12,7 @@
 #include "attnjit/prefill.hpp"
 #include "attnjit/single_decode.hpp"
 #include "attnjit/variant.hpp"
+#include "reference/decode_grid.hpp"
 #include "support/error_capture.hpp"
 #include "support/prefill_problems.hpp"
 #include "ops/batch_decode/batch_decode_planner.hpp"
@@ -43,6 +44,24 @@ SinglePrefillProblem prefill_problem(std::shared_ptr<const Variant> v, const std
   p.options.backend = backend;
   p.options.variant = std::move(v);
   return p;
+}
+
+// The decode problems' base, at f16 (the problem's default dtypes): 8 query heads over 2 KV heads, d 128.
+SingleDecodeProblem decode_problem(int64_t kv_len, std::shared_ptr<const Variant> v) {
+  SingleDecodeProblem p = test::d128_decode_problem(8, 2, kv_len, DType::F16);
+  p.q_dtype = DType::F16;
+  p.options.variant = std::move(v);
+  return p;
+}
+
+// The kernel a plan launches first, REQUIREd to be a K carrying the user variant; its mask mode CHECKed.
+template <class K>
+const K& user_kernel(const ops::KernelLaunch& launch, MaskMode mask) {
+  const K* k = launch.spec.as<K>();
+  REQUIRE(k);
+  REQUIRE(k->variant.user);
+  CHECK(k->variant.mask == mask);
+  return *k;
 }
 
 const PrefillKernel& prefill_kernel(const ops::SinglePrefillLayout& L) { return *L.prefill.spec.as<PrefillKernel>(); }
@@ -109,12 +128,7 @@ TEST_CASE("user variant: the problem JSON carries the source; read back it plans
   CHECK_THAT(error_of([&] { ops::single_prefill_problem_from_json(bad); }, Status::InvalidArgument),
              Catch::Contains("problem.variant.mask_mod"));
 
-  SingleDecodeProblem d;
-  d.num_qo_heads = 8;
-  d.num_kv_heads = 2;
-  d.head_dim = 128;
-  d.kv_len = 777;
-  d.options.variant = tanh_cap();
+  const SingleDecodeProblem d = decode_problem(777, tanh_cap());
   const auto dj = ops::to_json(d);
   REQUIRE(dj.contains("variant"));
   REQUIRE(ops::single_decode_problem_from_json(dj).options.variant);
@@ -123,17 +137,8 @@ TEST_CASE("user variant: the problem JSON carries the source; read back it plans
 
 TEST_CASE("user variant, decode: single and batch kernels carry it and keep their mode; draft refused",
           "[user_variant][decode][planner]") {
-  SingleDecodeProblem d;
-  d.num_qo_heads = 8;
-  d.num_kv_heads = 2;
-  d.head_dim = 128;
-  d.kv_len = 5000;
-  d.options.variant = windowed_docs();
-  const auto DL = ops::plan_single_decode(d, {});
-  const auto* dk = DL.decode.spec.as<DecodeKernel>();
-  REQUIRE(dk);
-  REQUIRE(dk->variant.user);
-  CHECK(dk->variant.mask == MaskMode::None);
+  const SingleDecodeProblem d = decode_problem(5000, windowed_docs());
+  user_kernel<DecodeKernel>(ops::plan_single_decode(d, {}).decode, MaskMode::None);
   for (const KernelSpec& s : ops::single_decode_kernels(d))
     if (const auto* k = s.as<DecodeKernel>()) CHECK(k->variant.user);
 
@@ -144,11 +149,7 @@ TEST_CASE("user variant, decode: single and batch kernels carry it and keep thei
   b.head_dim = 128;
   b.q_len_per_req = 3;  // speculative: causal keys, the mask_mod tests them
   b.options.variant = windowed_docs();
-  const auto BL = ops::plan_batch_decode(b, {});
-  const auto* bk = BL.decode.spec.as<DecodeKernel>();
-  REQUIRE(bk);
-  REQUIRE(bk->variant.user);
-  CHECK(bk->variant.mask == MaskMode::Causal);
+  user_kernel<DecodeKernel>(ops::plan_batch_decode(b, {}).decode, MaskMode::Causal);
   CHECK(ops::to_json(b).contains("variant"));
 
   b.draft_mask = true;
@@ -170,11 +171,8 @@ TEST_CASE("user variant, batch prefill: ragged and paged kernels carry it, on fa
     s.num_page_indices = source == KVSource::Paged ? 100 : 0;
     s.options.variant = windowed_docs();
     const auto L = ops::plan_batch_prefill(s, {});
-    const auto* k = L.prefill.spec.as<PrefillKernel>();
-    REQUIRE(k);
-    REQUIRE(k->variant.user);
-    CHECK(k->variant.mask == MaskMode::Custom);
-    CHECK(k->warp_specialized);  // auto's Hopper skeleton at head_dim 128
+    // auto's Hopper skeleton at head_dim 128
+    CHECK(user_kernel<PrefillKernel>(L.prefill, MaskMode::Custom).warp_specialized);
     s.options.backend = "fa3_ws";
     CHECK(ops::plan_batch_prefill(s, {}).prefill.spec.as<PrefillKernel>()->variant.user);
   }
