@@ -22,6 +22,12 @@
 // consumers rotate their staged Q rows once; the producer gathers K (any
 // source) and rotates each K tile in shared memory before announcing it,
 // so the consumers' loop is the same for every variant.
+//
+// Persistent (a template switch; the planner launches one CTA per SM): the
+// CTA takes its items in rounds, with no CTA-wide barrier between them, so
+// the producer runs ahead into the next item's K and V while the consumers
+// finish this one, and where a second Q tile fits the consumers stage the
+// next item's Q rows during this one. CUDA-graph mode keeps its counter.
 #pragma once
 #include "cp_async.cuh"
 #include "fragment_softmax.cuh"
@@ -41,7 +47,7 @@
 namespace attnjit {
 
 template <int HeadDim, class QT, class KVT, class OT, int PosMode, bool SoftCap, int MaskMode, bool Window,
-          template <class> class KVSourceT, int Stages>
+          template <class> class KVSourceT, int Stages, bool Persistent = false>
 struct PrefillWsTraits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
@@ -55,6 +61,8 @@ struct PrefillWsTraits {
   static constexpr bool kTma = kernels::prefill_ws_tma(KVTma<KVSource>::kTma, PosMode);
   static constexpr int kTileKV = kernels::prefill_ws_tile_kv(HeadDim, MaskMode, Window, SoftCap, PosMode, kTma);
   static constexpr int kStages = Stages;
+  static constexpr bool kPersistent = Persistent;
+  static constexpr int kQBuffers = kernels::prefill_ws_q_buffers(HeadDim, kTileKV, Stages, Persistent);
   static constexpr int kLanesPerRow = HeadDim / 8;  // a thread copies one 16-byte slice of a row
   static constexpr int kRowsPerPass = 128 / kLanesPerRow;  // a warpgroup's rows per copy pass
   static constexpr int kQPasses = kRowsPerGroup / kRowsPerPass;
@@ -77,22 +85,26 @@ struct PrefillWsTraits {
 };
 
 // Named barriers (0 is __syncthreads): a consumer warpgroup's Q landed;
-// a consumer warpgroup's turn on the tensor cores; the whole CTA between items.
-constexpr int kBarQReady = 1, kBarTurn = 3, kBarItem = 5;
+// a consumer warpgroup's turn on the tensor cores; the whole CTA between
+// items (CUDA-graph mode, and one item a CTA); a persistent consumer
+// warpgroup's one Q tile flushed, before the next item's rows land in it.
+constexpr int kBarQReady = 1, kBarTurn = 3, kBarItem = 5, kBarQFree = 6;
 
-// Where things are in shared memory: each consumer's Q rows, the ring's K and
-// V tiles, and per stage four barriers (K full, V full, K empty, V empty).
+// Where things are in shared memory: each consumer's Q rows (kQBuffers
+// tiles each), the ring's K and V tiles, and per stage four barriers (K full,
+// V full, K empty, V empty).
 template <class Tr>
 struct WsSmem {
   using QTile = SwizzledTile<Tr::kHeadDim, Tr::kRowsPerGroup>;
   using KVTile = SwizzledTile<Tr::kHeadDim, Tr::kTileKV>;
   static constexpr int kS = Tr::kStages;
+  static constexpr uint32_t kQBytes = 2 * Tr::kQBuffers * QTile::kBytes;
   uint32_t base;  // 1024-byte aligned
-  ATTNJIT_DEVICE QTile q(int group) const { return {base + group * QTile::kBytes}; }
-  ATTNJIT_DEVICE KVTile k(int stage) const { return {base + 2 * QTile::kBytes + stage * KVTile::kBytes}; }
-  ATTNJIT_DEVICE KVTile v(int stage) const { return {base + 2 * QTile::kBytes + (kS + stage) * KVTile::kBytes}; }
+  ATTNJIT_DEVICE QTile q(int group, int buffer = 0) const { return {base + (2 * buffer + group) * QTile::kBytes}; }
+  ATTNJIT_DEVICE KVTile k(int stage) const { return {base + kQBytes + stage * KVTile::kBytes}; }
+  ATTNJIT_DEVICE KVTile v(int stage) const { return {base + kQBytes + (kS + stage) * KVTile::kBytes}; }
   ATTNJIT_DEVICE MBarrier barrier(int kind, int stage) const {
-    return {base + 2 * QTile::kBytes + 2 * kS * KVTile::kBytes + (kind * kS + stage) * 8};
+    return {base + kQBytes + 2 * kS * KVTile::kBytes + (kind * kS + stage) * 8};
   }
   ATTNJIT_DEVICE MBarrier full_k(int stage) const { return barrier(0, stage); }
   ATTNJIT_DEVICE MBarrier full_v(int stage) const { return barrier(1, stage); }
@@ -233,11 +245,21 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
   }
 }
 
+// A consumer warpgroup's Q tiles across its items: the items it has run
+// (with two tiles, item n's rows are in tile n % 2) and whether the current
+// item's rows were staged during the last one.
+struct WsQueryRows {
+  uint32_t items = 0;
+  bool staged = false;
+};
+
 // A consumer warpgroup's part of one item: its 64 query rows against every
-// KV tile, then its output rows.
+// KV tile, then its output rows. A persistent CTA with two Q tiles passes
+// the next item (has_next), whose rows it stages once this item's have landed.
 template <class Tr>
 ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const PrefillWork& w, const PrefillExtent& e,
-                                       const WsWalk<Tr>& walk, const WsSmem<Tr>& sm, uint32_t ring, int group) {
+                                       const WsWalk<Tr>& walk, const WsSmem<Tr>& sm, uint32_t ring, int group,
+                                       WsQueryRows& rows_in, const PrefillWork& next, bool has_next) {
   using T = typename Tr::q_t;
   using Variant = typename Tr::Variant;
   using Slot = RingSlot<Tr::kStages>;
@@ -249,11 +271,17 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
   const int warp_row0 = warp * 16;  // the warp's 16 rows of the warpgroup's 64
   const int row0 = e.row0 + group * Tr::kRowsPerGroup;
   const PackedRows token_head(p, w.kv_head);
-  const auto q_tile = sm.q(group);
+  const int q_buffer = Tr::kQBuffers > 1 ? int(rows_in.items & 1u) : 0;
+  const auto q_tile = sm.q(group, q_buffer);
 
-  prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass>(p, token_head, row0, e.packed_len, e.qo_begin, q_tile,
-                                                  gtid / Tr::kLanesPerRow, (gtid % Tr::kLanesPerRow) * 8);
-  cp_async_commit();
+  if (!(Tr::kPersistent && rows_in.staged)) {
+    // One tile: every warp of the group has flushed the last item's output from it.
+    if constexpr (Tr::kPersistent && Tr::kQBuffers == 1)
+      if (rows_in.items > 0) named_barrier_sync(kBarQFree + group, 128);
+    prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass>(p, token_head, row0, e.packed_len, e.qo_begin, q_tile,
+                                                    gtid / Tr::kLanesPerRow, (gtid % Tr::kLanesPerRow) * 8);
+    cp_async_commit();
+  }
 
   auto packed_row = [&](int h) { return row0 + warp_row0 + g + 8 * h; };
   auto token_of = [&](int pr) { return min(int(p.group.div(pr)), e.qo_len - 1); };
@@ -271,6 +299,25 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
   }
   fence_proxy_async_shared();  // this thread's Q copies (rotated), before the tensor cores read them
   named_barrier_sync(kBarQReady + group, 128);
+  if constexpr (Tr::kPersistent && Tr::kQBuffers > 1) {
+    // The other tile held the last item's output, which every warp of the
+    // group flushed before the barrier above: the next item's rows go there.
+    // (Its extent without recording a bad table entry: its own item records it.)
+    rows_in.staged = false;
+    if (has_next) {
+      const typename Tr::KVSource next_kv(p.kv, next.request, false);
+      const PrefillExtent ne =
+          prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow, false>(p, next, next_kv.length());
+      if (ne.row0 < ne.packed_len) {  // else a padding item, which every role skips
+        prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass>(
+            p, PackedRows(p, next.kv_head), ne.row0 + group * Tr::kRowsPerGroup, ne.packed_len, ne.qo_begin,
+            sm.q(group, q_buffer ^ 1), gtid / Tr::kLanesPerRow, (gtid % Tr::kLanesPerRow) * 8);
+        cp_async_commit();
+        rows_in.staged = true;
+      }
+    }
+  }
+  if constexpr (Tr::kPersistent) ++rows_in.items;
 
   RowState rows;
   rows.init();
@@ -401,15 +448,37 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
   out.template flush<16>(warp_row0, lane);
 }
 
-// The CTA's items as prefill_items (prefill_schedule.cuh) deals them, each
-// role calling this with its own part: every thread of the CTA meets at
-// kBarItem (a named barrier, reached from each role's own code) where
-// prefill_items has __syncthreads(). CUDA-graph mode's counter is the
-// producer's first thread's.
-template <class TileFn>
+// Round r's item for this CTA: rounds of gridDim.x items, in snake order (the
+// CTA that takes a round's first item takes the next round's last), so that
+// over items listed longest first (causal) the CTAs' totals come out even.
+ATTNJIT_DEVICE int prefill_ws_round_item(int round) {
+  const int cta = (round & 1) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  return round * int(gridDim.x) + cta;
+}
+
+// The CTA's items, each role calling this with its own part, tile(work,
+// next, has_next) (next: the item after it, where one is known). Persistent (outside
+// CUDA-graph mode): the items in rounds, with no barrier between them.
+// Otherwise as prefill_items (prefill_schedule.cuh) deals them: every thread
+// of the CTA meets at kBarItem (a named barrier, reached from each role's own
+// code) where prefill_items has __syncthreads(). CUDA-graph mode's counter
+// is the producer's first thread's.
+template <bool Persistent, class TileFn>
 ATTNJIT_DEVICE void prefill_ws_items(const kernels::PrefillParams& p, int& grabbed, TileFn&& tile) {
   constexpr int kAll = kernels::prefill_ws_threads();
   const bool persistent = p.tile_indptr != nullptr;
+  if constexpr (Persistent) {
+    if (!persistent) {
+      const int items = p.work ? p.num_work : p.num_work * (p.num_qo_heads / p.group.d);
+      for (int round = 0, x = prefill_ws_round_item(0); x < items; x = prefill_ws_round_item(++round)) {
+        const int after = prefill_ws_round_item(round + 1);
+        const PrefillWork w = prefill_work(p, x);
+        const PrefillWork next = prefill_work(p, after < items ? after : x);
+        tile(w, next, after < items);
+      }
+      return;
+    }
+  }
   const int total = persistent ? p.tile_indptr[p.batch_size] * (p.num_qo_heads / p.group.d) : 1;
   for (int n = 0;; ++n) {
     if (persistent) {
@@ -418,7 +487,7 @@ ATTNJIT_DEVICE void prefill_ws_items(const kernels::PrefillParams& p, int& grabb
     }
     const int i = persistent ? grabbed : n;
     if (i >= total) break;
-    tile(persistent ? prefill_graph_work(p, total - 1 - i) : prefill_work(p));
+    tile(persistent ? prefill_graph_work(p, total - 1 - i) : prefill_work(p), PrefillWork{}, false);
     named_barrier_sync(kBarItem, kAll);  // the next item's Q lands where this one staged its output; grabbed is read
   }
   if (persistent && threadIdx.x == 0) {  // the last CTA out zeroes the counters for the next launch
@@ -457,7 +526,7 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
   const int role = threadIdx.x / 128;  // 0: producer, 1 and 2: consumers
   if (role == 0) {
     warpgroup_release_registers<Tr::kProducerRegs>();
-    prefill_ws_items(p, grabbed, [&](const PrefillWork& w) {
+    prefill_ws_items<Tr::kPersistent>(p, grabbed, [&](const PrefillWork& w, const PrefillWork&, bool) {
       // A bad table entry is recorded by the consumers, which read the same (no call here: 24 registers).
       const typename Tr::KVSource kv(p.kv, w.request, false);
       const PrefillExtent e =
@@ -469,12 +538,13 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
     });
   } else {
     warpgroup_claim_registers<Tr::kConsumerRegs>();
-    prefill_ws_items(p, grabbed, [&](const PrefillWork& w) {
+    WsQueryRows rows_in;
+    prefill_ws_items<Tr::kPersistent>(p, grabbed, [&](const PrefillWork& w, const PrefillWork& next, bool has_next) {
       const typename Tr::KVSource kv(p.kv, w.request);
       const PrefillExtent e = prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
       if (e.row0 >= e.packed_len) return;
       const WsWalk<Tr> walk(p, w.request, w.q_tile, w.kv_head, e.tile0, e.num_tiles);
-      prefill_ws_consume<Tr>(p, w, e, walk, sm, ring, role - 1);
+      prefill_ws_consume<Tr>(p, w, e, walk, sm, ring, role - 1, rows_in, next, has_next);
       ring += uint32_t(walk.count());
     });
   }

@@ -52,11 +52,19 @@ ATTNJIT_HOST_DEVICE constexpr int prefill_ws_tile_kv(int head_dim, int mask_mode
   if (mask_mode == kMaskNone && !window && !soft_cap && pos_mode == kPosNone && tma_source) return 176;
   return mask_mode == kMaskCausal && window ? 64 : 128;
 }
-// The Q tile, `stages` K and V tiles of tile_kv rows and four mbarriers a
-// stage (K and V, full and empty), from a 1024-byte aligned base (1 KB for
-// the alignment).
-ATTNJIT_HOST_DEVICE constexpr int prefill_ws_smem_bytes(int head_dim, int tile_kv, int stages) {
-  return 1024 + (prefill_ws_tile_q() + 2 * stages * tile_kv) * head_dim * 2 + 4 * stages * 8;
+// The most dynamic shared memory an sm_90 block may opt in to (227 KB).
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_smem_limit() { return 227 * 1024; }
+// `q_buffers` Q tiles, `stages` K and V tiles of tile_kv rows and four
+// mbarriers a stage (K and V, full and empty), from a 1024-byte aligned base
+// (1 KB for the alignment).
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_smem_bytes(int head_dim, int tile_kv, int stages, int q_buffers = 1) {
+  return 1024 + (q_buffers * prefill_ws_tile_q() + 2 * stages * tile_kv) * head_dim * 2 + 4 * stages * 8;
+}
+// A persistent CTA (one per SM, items in rounds) stages the next item's Q
+// rows while this one runs, in a second Q tile, where one fits (d 64, d 128
+// with 128-key tiles); else its consumers stage each item's Q at its start.
+ATTNJIT_HOST_DEVICE constexpr int prefill_ws_q_buffers(int head_dim, int tile_kv, int stages, bool persistent) {
+  return persistent && prefill_ws_smem_bytes(head_dim, tile_kv, stages, 2) <= prefill_ws_smem_limit() ? 2 : 1;
 }
 
 }  // namespace kernels

@@ -432,3 +432,38 @@ TEST_CASE("single prefill plan, fa2: the K/V pipeline keeps two CTAs per SM on s
   old.erase("min_ctas_per_sm");
   CHECK(PrefillKernel::from_json(old).min_ctas_per_sm == 1);
 }
+
+TEST_CASE("fa3_ws runs persistent CTAs, at most one per SM, only where the runtime asks", "[planner][prefill][persistent]") {
+  ops::DeviceFigures hopper{132};
+  auto p = problem(1000, 1000);  // 32 / 8 heads, d 128, bf16: auto plans fa3_ws
+  p.options.causal = true;
+  const auto one_per_item = ops::plan_single_prefill(p, hopper);
+  const auto* k0 = one_per_item.prefill.spec.as<PrefillKernel>();
+  REQUIRE(k0 != nullptr);
+  CHECK(k0->warp_specialized);
+  CHECK_FALSE(k0->persistent);
+  const uint32_t items = one_per_item.prefill.shape.grid[0];
+  CHECK(items == uint32_t(one_per_item.num_q_tiles) * 8);
+
+  hopper.persistent_prefill = true;
+  const auto persistent = ops::plan_single_prefill(p, hopper);
+  const auto* k1 = persistent.prefill.spec.as<PrefillKernel>();
+  REQUIRE(k1 != nullptr);
+  CHECK(k1->persistent);
+  CHECK(persistent.prefill.shape.grid[0] == std::min<uint32_t>(items, 132));
+  CHECK(k1->name().rfind("prefill_fa3wsp_", 0) == 0);
+  // d 128 causal (128-key tiles): a second Q tile fits, 32 KB more shared memory.
+  CHECK(k1->dynamic_smem_bytes() == k0->dynamic_smem_bytes() + 32768);
+  CHECK(PrefillKernel::from_json(k1->to_json()) == *k1);
+  CHECK_FALSE(PrefillKernel::from_json(k1->to_json()) == *k0);
+
+  // fa2 is never persistent, whatever the runtime asks.
+  auto fa2 = p;
+  fa2.options.backend = "fa2";
+  CHECK_FALSE(ops::plan_single_prefill(fa2, hopper).prefill.spec.as<PrefillKernel>()->persistent);
+  PrefillKernel bad = *k1;
+  bad.warp_specialized = false;
+  bad.backend = PrefillBackend::Fa2;
+  CHECK(error_of([&] { bad.validate(); }, Status::InvalidArgument).find("prefill spec.persistent=true needs warp_specialized=true") !=
+        std::string::npos);
+}

@@ -103,6 +103,7 @@ void run_explain(const ExplainOptions& o) {
   if (o.kv_len > 0 || problem.contains("kv_len") || problem.contains("kv_lens")) {
     ops::DeviceFigures figures;
     figures.arch = arch;
+    figures.persistent_prefill = config.persistent_prefill;  // as the runtime would plan it
     if (have_gpu) {
       const introspect::DeviceLimits limits = introspect::device_limits(rt, 0);
       figures.sm_count = limits.sm_count;

@@ -111,6 +111,8 @@ def main():
                          "--heads / --tokens are its query rows, --source its KV")
     ap.add_argument("--heads", type=int, default=4, help="--decode: query heads per CTA")
     ap.add_argument("--tokens", type=int, default=1, help="--decode: query tokens per CTA (speculative decoding)")
+    ap.add_argument("--persistent", action="store_true", help="--ws: the persistent CTA (items in rounds)")
+    ap.add_argument("--sass", help="write the whole kernel's SASS here (to compare two trees' kernels)")
     ap.add_argument("--dump", help="write the loop's SASS here")
     args = ap.parse_args()
     nvdisasm = os.environ.get("NVDISASM") or shutil.which("nvdisasm") or next(iter(glob.glob(os.path.join(
@@ -123,6 +125,7 @@ def main():
               "Q_TYPE": args.dtype, "KV_TYPE": args.kv_dtype or args.dtype, "O_TYPE": args.dtype,
               "POS_MODE": args.pos, "SOFT_CAP": str(args.soft_cap).lower(), "MASK_MODE": args.mask,
               "WINDOW": str(args.window).lower(), "KV_SOURCE": args.source, "STAGES": args.stages,
+              "PERSISTENT": str(args.persistent).lower(),
               "MIN_CTAS_PER_SM": args.min_ctas or (3 if args.head_dim == 64 else 1)}
     if args.decode:  # DecodeKernel::template_values
         values.update({"HEADS_PER_CTA": args.heads, "WARPS": 4, "TOKENS_PER_CTA": args.tokens})
@@ -141,6 +144,9 @@ def main():
         f.write(cubin)
         f.flush()
         sass = subprocess.run([nvdisasm, "-c", f.name], check=True, capture_output=True, text=True).stdout
+    if args.sass:
+        with open(args.sass, "w") as f:
+            f.write(sass)
     ins, loop = kv_loop(sass)
     hist = collections.Counter(opcode(x) for x in loop)
     print(f"kernel: {len(ins)} instructions; KV-tile loop: {len(loop)}, of which spill loads "

@@ -19,6 +19,11 @@ struct ATTNJIT_API Config {
   // tables waits for its stream and raises a bad entry at once (a debugging
   // switch: it costs a sync per call); 0 or unset: at the next call or check().
   bool check_every_run = false;
+  // ATTNJIT_PREFILL_PERSISTENT=1: Hopper's warp-specialized prefill (fa3_ws)
+  // runs persistent CTAs, one per SM, whose producer runs ahead into the
+  // next item; 0 or unset: one CTA per item. Off until it is measured
+  // against the default on a GPU (docs/PERFORMANCE.md, issue notes).
+  bool persistent_prefill = false;
 
   // Throws Error(InvalidArgument) naming the variable when a value is malformed.
   static Config from_env();

@@ -46,6 +46,9 @@ struct DeviceFigures {
   int smem_per_block = 227 * 1024;
   // The arch its kernels compile for ("sm_90a": Hopper-only skeletons may run).
   std::string arch = "sm_90a";
+  // Not the device's but the runtime's (Config::persistent_prefill): fa3_ws
+  // prefill plans persistent CTAs.
+  bool persistent_prefill = false;
 };
 
 struct KernelLaunch {

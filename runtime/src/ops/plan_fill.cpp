@@ -16,6 +16,7 @@ DeviceFigures device_figures(const Runtime& rt, int device) {
   figures.sm_count = engine.sm_count(device);
   figures.arch = engine.arch_of(device);
   figures.smem_per_block = engine.smem_per_block(device);  // a kernel that would need more is refused or replaced
+  figures.persistent_prefill = rt.config().persistent_prefill;
   return figures;
 }
 

@@ -47,8 +47,8 @@ const char* device_source(KVSource s) {
 
 std::string PrefillKernel::name() const {
   if (warp_specialized)
-    return fmt::format("prefill_fa3ws_d{}_s{}_{}{}_{}", head_dim, stages, variant.name(), window ? "_window" : "",
-                       to_string(kv_source));
+    return fmt::format("prefill_fa3ws{}_d{}_s{}_{}{}_{}", persistent ? "p" : "", head_dim, stages, variant.name(),
+                       window ? "_window" : "", to_string(kv_source));
   if (backend == PrefillBackend::Fa3)
     return fmt::format("prefill_fa3_d{}_w{}_s{}{}_{}{}_{}", head_dim, frags_m, stages,
                        min_ctas_per_sm > 1 ? fmt::format("_c{}", min_ctas_per_sm) : "", variant.name(),
@@ -82,7 +82,9 @@ int PrefillKernel::tile_kv() const {
                                         : kernels::prefill_tile_kv(head_dim, stages);
 }
 int PrefillKernel::dynamic_smem_bytes() const {
-  if (warp_specialized) return kernels::prefill_ws_smem_bytes(head_dim, ws_tile_kv(), stages);
+  if (warp_specialized)
+    return kernels::prefill_ws_smem_bytes(
+        head_dim, ws_tile_kv(), stages, kernels::prefill_ws_q_buffers(head_dim, ws_tile_kv(), stages, persistent));
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_smem_bytes(head_dim, frags_m, stages, min_ctas_per_sm)
                                         : kernels::prefill_smem_bytes(head_dim, frags_m, stages);
 }
@@ -93,6 +95,7 @@ nlohmann::json PrefillKernel::to_json() const {
   if (min_ctas_per_sm > 1) j["min_ctas_per_sm"] = min_ctas_per_sm;  // absent: 1 (specs written before it)
   if (backend != PrefillBackend::Fa2) j["backend"] = to_string(backend);  // absent: fa2 (the same keys as before)
   if (warp_specialized) j["warp_specialized"] = true;                      // absent: false
+  if (persistent) j["persistent"] = true;                                  // absent: false
   variant.to_json(j);
   return j;
 }
@@ -108,6 +111,7 @@ PrefillKernel PrefillKernel::from_json(const nlohmann::json& j) {
   s.kv_source = parse_kv_source(spec_json::string_field(j, "kv_source", "contiguous"));
   s.backend = parse_backend(spec_json::string_field(j, "backend", "fa2"));
   s.warp_specialized = spec_json::bool_field(j, "warp_specialized", false);
+  s.persistent = spec_json::bool_field(j, "persistent", false);
   s.validate();
   return s;
 }
@@ -118,7 +122,10 @@ std::vector<std::pair<std::string, std::string>> PrefillKernel::template_values(
                      {"STAGES", std::to_string(stages)},
                      {"WINDOW", window ? "true" : "false"},
                      {"KV_SOURCE", device_source(kv_source)}});
-  if (warp_specialized) return v;  // its CTA shape is fixed (prefill_ws_params.h)
+  if (warp_specialized) {  // its CTA shape is fixed (prefill_ws_params.h)
+    v.emplace_back("PERSISTENT", persistent ? "true" : "false");
+    return v;
+  }
   v.emplace_back("MIN_CTAS_PER_SM", std::to_string(min_ctas_per_sm));
   // 64 query rows a warp's fragment (fa2) or a warpgroup (fa3): either way tile_q = 64 x frags_m.
   v.insert(v.end(), {backend == PrefillBackend::Fa2 ? "FRAGS_M" : "WARP_GROUPS", std::to_string(frags_m)});
@@ -159,6 +166,9 @@ void PrefillKernel::validate() const {
     if (stages < 2 || stages > 4) bad("stages", stages, "2 to 4 with backend fa3");
     if (min_ctas_per_sm > 2) bad("min_ctas_per_sm", min_ctas_per_sm, "1 or 2 with backend fa3");
   }
+  if (persistent && !warp_specialized)
+    throw Error(Status::InvalidArgument,
+                "prefill spec.persistent=true needs warp_specialized=true; allowed otherwise: false");
   if (warp_specialized) {
     if (backend != PrefillBackend::Fa3)
       throw Error(Status::InvalidArgument, "prefill spec.warp_specialized=true needs backend fa3; allowed with fa2: false");

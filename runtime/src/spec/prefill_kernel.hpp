@@ -36,6 +36,9 @@ struct PrefillKernel {
   // TMA / gather producer warpgroup and two consumer warpgroups, 128 query
   // rows); frags_m 2, min_ctas_per_sm 1.
   bool warp_specialized = false;
+  // warp_specialized only: persistent CTAs (one per SM) take the items in
+  // rounds; the producer runs ahead into the next item (prefill_sm90_ws.cuh).
+  bool persistent = false;
 
   const char* template_name() const {
     if (warp_specialized) return "prefill_sm90_ws.cu.in";
@@ -61,7 +64,7 @@ struct PrefillKernel {
   bool operator==(const PrefillKernel& o) const {
     return variant == o.variant && backend == o.backend && head_dim == o.head_dim && frags_m == o.frags_m &&
            stages == o.stages && min_ctas_per_sm == o.min_ctas_per_sm && window == o.window &&
-           kv_source == o.kv_source && warp_specialized == o.warp_specialized;
+           kv_source == o.kv_source && warp_specialized == o.warp_specialized && persistent == o.persistent;
   }
 };
 

@@ -153,6 +153,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const Devi
   }
   k.frags_m = prefill_frags_m(shape.head_dim, max_packed);
   choose_prefill_pipeline(k);
+  choose_prefill_persistence(k, device);
   auto count_tiles = [&](int tq) {
     int64_t n = 0;
     for (size_t b = 0; b < batch; ++b)
@@ -234,7 +235,8 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const Devi
   }
 
   layout.prefill.spec = k;
-  layout.prefill.shape.grid[0] = static_cast<uint32_t>(std::max(1, layout.num_work) * vo_parts);
+  layout.prefill.shape.grid[0] = vo_parts > 1 ? static_cast<uint32_t>(std::max(1, layout.num_work) * vo_parts)
+                                              : prefill_grid_x(k, layout.num_work, device);
   layout.prefill.shape.threads = k.threads();
   layout.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 

@@ -114,6 +114,15 @@ void choose_prefill_pipeline(PrefillKernel& k) {
   k.min_ctas_per_sm = prefill_min_ctas_per_sm(k);
 }
 
+void choose_prefill_persistence(PrefillKernel& k, const DeviceFigures& device) {
+  k.persistent = k.warp_specialized && device.persistent_prefill;
+}
+
+uint32_t prefill_grid_x(const PrefillKernel& k, int64_t items, const DeviceFigures& device) {
+  const int64_t ctas = k.persistent ? std::min<int64_t>(items, std::max(1, device.sm_count)) : items;
+  return static_cast<uint32_t>(std::max<int64_t>(1, ctas));
+}
+
 // One warpgroup (64 query rows) where 128-row tiles would leave more than
 // half the SMs without a CTA: twice the CTAs for a short prefill.
 void fit_fa3_tile(PrefillKernel& k, int64_t ctas_at_128_rows, int sm_count) {
@@ -232,6 +241,7 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, con
   choose_prefill_skeleton(k, problem.options, device.arch);
   k.frags_m = prefill_frags_m(problem.head_dim, packed);
   choose_prefill_pipeline(k);
+  choose_prefill_persistence(k, device);
   fit_fa3_tile(k, (packed + k.tile_q() - 1) / k.tile_q() * problem.num_kv_heads, device.sm_count);
   check_prefill_fits(k, device);
 
@@ -252,7 +262,7 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, con
   // heads vary fastest and the tiles that see the most keys go first
   // (prefill_work in prefill.cuh).
   layout.tiles_fastest = (problem.options.custom_mask || !problem.options.causal) && problem.options.window_left < 0;
-  layout.prefill.shape.grid[0] = static_cast<uint32_t>(ctas);
+  layout.prefill.shape.grid[0] = prefill_grid_x(k, ctas, device);
   layout.prefill.shape.grid[1] = layout.num_chunks;
   layout.prefill.shape.grid[2] = 1;
   layout.prefill.shape.threads = k.threads();

@@ -59,6 +59,11 @@ bool prefill_warp_specialized(const PrefillKernel& k, const PrefillOptions& o);
 int prefill_stages(int head_dim, int frags_m);  // K/V pipeline depth
 int prefill_min_ctas_per_sm(const PrefillKernel& k);  // from its head_dim, tiles, stages and variant
 void choose_prefill_pipeline(PrefillKernel& k);  // stages and min_ctas_per_sm from head_dim and frags_m
+// fa3_ws outside CUDA-graph mode: persistent CTAs where the runtime asks for
+// them (DeviceFigures::persistent_prefill); the grid's x for `items` items:
+// one CTA an item, or for a persistent kernel at most one CTA per SM.
+void choose_prefill_persistence(PrefillKernel& k, const DeviceFigures& device);
+uint32_t prefill_grid_x(const PrefillKernel& k, int64_t items, const DeviceFigures& device);
 int prefill_ctas_per_sm(const PrefillKernel& k);
 void fit_fa3_tile(PrefillKernel& k, int64_t ctas_at_128_rows, int sm_count);  // one warpgroup for small grids
 // Unsupported where a 512-wide head's kernel needs more shared memory than
