@@ -23,16 +23,25 @@ int narrow_dim(int64_t value, const char* arg, int index, const char* meaning);
 // One request's contiguous k and v beside q (single decode and prefill): 3 dims each per
 // kv_layout, equal shapes and dtypes, q's head_dim (its last dim), q's device.
 void check_contiguous_kv(const TensorView& q, const TensorView& k, const TensorView& v, KVLayout kv_layout);
-// What a single-request problem reads from its checked k (KV heads, length,
-// dtype) and q (dtype, device), as check_contiguous_kv's layout has them.
-template <class Problem>
-void set_contiguous_kv_fields(Problem& problem, const TensorView& q, const TensorView& k, KVLayout kv_layout) {
-  const bool nhd = kv_layout == KVLayout::NHD;
+// A single-request problem (single decode and prefill) from its q, k and v:
+// check_contiguous_kv, then num_qo_heads and head_dim from q's last two dims,
+// the KV heads, length and dtype from k (as kv_layout has them), q's dtype and
+// device, and the options. The caller has checked q's ndim and sets the rest.
+template <class Problem, class Options>
+Problem contiguous_problem(const TensorView& q, const TensorView& k, const TensorView& v, const Options& options) {
+  check_contiguous_kv(q, k, v, options.kv_layout);
+  Problem problem;
+  const int heads = q.ndim - 2;
+  problem.num_qo_heads = narrow_dim(q.shape[heads], "q", heads, "num_qo_heads");
+  problem.head_dim = narrow_dim(q.shape[heads + 1], "q", heads + 1, "head_dim");
+  const bool nhd = options.kv_layout == KVLayout::NHD;
   problem.num_kv_heads = narrow_dim(k.shape[nhd ? 1 : 0], "k", nhd ? 1 : 0, "num_kv_heads");
   problem.kv_len = k.shape[nhd ? 0 : 1];
   problem.q_dtype = q.dtype;
   problem.kv_dtype = k.dtype;
   problem.device = q.device;
+  problem.options = options;
+  return problem;
 }
 
 }  // namespace attnjit::ops

@@ -26,9 +26,7 @@ BatchDecodeProblem batch_decode_problem_from_json(const nlohmann::json& j) {
   problem_json::require_keys(j, keys, "batch_decode");
   BatchDecodeProblem p;
   p.batch_size = problem_json::int_field(j, "batch_size", 1);
-  p.num_qo_heads = problem_json::int_field(j, "num_qo_heads");
-  p.num_kv_heads = problem_json::int_field(j, "num_kv_heads");
-  p.head_dim = problem_json::int_field(j, "head_dim");
+  problem_json::read_heads(j, p);
   p.page_size = problem_json::int_field(j, "page_size", 16);
   const std::string table = problem_json::string_field(j, "page_table", "indptr");
   if (table == "indptr") p.page_table = PageTable::IndptrIndices;
@@ -40,8 +38,7 @@ BatchDecodeProblem batch_decode_problem_from_json(const nlohmann::json& j) {
   p.max_q_len = problem_json::int_field(j, "max_q_len", 0);
   p.draft_mask = problem_json::bool_field(j, "draft_mask", false);
   p.device = problem_json::int_field(j, "device", 0);
-  p.q_dtype = parse_dtype(problem_json::string_field(j, "q_dtype", "bfloat16"), "problem.q_dtype");
-  p.kv_dtype = parse_dtype(problem_json::string_field(j, "kv_dtype", to_string(p.q_dtype)), "problem.kv_dtype");
+  problem_json::read_dtypes(j, p);
   p.o_dtype = parse_dtype(problem_json::string_field(j, "o_dtype", to_string(p.q_dtype)), "problem.o_dtype");
   read_decode_options(j, p.options);
   p.options.use_cuda_graph = problem_json::bool_field(j, "use_cuda_graph", false);

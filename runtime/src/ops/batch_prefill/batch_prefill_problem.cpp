@@ -94,11 +94,8 @@ BatchPrefillProblem batch_prefill_problem_from_json(const nlohmann::json& j) {
   BatchPrefillProblem p;
   p.source = parse_source(problem_json::string_field(j, "kv_source", "ragged"));
   p.page_size = problem_json::int_field(j, "page_size", p.source == KVSource::Paged ? 16 : p.page_size);
-  p.num_qo_heads = problem_json::int_field(j, "num_qo_heads");
-  p.num_kv_heads = problem_json::int_field(j, "num_kv_heads");
-  p.head_dim = problem_json::int_field(j, "head_dim");
-  p.q_dtype = parse_dtype(problem_json::string_field(j, "q_dtype", "bfloat16"), "problem.q_dtype");
-  p.kv_dtype = parse_dtype(problem_json::string_field(j, "kv_dtype", to_string(p.q_dtype)), "problem.kv_dtype");
+  problem_json::read_heads(j, p);
+  problem_json::read_dtypes(j, p);
   p.options = prefill_options_from_json(j);
   p.use_cuda_graph = problem_json::bool_field(j, "use_cuda_graph", false);
   p.max_batch_size = problem_json::int_field(j, "max_batch_size", p.max_batch_size);

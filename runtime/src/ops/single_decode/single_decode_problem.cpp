@@ -18,14 +18,7 @@ SingleDecodeProblem single_decode_problem_from_tensors(const TensorView& q, cons
   if (q.ndim != 2)
     invalid(fmt::format("q: ndim={} (shape {}) is not allowed; allowed: 2, [num_qo_heads, head_dim]", q.ndim,
                         shape_of(q)));
-  check_contiguous_kv(q, k, v, options.kv_layout);
-
-  SingleDecodeProblem problem;
-  problem.num_qo_heads = narrow_dim(q.shape[0], "q", 0, "num_qo_heads");
-  problem.head_dim = narrow_dim(q.shape[1], "q", 1, "head_dim");
-  set_contiguous_kv_fields(problem, q, k, options.kv_layout);
-  problem.options = options;
-  return problem;
+  return contiguous_problem<SingleDecodeProblem>(q, k, v, options);
 }
 
 SingleDecodeProblem single_decode_problem_from_json(const nlohmann::json& j) {
@@ -33,13 +26,10 @@ SingleDecodeProblem single_decode_problem_from_json(const nlohmann::json& j) {
       {"op", "num_qo_heads", "num_kv_heads", "head_dim", "kv_len", "q_dtype", "kv_dtype", "device"});
   problem_json::require_keys(j, keys, "single_decode");
   SingleDecodeProblem p;
-  p.num_qo_heads = problem_json::int_field(j, "num_qo_heads");
-  p.num_kv_heads = problem_json::int_field(j, "num_kv_heads");
-  p.head_dim = problem_json::int_field(j, "head_dim");
+  problem_json::read_heads(j, p);
   p.kv_len = problem_json::int_field(j, "kv_len", 1);
   p.device = problem_json::int_field(j, "device", 0);
-  p.q_dtype = parse_dtype(problem_json::string_field(j, "q_dtype", "bfloat16"), "problem.q_dtype");
-  p.kv_dtype = parse_dtype(problem_json::string_field(j, "kv_dtype", to_string(p.q_dtype)), "problem.kv_dtype");
+  problem_json::read_dtypes(j, p);
   read_decode_options(j, p.options);
   validate(p);
   return p;

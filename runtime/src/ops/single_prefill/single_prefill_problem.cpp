@@ -23,13 +23,8 @@ SinglePrefillProblem single_prefill_problem_from_tensors(const TensorView& q, co
   if (q.ndim != 3)
     invalid(fmt::format("q: ndim={} (shape {}) is not allowed; allowed: 3, [qo_len, num_qo_heads, head_dim]", q.ndim,
                         shape_of(q)));
-  check_contiguous_kv(q, k, v, options.kv_layout);
-  SinglePrefillProblem problem;
+  SinglePrefillProblem problem = contiguous_problem<SinglePrefillProblem>(q, k, v, options);
   problem.qo_len = q.shape[0];
-  problem.num_qo_heads = narrow_dim(q.shape[1], "q", 1, "num_qo_heads");
-  problem.head_dim = narrow_dim(q.shape[2], "q", 2, "head_dim");
-  set_contiguous_kv_fields(problem, q, k, options.kv_layout);
-  problem.options = options;
   return problem;
 }
 
@@ -38,14 +33,11 @@ SinglePrefillProblem single_prefill_problem_from_json(const nlohmann::json& j) {
   keys.insert({"op", "num_qo_heads", "num_kv_heads", "head_dim", "qo_len", "kv_len", "q_dtype", "kv_dtype", "device"});
   problem_json::require_keys(j, keys, "single_prefill");
   SinglePrefillProblem p;
-  p.num_qo_heads = problem_json::int_field(j, "num_qo_heads");
-  p.num_kv_heads = problem_json::int_field(j, "num_kv_heads");
-  p.head_dim = problem_json::int_field(j, "head_dim");
+  problem_json::read_heads(j, p);
   p.qo_len = problem_json::int64_field(j, "qo_len", 1);
   p.kv_len = problem_json::int64_field(j, "kv_len", p.qo_len);
   p.device = problem_json::int_field(j, "device", 0);
-  p.q_dtype = parse_dtype(problem_json::string_field(j, "q_dtype", "bfloat16"), "problem.q_dtype");
-  p.kv_dtype = parse_dtype(problem_json::string_field(j, "kv_dtype", to_string(p.q_dtype)), "problem.kv_dtype");
+  problem_json::read_dtypes(j, p);
   p.options = prefill_options_from_json(j);
   validate(p);
   return p;
