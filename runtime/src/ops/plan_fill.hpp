@@ -45,6 +45,19 @@ PartialStates set_outputs(Params& params, const TensorView& q, const TensorView&
   return partial;
 }
 
+// A prefill kernel's outputs as set_outputs sets them, and the row (n) and
+// head (h) strides of its q and o, both [rows, heads, dim].
+template <class Params>
+PartialStates set_prefill_outputs(Params& params, const TensorView& q, const TensorView& o, const TensorView* lse,
+                                  void* workspace, const WorkspaceLayout& layout, bool has_partial_states) {
+  const PartialStates partial = set_outputs(params, q, o, lse, workspace, layout, has_partial_states);
+  params.q_stride_n = q.strides[0];
+  params.q_stride_h = q.strides[1];
+  params.o_stride_n = o.strides[0];
+  params.o_stride_h = o.strides[1];
+  return partial;
+}
+
 // One request's K and V as [rows, heads, dim] (NHD) or [heads, rows, dim] (HND):
 // the contiguous source's pointers, strides and length.
 void set_contiguous_kv(kernels::KVSourceParams& kv, const TensorView& k, const TensorView& v, KVLayout layout,

@@ -270,16 +270,7 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   }
   if (graph) graph_q_rows = graph_q_rows < 0 ? rows : std::min(graph_q_rows, rows);
   kernels::PrefillParams p{};
-  p.q = q.data;
-  p.o = o.data;
-  p.lse = lse ? static_cast<float*>(lse->data) : nullptr;
-  const PartialStates partial = partial_states(workspace, layout.workspace, layout.num_chunks > 1);
-  p.partial_o = partial.o;
-  p.partial_lse = partial.lse;
-  p.q_stride_n = q.strides[0];
-  p.q_stride_h = q.strides[1];
-  p.o_stride_n = o.strides[0];
-  p.o_stride_h = o.strides[1];
+  set_prefill_outputs(p, q, o, lse, workspace, layout.workspace, layout.num_chunks > 1);
   p.var = layout.var;
   p.var.sm_scale *= k_scale.value_or(1.f);
   p.var.v_scale *= v_scale.value_or(1.f);

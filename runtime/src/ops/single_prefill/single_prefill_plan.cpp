@@ -104,17 +104,8 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   }
 
   kernels::PrefillParams pp{};
-  pp.q = q.data;
-  pp.o = o.data;
-  pp.lse = lse ? static_cast<float*>(lse->data) : nullptr;
   const bool split = layout.num_chunks > 1;
-  const ops::PartialStates partial = ops::partial_states(workspace, layout.workspace, split);
-  pp.partial_o = partial.o;
-  pp.partial_lse = partial.lse;
-  pp.q_stride_n = q.strides[0];
-  pp.q_stride_h = q.strides[1];
-  pp.o_stride_n = o.strides[0];
-  pp.o_stride_h = o.strides[1];
+  const ops::PartialStates partial = ops::set_prefill_outputs(pp, q, o, lse, workspace, layout.workspace, split);
   ops::set_contiguous_kv(pp.kv, k, v, problem.options.kv_layout, N);
   pp.var = layout.var;
   pp.var.custom_mask = problem.options.custom_mask ? static_cast<const uint8_t*>(mask->data) : nullptr;
