@@ -66,18 +66,9 @@ std::vector<nlohmann::json> model_problems(const ModelShape& m) {
   std::vector<nlohmann::json> out;
   for (const char* q : {"bfloat16", "float16"})
     for (const auto& [source, kv] :
-         {std::pair{"ragged", q}, std::pair{"paged", q}, std::pair{"paged", "float8_e4m3fn"}}) {
-      nlohmann::json p = {{"op", "batch_prefill"},
-                          {"kv_source", source},
-                          {"num_qo_heads", m.num_qo_heads},
-                          {"num_kv_heads", m.num_kv_heads},
-                          {"head_dim", m.head_dim},
-                          {"q_dtype", q},
-                          {"kv_dtype", kv},
-                          {"causal", true}};
-      if (m.logits_soft_cap > 0) p["logits_soft_cap"] = m.logits_soft_cap;
-      out.push_back(p);
-    }
+         {std::pair{"ragged", q}, std::pair{"paged", q}, std::pair{"paged", "float8_e4m3fn"}})
+      out.push_back(m.problem(
+          {{"op", "batch_prefill"}, {"kv_source", source}, {"q_dtype", q}, {"kv_dtype", kv}, {"causal", true}}));
   return out;
 }
 

@@ -57,13 +57,9 @@ std::vector<nlohmann::json> variant_grid() {
 std::vector<nlohmann::json> model_problems(const ModelShape& m) {
   std::vector<nlohmann::json> out;
   for (const char* q : {"bfloat16", "float16"})
-    for (const char* pos : {"NONE", "ROPE_LLAMA"}) {
-      nlohmann::json p = {{"op", "single_prefill"}, {"num_qo_heads", m.num_qo_heads},
-                          {"num_kv_heads", m.num_kv_heads}, {"head_dim", m.head_dim},
-                          {"q_dtype", q}, {"pos_encoding_mode", pos}, {"causal", true}};
-      if (m.logits_soft_cap > 0) p["logits_soft_cap"] = m.logits_soft_cap;
-      out.push_back(p);
-    }
+    for (const char* pos : {"NONE", "ROPE_LLAMA"})
+      out.push_back(
+          m.problem({{"op", "single_prefill"}, {"q_dtype", q}, {"pos_encoding_mode", pos}, {"causal", true}}));
   return out;
 }
 
