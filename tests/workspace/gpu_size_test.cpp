@@ -67,67 +67,142 @@ void require_too_small(const std::function<void()>& plan, const char* workspace)
   }
 }
 
+// A random batch of trial `trial`: batch + trial * step requests of up to
+// `most` tokens each, its values seeded seed + trial.
+struct Draw {
+  int batch, step, most;
+  uint32_t seed;
+};
+
+// One trial of a random-batch test: pages of 16 and of 1 in turn, the batch
+// `a` that is planned and run, and the batch `other` that is only queried
+// (drawn after `a` from the same generator).
+struct Trial {
+  int page_size;
+  DeviceBatch a, other;
+  Trial(std::mt19937& rng, int trial, const Draw& da, const Draw& dother)
+      : page_size(trial % 2 ? 1 : 16),
+        a(random_lens(rng, da.batch + trial * da.step, da.most), page_size, da.seed + trial),
+        other(random_lens(rng, dother.batch + trial * dother.step, dother.most), page_size, dother.seed + trial) {}
+};
+
+// Four trials from one generator seeded `seed`, each INFOed: test(t, trial).
+template <class Test>
+void four_trials(uint32_t seed, const Draw& a, const Draw& other, const Test& test) {
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 4; ++trial) {
+    const Trial t(rng, trial, a, other);
+    INFO("trial " << trial << ": batch " << t.a.rows() << ", page_size " << t.page_size);
+    test(t, trial);
+  }
+}
+
+// Batch decode's calls over batch `a` with `args`.
+struct DecodeCalls {
+  using Wrapper = BatchDecodeWithPagedKVCacheWrapper;
+  const DeviceBatch& a;
+  Wrapper::PlanArgs args;
+  WorkspaceSizes sizes(Wrapper& w) const { return w.workspace_size(a.host.indptr, a.host.indices, a.host.last, args); }
+  void plan(Wrapper& w) const { w.plan(a.host.indptr, a.host.indices, a.host.last, args); }
+  std::vector<uint8_t> run(Wrapper& w) const {
+    return run_and_download(a.rows(), [&](const TensorView& o, const TensorView& lse) {
+      w.run(a.qv(), a.kc(), a.vc(), o, &lse);
+    });
+  }
+  static size_t float_bytes(const Wrapper& w) { return w.current_plan().workspace_bytes(); }
+  // After a query of another batch (its figures `other`) between plan() and run().
+  static void check_query(const Wrapper&, const WorkspaceSizes&, const WorkspaceSizes& other) {
+    CHECK(other.int_bytes > 0);
+  }
+};
+
+// Paged batch prefill's calls over batch `a` (qo_indptr `qo`) with `o`.
+struct PrefillCalls {
+  using Wrapper = BatchPrefillWithPagedKVCacheWrapper;
+  const DeviceBatch& a;
+  const std::vector<int32_t>& qo;
+  int page_size;
+  BatchPrefillPlanOptions o;
+  WorkspaceSizes sizes(Wrapper& w) const {
+    return w.workspace_size(qo, a.host.indptr, a.host.indices, a.host.last, kHq, kHk, kD, page_size, o);
+  }
+  void plan(Wrapper& w) const {
+    w.plan(qo, a.host.indptr, a.host.indices, a.host.last, kHq, kHk, kD, page_size, o, nullptr);
+  }
+  std::vector<uint8_t> run(Wrapper& w) const {
+    return run_and_download(a.rows(), [&](const TensorView& out, const TensorView& lse) {
+      w.run(a.qv(), a.kc(), a.vc(), out, &lse, nullptr);
+    });
+  }
+  static size_t float_bytes(const Wrapper& w) { return w.workspace_bytes(); }
+  // After a query of another batch between plan() and run() (`sizes`: the plan's figures).
+  static void check_query(const Wrapper& w, const WorkspaceSizes& sizes, const WorkspaceSizes&) {
+    CHECK(w.workspace_bytes() == sizes.float_bytes);
+  }
+};
+
+// What the tests check of a wrapper (`calls`: DecodeCalls or PrefillCalls over
+// one batch; `make(ws, bytes)` makes a wrapper over a float workspace of
+// `bytes`): a plan over room to spare reports the figures workspace_size()
+// gave; a wrapper over exactly those bytes plans and runs as it does; one
+// byte less of either workspace is refused, naming it. With `other` (the
+// calls over another batch): the figures are not 0 and the exact plan uses
+// all of the int workspace; a query of the other batch between plan() and
+// run() leaves the run as it was; and a plan after a query is the plan
+// without one.
+template <class Calls, class Make>
+void check_exact_sizes(const Calls& calls, const Make& make, const Calls* other = nullptr) {
+  DeviceBuffer big(256 << 20);
+  auto reference = make(big.get(), big.bytes());
+  const WorkspaceSizes sizes = calls.sizes(reference);
+  if (other) CHECK(sizes.int_bytes > 0);
+  calls.plan(reference);
+  CHECK(Calls::float_bytes(reference) == sizes.float_bytes);
+  CHECK(reference.plan_memory_bytes() == sizes.int_bytes);
+  const auto expected = calls.run(reference);
+
+  // Exactly the reported bytes: plans and runs as with room to spare.
+  DeviceBuffer fl(std::max<size_t>(sizes.float_bytes, 256)), in(sizes.int_bytes);
+  auto exact = make(fl.get(), sizes.float_bytes);
+  exact.set_int_workspace(in.get(), sizes.int_bytes);
+  calls.plan(exact);
+  if (other) CHECK(exact.plan_memory_bytes() == sizes.int_bytes);
+  CHECK(calls.run(exact) == expected);
+
+  // One byte less of either is refused, naming it.
+  if (sizes.float_bytes > 0) {
+    auto small = make(fl.get(), sizes.float_bytes - 1);
+    require_too_small([&] { calls.plan(small); }, "float_workspace_buffer");
+  }
+  auto small_int = make(big.get(), big.bytes());
+  small_int.set_int_workspace(in.get(), sizes.int_bytes - 1);
+  require_too_small([&] { calls.plan(small_int); }, "int_workspace_buffer");
+  if (!other) return;
+
+  // A query of another batch between plan() and run() leaves the run as it was.
+  const WorkspaceSizes other_sizes = other->sizes(exact);
+  Calls::check_query(exact, sizes, other_sizes);
+  CHECK(exact.plan_memory_bytes() == sizes.int_bytes);
+  CHECK(calls.run(exact) == expected);
+  // And a plan after a query is the plan without one.
+  auto after = make(big.get(), big.bytes());
+  other->sizes(after);
+  calls.plan(after);
+  CHECK(calls.run(after) == expected);
+}
+
 }  // namespace
 
 TEST_CASE("batch decode: workspace_size() is exactly what plan() then needs, and disturbs nothing",
           "[gpu][workspace_size]") {
   ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  std::mt19937 rng(29);
-  for (int trial = 0; trial < 4; ++trial) {
-    const int page_size = trial % 2 ? 1 : 16;
-    const DeviceBatch a(random_lens(rng, 1 + trial * 3, 5000), page_size, 100 + trial);
-    const DeviceBatch other(random_lens(rng, 7, 3000), page_size, 200 + trial);
-    const auto args = wrapper_plan_args(a.shape, -1);
-    INFO("trial " << trial << ": batch " << a.rows() << ", page_size " << page_size);
-    DeviceBuffer big(256 << 20);
-    BatchDecodeWithPagedKVCacheWrapper reference(rt, big.get(), big.bytes());
-    const WorkspaceSizes sizes = reference.workspace_size(a.host.indptr, a.host.indices, a.host.last, args);
-    CHECK(sizes.int_bytes > 0);
-    reference.plan(a.host.indptr, a.host.indices, a.host.last, args);
-    CHECK(reference.current_plan().workspace_bytes() == sizes.float_bytes);
-    CHECK(reference.plan_memory_bytes() == sizes.int_bytes);
-    const auto expected = run_and_download(a.rows(), [&](const TensorView& o, const TensorView& lse) {
-      reference.run(a.qv(), a.kc(), a.vc(), o, &lse);
-    });
-
-    // Exactly the reported bytes: plans and runs as with room to spare.
-    DeviceBuffer fl(std::max<size_t>(sizes.float_bytes, 256)), in(sizes.int_bytes);
-    BatchDecodeWithPagedKVCacheWrapper exact(rt, fl.get(), sizes.float_bytes);
-    exact.set_int_workspace(in.get(), sizes.int_bytes);
-    exact.plan(a.host.indptr, a.host.indices, a.host.last, args);
-    CHECK(exact.plan_memory_bytes() == sizes.int_bytes);
-    CHECK(run_and_download(a.rows(), [&](const TensorView& o, const TensorView& lse) {
-            exact.run(a.qv(), a.kc(), a.vc(), o, &lse);
-          }) == expected);
-
-    // One byte less of either is refused, naming it.
-    if (sizes.float_bytes > 0) {
-      BatchDecodeWithPagedKVCacheWrapper small(rt, fl.get(), sizes.float_bytes - 1);
-      require_too_small([&] { small.plan(a.host.indptr, a.host.indices, a.host.last, args); },
-                        "float_workspace_buffer");
-    }
-    BatchDecodeWithPagedKVCacheWrapper small_int(rt, big.get(), big.bytes());
-    small_int.set_int_workspace(in.get(), sizes.int_bytes - 1);
-    require_too_small([&] { small_int.plan(a.host.indptr, a.host.indices, a.host.last, args); },
-                      "int_workspace_buffer");
-
-    // A query of another batch between plan() and run() leaves the run as it was.
-    const WorkspaceSizes other_sizes =
-        exact.workspace_size(other.host.indptr, other.host.indices, other.host.last, args);
-    CHECK(other_sizes.int_bytes > 0);
-    CHECK(exact.plan_memory_bytes() == sizes.int_bytes);
-    CHECK(run_and_download(a.rows(), [&](const TensorView& o, const TensorView& lse) {
-            exact.run(a.qv(), a.kc(), a.vc(), o, &lse);
-          }) == expected);
-    // And a plan after a query is the plan without one.
-    BatchDecodeWithPagedKVCacheWrapper after(rt, big.get(), big.bytes());
-    after.workspace_size(other.host.indptr, other.host.indices, other.host.last, args);
-    after.plan(a.host.indptr, a.host.indices, a.host.last, args);
-    CHECK(run_and_download(a.rows(), [&](const TensorView& o, const TensorView& lse) {
-            after.run(a.qv(), a.kc(), a.vc(), o, &lse);
-          }) == expected);
-  }
+  four_trials(29, {1, 3, 5000, 100}, {7, 0, 3000, 200}, [&](const Trial& t, int) {
+    const auto args = wrapper_plan_args(t.a.shape, -1);
+    const DecodeCalls calls{t.a, args}, other{t.other, args};
+    check_exact_sizes(
+        calls, [&](void* ws, size_t bytes) { return BatchDecodeWithPagedKVCacheWrapper(rt, ws, bytes); }, &other);
+  });
 }
 
 TEST_CASE("batch decode in CUDA-graph mode: workspace_size() sizes the fixed-grid plan", "[gpu][workspace_size]") {
@@ -138,98 +213,31 @@ TEST_CASE("batch decode in CUDA-graph mode: workspace_size() sizes the fixed-gri
   const int max_batch = 8;
   const int64_t max_pages = a.host.num_pages + 64;
   DeviceBuffer indptr_buf((max_batch + 1) * 4), indices_buf(max_pages * 4), last_buf(max_batch * 4);
-  DeviceBuffer big(256 << 20);
   auto make = [&](void* ws, size_t bytes) {
     return BatchDecodeWithPagedKVCacheWrapper(rt, ws, bytes, KVLayout::NHD, true, false,
                                               static_cast<int32_t*>(indptr_buf.get()),
                                               static_cast<int32_t*>(indices_buf.get()),
                                               static_cast<int32_t*>(last_buf.get()), max_batch, max_pages);
   };
-  const auto args = wrapper_plan_args(a.shape, -1);
-  auto reference = make(big.get(), big.bytes());
-  const WorkspaceSizes sizes = reference.workspace_size(a.host.indptr, a.host.indices, a.host.last, args);
-  reference.plan(a.host.indptr, a.host.indices, a.host.last, args);
-  CHECK(reference.current_plan().workspace_bytes() == sizes.float_bytes);
-  CHECK(reference.plan_memory_bytes() == sizes.int_bytes);
-  const auto expected = run_and_download(a.rows(), [&](const TensorView& o, const TensorView& lse) {
-    reference.run(a.qv(), a.kc(), a.vc(), o, &lse);
-  });
-  DeviceBuffer fl(std::max<size_t>(sizes.float_bytes, 256)), in(sizes.int_bytes);
-  auto exact = make(fl.get(), sizes.float_bytes);
-  exact.set_int_workspace(in.get(), sizes.int_bytes);
-  exact.plan(a.host.indptr, a.host.indices, a.host.last, args);
-  CHECK(run_and_download(a.rows(), [&](const TensorView& o, const TensorView& lse) {
-          exact.run(a.qv(), a.kc(), a.vc(), o, &lse);
-        }) == expected);
-  if (sizes.float_bytes > 0) {
-    auto small = make(fl.get(), sizes.float_bytes - 1);
-    require_too_small([&] { small.plan(a.host.indptr, a.host.indices, a.host.last, args); }, "float_workspace_buffer");
-  }
-  auto small_int = make(big.get(), big.bytes());
-  small_int.set_int_workspace(in.get(), sizes.int_bytes - 1);
-  require_too_small([&] { small_int.plan(a.host.indptr, a.host.indices, a.host.last, args); }, "int_workspace_buffer");
+  check_exact_sizes(DecodeCalls{a, wrapper_plan_args(a.shape, -1)}, make);
 }
 
 TEST_CASE("paged batch prefill: workspace_size() is exactly what plan() then needs, and disturbs nothing",
           "[gpu][workspace_size]") {
   ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
-  std::mt19937 rng(37);
-  for (int trial = 0; trial < 4; ++trial) {
-    const int page_size = trial % 2 ? 1 : 16;
-    // One query token per request over long KV: the plan splits the KV and uses the float workspace.
-    const DeviceBatch a(random_lens(rng, 2 + trial * 2, 6000), page_size, 400 + trial);
-    const DeviceBatch other(random_lens(rng, 5, 2000), page_size, 500 + trial);
-    std::vector<int32_t> qo(a.rows() + 1), other_qo(other.rows() + 1);
+  // One query token per request over long KV: the plan splits the KV and uses the float workspace.
+  four_trials(37, {2, 2, 6000, 400}, {5, 0, 2000, 500}, [&](const Trial& t, int trial) {
+    std::vector<int32_t> qo(t.a.rows() + 1), other_qo(t.other.rows() + 1);
     for (size_t i = 0; i < qo.size(); ++i) qo[i] = static_cast<int32_t>(i);
     for (size_t i = 0; i < other_qo.size(); ++i) other_qo[i] = static_cast<int32_t>(i);
     BatchPrefillPlanOptions o;
     o.q_data_type = kDt;
     o.causal = trial % 2 == 0;
-    INFO("trial " << trial << ": batch " << a.rows() << ", page_size " << page_size);
-    auto plan = [&](BatchPrefillWithPagedKVCacheWrapper& w) {
-      w.plan(qo, a.host.indptr, a.host.indices, a.host.last, kHq, kHk, kD, page_size, o, nullptr);
-    };
-    auto run = [&](BatchPrefillWithPagedKVCacheWrapper& w) {
-      return run_and_download(a.rows(), [&](const TensorView& out, const TensorView& lse) {
-        w.run(a.qv(), a.kc(), a.vc(), out, &lse, nullptr);
-      });
-    };
-    DeviceBuffer big(256 << 20);
-    BatchPrefillWithPagedKVCacheWrapper reference(rt, big.get(), big.bytes());
-    const WorkspaceSizes sizes =
-        reference.workspace_size(qo, a.host.indptr, a.host.indices, a.host.last, kHq, kHk, kD, page_size, o);
-    CHECK(sizes.int_bytes > 0);
-    plan(reference);
-    CHECK(reference.workspace_bytes() == sizes.float_bytes);
-    CHECK(reference.plan_memory_bytes() == sizes.int_bytes);
-    const auto expected = run(reference);
-
-    DeviceBuffer fl(std::max<size_t>(sizes.float_bytes, 256)), in(sizes.int_bytes);
-    BatchPrefillWithPagedKVCacheWrapper exact(rt, fl.get(), sizes.float_bytes);
-    exact.set_int_workspace(in.get(), sizes.int_bytes);
-    plan(exact);
-    CHECK(exact.plan_memory_bytes() == sizes.int_bytes);
-    CHECK(run(exact) == expected);
-    if (sizes.float_bytes > 0) {
-      BatchPrefillWithPagedKVCacheWrapper small(rt, fl.get(), sizes.float_bytes - 1);
-      require_too_small([&] { plan(small); }, "float_workspace_buffer");
-    }
-    BatchPrefillWithPagedKVCacheWrapper small_int(rt, big.get(), big.bytes());
-    small_int.set_int_workspace(in.get(), sizes.int_bytes - 1);
-    require_too_small([&] { plan(small_int); }, "int_workspace_buffer");
-
-    // A query of another batch between plan() and run(), and a plan after a query.
-    exact.workspace_size(other_qo, other.host.indptr, other.host.indices, other.host.last, kHq, kHk, kD, page_size,
-                         o);
-    CHECK(exact.plan_memory_bytes() == sizes.int_bytes);
-    CHECK(exact.workspace_bytes() == sizes.float_bytes);
-    CHECK(run(exact) == expected);
-    BatchPrefillWithPagedKVCacheWrapper after(rt, big.get(), big.bytes());
-    after.workspace_size(other_qo, other.host.indptr, other.host.indices, other.host.last, kHq, kHk, kD, page_size, o);
-    plan(after);
-    CHECK(run(after) == expected);
-  }
+    const PrefillCalls calls{t.a, qo, t.page_size, o}, other{t.other, other_qo, t.page_size, o};
+    check_exact_sizes(
+        calls, [&](void* ws, size_t bytes) { return BatchPrefillWithPagedKVCacheWrapper(rt, ws, bytes); }, &other);
+  });
 }
 
 }  // namespace attnjit::test
