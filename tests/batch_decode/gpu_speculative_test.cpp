@@ -23,7 +23,6 @@
 #include "attnjit/attnjit.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
-#include "support/grid_tally.hpp"
 #include "support/decode_entry_args.hpp"
 #include "support/paged_kv_device.hpp"
 #include "reference/host_dtypes.hpp"
@@ -57,9 +56,6 @@ struct SpecCase {
                        tensor_cores ? " use_tensor_cores" : "");
   }
 };
-
-double o_tol(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
-double lse_tol(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
 
 using Errors = TokenErrors;
 
@@ -182,15 +178,10 @@ TEST_CASE("speculative batch decode matches the float64 reference: q_len_per_req
           "[gpu][batch_decode][speculative]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  const auto cases = grid();
-  GridTally tally;
-  uint32_t seed = 100;
-  for (const auto& c : cases) {
-    INFO(c.label());
-    const Errors e = run_case(rt, c, seed++);
-    tally.check(fmt::format("q_len {} {}", c.q_lens[0], to_string(c.kv)), e.o_rel, o_tol(c.q), e.lse_abs, lse_tol(c.q));
-  }
-  WARN(tally.summary("speculative batch decode grid", 22));
+  check_token_grid(
+      grid(), 100, "speculative batch decode grid", 22,
+      [&](const SpecCase& c, uint32_t seed) { return run_case(rt, c, seed); },
+      [](const SpecCase& c) { return fmt::format("q_len {} {}", c.q_lens[0], to_string(c.kv)); });
 }
 
 TEST_CASE("speculative batch decode: split KV merges per query token", "[gpu][batch_decode][speculative][split]") {

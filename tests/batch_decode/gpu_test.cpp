@@ -20,7 +20,6 @@
 #include "support/captured_graph.hpp"
 #include "support/device_buffer.hpp"
 #include "support/gpu_support.hpp"
-#include "support/grid_tally.hpp"
 #include "support/decode_entry_args.hpp"
 #include "support/paged_kv_device.hpp"
 #include "reference/host_dtypes.hpp"
@@ -63,9 +62,6 @@ Case gqa_case(Entry entry, std::vector<int32_t> lens, KVLayout layout) {
   c.lens = std::move(lens);
   return c;
 }
-
-double o_tol(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
-double lse_tol(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
 
 using Errors = TokenErrors;
 using Batch = PagedBatch;
@@ -268,16 +264,9 @@ std::vector<Case> grid() {
 TEST_CASE("batch decode matches the float64 reference through all three entry points", "[gpu][batch_decode]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
-  const auto cases = grid();
-  GridTally tally;
-  uint32_t seed = 1;
-  for (const auto& c : cases) {
-    INFO(c.label());
-    const Errors e = run_case(rt, c, seed++);
-    tally.check(fmt::format("{} {}/{}", name(c.entry), to_string(c.q), to_string(c.kv)), e.o_rel, o_tol(c.q), e.lse_abs,
-                lse_tol(c.q));
-  }
-  WARN(tally.summary("batch decode grid", 34));
+  check_token_grid(
+      grid(), 1, "batch decode grid", 34, [&](const Case& c, uint32_t seed) { return run_case(rt, c, seed); },
+      [](const Case& c) { return fmt::format("{} {}/{}", name(c.entry), to_string(c.q), to_string(c.kv)); });
 }
 
 TEST_CASE("TensorRT-LLM batch decode gives the same bits with programmatic dependent launch on and off",

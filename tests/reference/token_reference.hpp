@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "support/grid_tally.hpp"
 #include "support/paged_kv_batch.hpp"
 #include "reference/decode_reference.hpp"
 #include "reference/sample_values.hpp"
@@ -38,6 +40,27 @@ TokenReference token_reference_of(const Case& c, std::vector<int32_t> kv_lens, s
 struct TokenErrors {
   double o_rel = 0, lse_abs = 0;
 };
+
+// The batch decode GPU tests' tolerances for TokenErrors by q dtype: o's
+// relative L2 error and lse's absolute error (base 2).
+inline double o_tol(DType q) { return q == DType::BF16 ? 1e-2 : 2e-3; }
+inline double lse_tol(DType q) { return q == DType::BF16 ? 2e-2 : 4e-3; }
+
+// A batch decode grid test: each case of `cases` (INFOed by its label()) run
+// by `run(c, seed)` to its TokenErrors, seeds counting up from `seed`, and
+// tallied under `group(c)` against the tolerances of its q dtype; then the
+// tally's summary `title` (groups `width` wide) WARNed.
+template <class Case, class Run, class Group>
+void check_token_grid(const std::vector<Case>& cases, uint32_t seed, const std::string& title, int width,
+                      const Run& run, const Group& group) {
+  GridTally tally;
+  for (const auto& c : cases) {
+    INFO(c.label());
+    const TokenErrors e = run(c, seed++);
+    tally.check(group(c), e.o_rel, o_tol(c.q), e.lse_abs, lse_tol(c.q));
+  }
+  WARN(tally.summary(title, width));
+}
 
 // Max over (request, token) of the rel. L2 error of o over its heads, and of
 // the abs. error of lse (base 2). out [tokens, hq, d], lse [tokens, hq] (null:
