@@ -15,8 +15,6 @@ against float64 and the dense variant; on_bind there (a bind and a new plan() cl
 Catch2 GPU test tests/block_sparse/gpu_test.cpp.
 """
 
-import math
-
 import pytest
 
 import attnjit
@@ -62,6 +60,9 @@ try:
     import torch
 except ImportError:  # the GPU tests below skip; the checks above run
     torch = None
+else:
+    import masked_reference
+    from masked_reference import rel
 gpu = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch and a CUDA device")
 # By dtype name, so that this module imports without torch.
 TOLERANCE = {"float16": 3e-3, "bfloat16": 1.5e-2}  # relative Frobenius error against float64
@@ -74,25 +75,14 @@ def backends():
     return ["fa2", "fa3", "fa3_ws"] if torch.cuda.get_device_capability() == (9, 0) else ["fa2"]
 
 
+def on_each_backend(test):
+    """A GPU test (gpu) run once per backend of this device (backends())."""
+    return gpu(pytest.mark.parametrize("backend", backends())(test))
+
+
 def reference(q, k, v, visible):
     """o [T, H, D], lse [T, H] (base 2) in float64; visible(h, i, j) -> bool, broadcastable."""
-    q, k, v = q.double(), k.double(), v.double()
-    t, heads, d = q.shape
-    g = heads // k.shape[1]
-    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
-    s = torch.einsum("thd,nhd->htn", q, k) / math.sqrt(d)
-    h = torch.arange(heads, device=q.device)[:, None, None]
-    i = torch.arange(t, device=q.device)[None, :, None]
-    j = torch.arange(k.shape[0], device=q.device)[None, None, :]
-    s = s.masked_fill(~torch.broadcast_to(visible(h, i, j), s.shape), float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
-    return torch.einsum("htn,nhd->thd", p, v), (lse / math.log(2.0)).transpose(0, 1)
-
-
-def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+    return masked_reference.reference(q, k, v, visible=visible)
 
 
 def qkv(qo, kv, heads, kv_heads, d=128, dtype="float16", seed=0):
@@ -126,8 +116,7 @@ def check(got, twin, ref, dtype):
         assert o[unseen].abs().max().item() == 0.0
 
 
-@gpu
-@pytest.mark.parametrize("backend", backends())
+@on_each_backend
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("heads_vary", [True, False])
 def test_document_masking_over_packed_sequences(backend, dtype, heads_vary):
@@ -143,8 +132,7 @@ def test_document_masking_over_packed_sequences(backend, dtype, heads_vary):
 WINDOW_WITH_SINKS = "const int pos = q + p.offset; return kv <= pos && (kv < p.sinks || pos - kv <= p.window);"
 
 
-@gpu
-@pytest.mark.parametrize("backend", backends())
+@on_each_backend
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_sliding_window_with_sink_tokens(backend, dtype):
     qo, kv, window, sinks = 701, 1999, 127, 4
@@ -159,8 +147,7 @@ def test_sliding_window_with_sink_tokens(backend, dtype):
     check(got, twin, reference(q, k, v, visible), dtype)
 
 
-@gpu
-@pytest.mark.parametrize("backend", backends())
+@on_each_backend
 def test_prefix_lm_and_causal_as_mask_mod(backend):
     dtype = "bfloat16"
     n, prefix = 1333, 190
@@ -173,8 +160,7 @@ def test_prefix_lm_and_causal_as_mask_mod(backend):
     assert rel(got[0], builtin) < SAME[dtype]
 
 
-@gpu
-@pytest.mark.parametrize("backend", backends())
+@on_each_backend
 def test_a_mask_that_reads_the_head_and_rows_without_keys(backend):
     # Odd heads see only the first half of the keys, even heads the second: per-head classes; queries
     # past p.stop see nothing (o = 0, lse = -inf).
@@ -188,8 +174,7 @@ def test_a_mask_that_reads_the_head_and_rows_without_keys(backend):
     check(got, twin, ref, dtype)
 
 
-@gpu
-@pytest.mark.parametrize("backend", backends())
+@on_each_backend
 def test_a_rebind_changes_the_classes_of_the_next_run(backend):
     dtype = "float16"
     n = 900
@@ -237,8 +222,7 @@ def test_a_captured_graph_replays_the_classification(reclassify):
 SAME_DOCUMENT = "return p.doc_at(q) == p.doc_at(kv);"
 
 
-@gpu
-@pytest.mark.parametrize("backend", backends())
+@on_each_backend
 def test_on_bind_keeps_the_classes_until_a_bind(backend):
     dtype = "float16"
     qo, kv = 397, 1031  # no multiple of a tile; group 3
@@ -319,8 +303,7 @@ def indptr(lengths):
     return torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32)
 
 
-@gpu
-@pytest.mark.parametrize("backend", backends())
+@on_each_backend
 @pytest.mark.parametrize("heads_vary", [True, False])
 def test_ragged_wrapper_block_sparse_documents(backend, heads_vary):
     dtype = "float16"
@@ -340,8 +323,7 @@ def test_ragged_wrapper_block_sparse_documents(backend, heads_vary):
     assert rel(outs[True], outs[False]) < SAME[dtype]
 
 
-@gpu
-@pytest.mark.parametrize("backend", backends())
+@on_each_backend
 def test_paged_wrapper_block_sparse_documents_with_a_partial_last_page(backend):
     dtype, page = "float16", 16
     q, ks, vs, doc, offset = batch_inputs(QO_LENS, KV_LENS, heads=12, kv_heads=4, seed=21)
@@ -366,8 +348,7 @@ def test_paged_wrapper_block_sparse_documents_with_a_partial_last_page(backend):
     assert rel(out, batch_reference(q, ks, vs, QO_LENS, doc, offset)) < TOLERANCE[dtype]
 
 
-@gpu
-@pytest.mark.parametrize("backend", backends())
+@on_each_backend
 def test_ragged_wrapper_on_bind_keeps_the_classes_until_a_bind_or_a_plan(backend):
     # Without causality: one document keeps every pair, so every tile is full and the prefill never evaluates
     # the mask; a run on kept classes then repeats the first output bit for bit whatever the doc ids became.

@@ -9,8 +9,6 @@ runs of one plan. The speculative-decoding tree mask on batch decode is a Catch2
 (tests/user_variant/gpu_test.cpp): the Python decode wrapper plans one query token per request.
 """
 
-import math
-
 import pytest
 
 import attnjit
@@ -21,35 +19,10 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device visible to torch", allow_module_level=True)
 
 from alibi import alibi_slopes  # noqa: E402
+from masked_reference import reference, rel  # noqa: E402
 
 TOLERANCE = {torch.float16: 3e-3, torch.bfloat16: 1.5e-2}  # relative Frobenius error against float64
 TWIN = {torch.float16: 2e-3, torch.bfloat16: 1e-2}  # snippet against its built-in twin (rounding only)
-
-
-def reference(q, k, v, score=None, visible=None, sm_scale=None):
-    """o [T, H, D], lse [T, H] (base 2), float64. score(s, h, i, j) maps the scaled scores [H, T, N] given
-    broadcastable head / query-index / key-index tensors; visible(h, i, j) -> bool of the same shape."""
-    q, k, v = q.double(), k.double(), v.double()
-    t, heads, d = q.shape
-    n, hk = k.shape[0], k.shape[1]
-    g = heads // hk
-    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
-    s = torch.einsum("thd,nhd->htn", q, k) * (sm_scale if sm_scale is not None else 1.0 / math.sqrt(d))
-    h = torch.arange(heads, device=q.device)[:, None, None]
-    i = torch.arange(t, device=q.device)[None, :, None]
-    j = torch.arange(n, device=q.device)[None, None, :]
-    if score is not None:
-        s = score(s, h, i, j)
-    if visible is not None:
-        s = s.masked_fill(~torch.broadcast_to(visible(h, i, j), s.shape), float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
-    return torch.einsum("htn,nhd->thd", p, v), (lse / math.log(2.0)).transpose(0, 1)
-
-
-def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
 def qkv(qo, kv, heads=8, kv_heads=2, d=128, dtype=torch.float16, seed=0, scale=1.0):
