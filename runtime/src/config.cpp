@@ -36,6 +36,16 @@ bool parse_switch(const char* name, const std::string& v, const char* on, const 
               fmt::format("{}='{}' is not a switch; allowed: 1 ({}) or 0 ({})", name, v, on, off));
 }
 
+Config::Persistence parse_persistence(const std::string& v) {
+  if (v.empty() || v == "auto") return Config::Persistence::Auto;
+  if (v == "1") return Config::Persistence::Always;
+  if (v == "0") return Config::Persistence::Never;
+  throw Error(Status::InvalidArgument,
+              fmt::format("ATTNJIT_PREFILL_PERSISTENT='{}' is not allowed; allowed: auto (the planner's choice, as "
+                          "unset), 1 (every fa3_ws prefill on persistent CTAs) or 0 (one CTA per item)",
+                          v));
+}
+
 }  // namespace
 
 std::string Config::default_cache_dir() {
@@ -66,8 +76,7 @@ Config Config::from_env() {
   c.check_every_run = parse_switch("ATTNJIT_CHECK", env("ATTNJIT_CHECK"),
                                    "every run waits for its stream and checks the device tables it read",
                                    "checked at the next call");
-  c.persistent_prefill = parse_switch("ATTNJIT_PREFILL_PERSISTENT", env("ATTNJIT_PREFILL_PERSISTENT"),
-                                      "fa3_ws prefill on persistent CTAs", "one CTA per item");
+  c.persistent_prefill = parse_persistence(env("ATTNJIT_PREFILL_PERSISTENT"));
   return c;
 }
 

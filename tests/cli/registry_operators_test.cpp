@@ -13,9 +13,10 @@ TEST_CASE("attnjit explain --op batch_prefill lists and plans its kernels withou
   TempDir tmp;
   expect_cli(tmp.path(), {
       {"explain --list-ops", 0, {"batch_prefill ", "merge_state "}},
-      // Every kernel the problem may use: fa2's tiles, the Hopper kernel "auto" plans (fa3_ws), and the merge.
+      // Every kernel the problem may use: fa2's tiles, the Hopper kernel "auto" plans (fa3_ws, persistent without a
+      // causal mask), and the merge.
       {"explain --op batch_prefill --model llama-3.1-8b --arch sm_90a", 0,
-       {"[1/4] prefill_d128_m1_s2_bf16_bf16_bf16_none_ragged", "[3/4] prefill_fa3ws_d128_s2_bf16_bf16_bf16_none_ragged",
+       {"[1/4] prefill_d128_m1_s2_bf16_bf16_bf16_none_ragged", "[3/4] prefill_fa3ws_d128_s2_persistent_bf16_bf16_bf16_none_ragged",
         "[4/4] merge_states_d128_bf16_w4\n", "cached: no"}},
       // --kv-len: the plan of one fresh prompt of that length.
       {"explain --op batch_prefill --model llama-3.1-8b --kv-len 4096 --arch sm_80", 0,

@@ -433,37 +433,73 @@ TEST_CASE("single prefill plan, fa2: the K/V pipeline keeps two CTAs per SM on s
   CHECK(PrefillKernel::from_json(old).min_ctas_per_sm == 1);
 }
 
-TEST_CASE("fa3_ws runs persistent CTAs, at most one per SM, only where the runtime asks", "[planner][prefill][persistent]") {
+TEST_CASE("fa3_ws runs persistent CTAs, at most one per SM, where item costs fall or the runtime asks",
+          "[planner][prefill][persistent]") {
+  using P = Config::Persistence;
   ops::DeviceFigures hopper{132};
-  auto p = problem(1000, 1000);  // 32 / 8 heads, d 128, bf16: auto plans fa3_ws
-  p.options.causal = true;
-  const auto one_per_item = ops::plan_single_prefill(p, hopper);
+  auto plan = [&](const SinglePrefillProblem& p, P mode) {
+    hopper.persistent_prefill = mode;
+    return ops::plan_single_prefill(p, hopper);
+  };
+  auto causal = problem(1000, 1000);  // 32 / 8 heads, d 128, bf16: auto plans fa3_ws
+  causal.options.causal = true;
+  // Causal: tiles of falling and rising cost; static rounds would unbalance the SMs.
+  const auto one_per_item = plan(causal, P::Auto);
   const auto* k0 = one_per_item.prefill.spec.as<PrefillKernel>();
   REQUIRE(k0 != nullptr);
   CHECK(k0->warp_specialized);
   CHECK_FALSE(k0->persistent);
   const uint32_t items = one_per_item.prefill.shape.grid[0];
   CHECK(items == uint32_t(one_per_item.num_q_tiles) * 8);
+  CHECK_FALSE(plan(causal, P::Never).prefill.spec.as<PrefillKernel>()->persistent);
 
-  hopper.persistent_prefill = true;
-  const auto persistent = ops::plan_single_prefill(p, hopper);
-  const auto* k1 = persistent.prefill.spec.as<PrefillKernel>();
+  const auto forced = plan(causal, P::Always);
+  const auto* k1 = forced.prefill.spec.as<PrefillKernel>();
   REQUIRE(k1 != nullptr);
   CHECK(k1->persistent);
-  CHECK(persistent.prefill.shape.grid[0] == std::min<uint32_t>(items, 132));
-  CHECK(k1->name().rfind("prefill_fa3wsp_", 0) == 0);
+  CHECK(forced.prefill.shape.grid[0] == std::min<uint32_t>(items, 132));
+  CHECK(k1->name().rfind("prefill_fa3ws_d128_s2_persistent_", 0) == 0);
   // d 128 causal (128-key tiles): a second Q tile fits, 32 KB more shared memory.
   CHECK(k1->dynamic_smem_bytes() == k0->dynamic_smem_bytes() + 32768);
   CHECK(PrefillKernel::from_json(k1->to_json()) == *k1);
   CHECK_FALSE(PrefillKernel::from_json(k1->to_json()) == *k0);
 
+  // No mask: every tile costs the same, persistent by default at d 64 and 128, not 256 (one Q tile).
+  for (int d : {64, 128, 256}) {
+    auto full = problem(4096, 4096, 16, 16, d);
+    full.options.backend = "fa3_ws";
+    INFO("head_dim " << d);
+    const auto L = plan(full, P::Auto);
+    CHECK(L.prefill.spec.as<PrefillKernel>()->persistent == (d <= 128));
+    CHECK(L.prefill.shape.grid[0] == (d <= 128 ? 132u : uint32_t(L.num_q_tiles) * 16));
+    CHECK_FALSE(plan(full, P::Never).prefill.spec.as<PrefillKernel>()->persistent);
+    auto window = full;
+    window.options.causal = true;
+    window.options.window_left = 1023;
+    CHECK_FALSE(plan(window, P::Auto).prefill.spec.as<PrefillKernel>()->persistent);
+  }
+
   // fa2 is never persistent, whatever the runtime asks.
-  auto fa2 = p;
+  auto fa2 = causal;
   fa2.options.backend = "fa2";
-  CHECK_FALSE(ops::plan_single_prefill(fa2, hopper).prefill.spec.as<PrefillKernel>()->persistent);
+  CHECK_FALSE(plan(fa2, P::Always).prefill.spec.as<PrefillKernel>()->persistent);
   PrefillKernel bad = *k1;
   bad.warp_specialized = false;
   bad.backend = PrefillBackend::Fa2;
-  CHECK(error_of([&] { bad.validate(); }, Status::InvalidArgument).find("prefill spec.persistent=true needs warp_specialized=true") !=
-        std::string::npos);
+  CHECK(error_of([&] { bad.validate(); }, Status::InvalidArgument)
+            .find("prefill spec.persistent=true needs warp_specialized=true") != std::string::npos);
+}
+
+TEST_CASE("batch prefill plan, fa3_ws: persistent where the work list's costs fall", "[planner][prefill][persistent]") {
+  const ops::DeviceFigures hopper{132};
+  auto shape = test::batch_prefill_shape({4096, 1000, 300, 4096}, {4096, 1000, 300, 4096}, 16, 16, 128);
+  shape.options.causal = false;
+  const auto L = ops::plan_batch_prefill(shape, hopper);
+  const auto* k = L.prefill.spec.as<PrefillKernel>();
+  REQUIRE(k != nullptr);
+  CHECK(k->warp_specialized);
+  CHECK(k->persistent);
+  CHECK(L.prefill.shape.grid[0] == 132u);
+  shape.options.causal = true;
+  CHECK_FALSE(ops::plan_batch_prefill(shape, hopper).prefill.spec.as<PrefillKernel>()->persistent);
 }

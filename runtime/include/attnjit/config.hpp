@@ -19,11 +19,14 @@ struct ATTNJIT_API Config {
   // tables waits for its stream and raises a bad entry at once (a debugging
   // switch: it costs a sync per call); 0 or unset: at the next call or check().
   bool check_every_run = false;
-  // ATTNJIT_PREFILL_PERSISTENT=1: Hopper's warp-specialized prefill (fa3_ws)
-  // runs persistent CTAs, one per SM, whose producer runs ahead into the
-  // next item; 0 or unset: one CTA per item. Off until it is measured
-  // against the default on a GPU (docs/PERFORMANCE.md, issue notes).
-  bool persistent_prefill = false;
+  // ATTNJIT_PREFILL_PERSISTENT: whether Hopper's warp-specialized prefill
+  // (fa3_ws) runs persistent CTAs, at most one per SM, that take the items
+  // in rounds and whose producer runs ahead into the next item. Unset or
+  // "auto": where the planner measured them faster (the items cost the same
+  // or fall in cost in launch order, heads up to 128 wide; docs/PERFORMANCE.md);
+  // 1: every fa3_ws kernel (an A/B switch); 0: none.
+  enum class Persistence { Auto, Always, Never };
+  Persistence persistent_prefill = Persistence::Auto;
 
   // Throws Error(InvalidArgument) naming the variable when a value is malformed.
   static Config from_env();

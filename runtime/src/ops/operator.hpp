@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "attnjit/config.hpp"
 #include "ops/launch_shape.hpp"
 #include "ops/workspace_layout.hpp"
 #include "spec/kernel_spec.hpp"
@@ -46,9 +47,9 @@ struct DeviceFigures {
   int smem_per_block = 227 * 1024;
   // The arch its kernels compile for ("sm_90a": Hopper-only skeletons may run).
   std::string arch = "sm_90a";
-  // Not the device's but the runtime's (Config::persistent_prefill): fa3_ws
-  // prefill plans persistent CTAs.
-  bool persistent_prefill = false;
+  // Not the device's but the runtime's (Config::persistent_prefill): whether
+  // fa3_ws prefill plans persistent CTAs.
+  Config::Persistence persistent_prefill = Config::Persistence::Auto;
 };
 
 struct KernelLaunch {

@@ -41,6 +41,8 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
     k.warp_specialized = prefill_warp_specialized(k, p.options);
     fit_batch_block_sparse(k, p.use_cuda_graph);
     choose_prefill_pipeline(k);
+    // The persistence the runtime plans by default (CUDA-graph mode: none).
+    if (!p.use_cuda_graph) choose_prefill_persistence(k, DeviceFigures{}, prefill_costs_fall(p.options, k));
     out.emplace_back(k);
     if (!p.use_cuda_graph && !k.warp_specialized) {
       fit_fa3_tile(k, 0, 1);  // the narrowing the planner applies to a grid of few tiles

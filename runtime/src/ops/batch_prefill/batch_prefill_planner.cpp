@@ -153,7 +153,8 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const Devi
   }
   k.frags_m = prefill_frags_m(shape.head_dim, max_packed);
   choose_prefill_pipeline(k);
-  choose_prefill_persistence(k, device);
+  // (The work list below puts requests longest first: costs that fall.)
+  choose_prefill_persistence(k, device, prefill_costs_fall(shape.options, k));
   auto count_tiles = [&](int tq) {
     int64_t n = 0;
     for (size_t b = 0; b < batch; ++b)

@@ -114,8 +114,17 @@ void choose_prefill_pipeline(PrefillKernel& k) {
   k.min_ctas_per_sm = prefill_min_ctas_per_sm(k);
 }
 
-void choose_prefill_persistence(PrefillKernel& k, const DeviceFigures& device) {
-  k.persistent = k.warp_specialized && device.persistent_prefill;
+bool prefill_costs_fall(const PrefillOptions& o, const PrefillKernel& k) {
+  const bool block_sparse = k.variant.user && k.variant.user->block_sparse;
+  return (o.custom_mask || !o.causal) && o.window_left < 0 && !block_sparse;
+}
+
+void choose_prefill_persistence(PrefillKernel& k, const DeviceFigures& device, bool costs_fall) {
+  switch (device.persistent_prefill) {
+    case Config::Persistence::Always: k.persistent = k.warp_specialized; return;
+    case Config::Persistence::Never: k.persistent = false; return;
+    case Config::Persistence::Auto: k.persistent = k.warp_specialized && costs_fall && k.head_dim <= 128; return;
+  }
 }
 
 uint32_t prefill_grid_x(const PrefillKernel& k, int64_t items, const DeviceFigures& device) {
@@ -203,6 +212,7 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& probl
       k.backend = PrefillBackend::Fa3;
       k.warp_specialized = prefill_warp_specialized(k, problem.options);
       choose_prefill_pipeline(k);
+      choose_prefill_persistence(k, DeviceFigures{}, prefill_costs_fall(problem.options, k));  // as planned by default
       if (k.warp_specialized && warpgroups == 1) continue;  // one CTA shape
       k.frags_m = warpgroups;
       out.emplace_back(k);
@@ -241,7 +251,7 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, con
   choose_prefill_skeleton(k, problem.options, device.arch);
   k.frags_m = prefill_frags_m(problem.head_dim, packed);
   choose_prefill_pipeline(k);
-  choose_prefill_persistence(k, device);
+  choose_prefill_persistence(k, device, prefill_costs_fall(problem.options, k));
   fit_fa3_tile(k, (packed + k.tile_q() - 1) / k.tile_q() * problem.num_kv_heads, device.sm_count);
   check_prefill_fits(k, device);
 
