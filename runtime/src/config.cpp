@@ -27,15 +27,19 @@ std::string parse_telemetry(const std::string& v) {
                           "containing '/' (e.g. ./attnjit-events.jsonl or /var/log/attnjit.jsonl)", v));
 }
 
-// A switch: "1" or "0" (unset: 0). Anything else fails loudly rather than
-// leaving a user who meant to turn it on without it.
-bool parse_switch(const char* name, const std::string& v, const char* on, const char* off) {
+// ATTNJIT_CHECK: "1" or "0" (unset: 0). Anything else fails loudly rather
+// than leaving a user who meant to turn checking on without it.
+bool parse_check(const std::string& v) {
   if (v.empty() || v == "0") return false;
   if (v == "1") return true;
   throw Error(Status::InvalidArgument,
-              fmt::format("{}='{}' is not a switch; allowed: 1 ({}) or 0 ({})", name, v, on, off));
+              fmt::format("ATTNJIT_CHECK='{}' is not a switch; allowed: 1 (every run waits for its stream and checks "
+                          "the device tables it read) or 0 (checked at the next call)",
+                          v));
 }
 
+// ATTNJIT_PREFILL_PERSISTENT: "auto" (as unset), "1" or "0"; anything else
+// fails loudly, as ATTNJIT_CHECK does.
 Config::Persistence parse_persistence(const std::string& v) {
   if (v.empty() || v == "auto") return Config::Persistence::Auto;
   if (v == "1") return Config::Persistence::Always;
@@ -73,9 +77,7 @@ Config Config::from_env() {
                               c.log_level));
   }
   c.telemetry = parse_telemetry(env("ATTNJIT_TELEMETRY"));
-  c.check_every_run = parse_switch("ATTNJIT_CHECK", env("ATTNJIT_CHECK"),
-                                   "every run waits for its stream and checks the device tables it read",
-                                   "checked at the next call");
+  c.check_every_run = parse_check(env("ATTNJIT_CHECK"));
   c.persistent_prefill = parse_persistence(env("ATTNJIT_PREFILL_PERSISTENT"));
   return c;
 }

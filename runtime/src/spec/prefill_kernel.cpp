@@ -47,8 +47,8 @@ const char* device_source(KVSource s) {
 
 std::string PrefillKernel::name() const {
   if (warp_specialized)
-    return fmt::format("prefill_fa3ws_d{}_s{}{}_{}{}_{}", head_dim, stages, persistent ? "_persistent" : "", variant.name(),
-                       window ? "_window" : "", to_string(kv_source));
+    return fmt::format("prefill_fa3ws_d{}_s{}{}_{}{}_{}", head_dim, stages, persistent ? "_persistent" : "",
+                       variant.name(), window ? "_window" : "", to_string(kv_source));
   if (backend == PrefillBackend::Fa3)
     return fmt::format("prefill_fa3_d{}_w{}_s{}{}_{}{}_{}", head_dim, frags_m, stages,
                        min_ctas_per_sm > 1 ? fmt::format("_c{}", min_ctas_per_sm) : "", variant.name(),

@@ -236,8 +236,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const Devi
   }
 
   layout.prefill.spec = k;
-  layout.prefill.shape.grid[0] = vo_parts > 1 ? static_cast<uint32_t>(std::max(1, layout.num_work) * vo_parts)
-                                              : prefill_grid_x(k, layout.num_work, device);
+  layout.prefill.shape.grid[0] = prefill_grid_x(k, int64_t(std::max(1, layout.num_work)) * vo_parts, device);
   layout.prefill.shape.threads = k.threads();
   layout.prefill.shape.smem_bytes = k.dynamic_smem_bytes();
 

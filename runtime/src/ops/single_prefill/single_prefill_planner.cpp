@@ -114,9 +114,11 @@ void choose_prefill_pipeline(PrefillKernel& k) {
   k.min_ctas_per_sm = prefill_min_ctas_per_sm(k);
 }
 
+bool prefill_tiles_cost_alike(const PrefillOptions& o) { return (o.custom_mask || !o.causal) && o.window_left < 0; }
+
 bool prefill_costs_fall(const PrefillOptions& o, const PrefillKernel& k) {
   const bool block_sparse = k.variant.user && k.variant.user->block_sparse;
-  return (o.custom_mask || !o.causal) && o.window_left < 0 && !block_sparse;
+  return prefill_tiles_cost_alike(o) && !block_sparse;
 }
 
 void choose_prefill_persistence(PrefillKernel& k, const DeviceFigures& device, bool costs_fall) {
@@ -271,7 +273,7 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, con
   // head's tiles then run side by side and share its K/V in L2; otherwise KV
   // heads vary fastest and the tiles that see the most keys go first
   // (prefill_work in prefill.cuh).
-  layout.tiles_fastest = (problem.options.custom_mask || !problem.options.causal) && problem.options.window_left < 0;
+  layout.tiles_fastest = prefill_tiles_cost_alike(problem.options);
   layout.prefill.shape.grid[0] = prefill_grid_x(k, ctas, device);
   layout.prefill.shape.grid[1] = layout.num_chunks;
   layout.prefill.shape.grid[2] = 1;

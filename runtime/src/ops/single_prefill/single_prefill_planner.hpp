@@ -59,16 +59,18 @@ bool prefill_warp_specialized(const PrefillKernel& k, const PrefillOptions& o);
 int prefill_stages(int head_dim, int frags_m);  // K/V pipeline depth
 int prefill_min_ctas_per_sm(const PrefillKernel& k);  // from its head_dim, tiles, stages and variant
 void choose_prefill_pipeline(PrefillKernel& k);  // stages and min_ctas_per_sm from head_dim and frags_m
+// Whether a request's query tiles all see the same keys: no causal mask (or
+// a custom one, which reads every tile) and no window.
+bool prefill_tiles_cost_alike(const PrefillOptions& o);
 // Whether the items of a launch cost the same or fall in cost in launch
-// order: no causal mask (or a custom one, which reads every tile), no window
-// and no block-sparse variant (whose tiles cost what the mask leaves).
+// order: tiles that cost alike and no block-sparse variant (whose tiles cost
+// what the mask leaves).
 bool prefill_costs_fall(const PrefillOptions& o, const PrefillKernel& k);
 // fa3_ws outside CUDA-graph mode: persistent CTAs as the runtime asks
-// (DeviceFigures::persistent_prefill); by default where they were measured
-// faster: items whose costs fall (static rounds then balance the SMs; a
-// causal batch's sawtooth of costs ran 13-30% slower) and heads up to 128
-// wide (256: 4% slower, one Q tile). The grid's x for `items` items: one
-// CTA an item, or for a persistent kernel at most one CTA per SM.
+// (DeviceFigures::persistent_prefill); by default where they measured faster
+// (docs/PERFORMANCE.md): items whose costs fall, which static rounds balance,
+// and heads up to 128 wide, where a second Q tile fits. The grid's x for
+// `items` items: one CTA an item, or for a persistent kernel at most one CTA per SM.
 void choose_prefill_persistence(PrefillKernel& k, const DeviceFigures& device, bool costs_fall);
 uint32_t prefill_grid_x(const PrefillKernel& k, int64_t items, const DeviceFigures& device);
 int prefill_ctas_per_sm(const PrefillKernel& k);
