@@ -11,31 +11,10 @@
 #include "attnjit/config.hpp"
 #include "support/cli_process.hpp"
 #include "support/error_capture.hpp"
+#include "support/scoped_env.hpp"
 #include "support/cache_support.hpp"
 
 namespace attnjit::test {
-namespace {
-
-// Sets an environment variable for one scope and puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? ::setenv(name_, old_.c_str(), 1) : ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
-}  // namespace
 
 TEST_CASE("parse_byte_count takes whole bytes and K/M/G/T sizes exactly", "[cache][config]") {
   CHECK(parse_byte_count("1", "X") == 1);

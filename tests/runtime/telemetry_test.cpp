@@ -9,6 +9,7 @@
 
 #include "engine.hpp"
 #include "support/error_capture.hpp"
+#include "support/scoped_env.hpp"
 #include "ops/single_decode/single_decode_planner.hpp"
 #include "telemetry.hpp"
 #include "support/cache_support.hpp"
@@ -33,12 +34,6 @@ KernelSpec decode_spec() {
   return ops::single_decode_kernels(p).at(0);
 }
 
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
-  ~ScopedEnv() { ::unsetenv(name.c_str()); }
-};
 
 }  // namespace
 

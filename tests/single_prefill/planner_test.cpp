@@ -10,6 +10,7 @@
 #include "engine.hpp"
 #include "support/error_capture.hpp"
 #include "support/prefill_problems.hpp"
+#include "support/scoped_env.hpp"
 #include "ops/batch_prefill/batch_prefill_planner.hpp"
 #include "ops/registry.hpp"
 #include "ops/single_prefill/single_prefill_planner.hpp"
@@ -502,4 +503,20 @@ TEST_CASE("batch prefill plan, fa3_ws: persistent where the work list's costs fa
   CHECK(L.prefill.shape.grid[0] == 132u);
   shape.options.causal = true;
   CHECK_FALSE(ops::plan_batch_prefill(shape, hopper).prefill.spec.as<PrefillKernel>()->persistent);
+}
+
+TEST_CASE("ATTNJIT_PREFILL_PERSISTENT is auto, 1 or 0, and anything else names the variable",
+          "[planner][prefill][persistent][config]") {
+  using P = Config::Persistence;
+  for (auto [value, mode] : {std::pair<const char*, P>{nullptr, P::Auto}, {"auto", P::Auto}, {"1", P::Always},
+                             {"0", P::Never}}) {
+    test::ScopedEnv e("ATTNJIT_PREFILL_PERSISTENT", value);
+    CHECK(Config::from_env().persistent_prefill == mode);
+  }
+  for (const char* bad : {"yes", "on", "2", "AUTO", " 1"}) {
+    test::ScopedEnv e("ATTNJIT_PREFILL_PERSISTENT", bad);
+    const std::string msg = error_of([] { Config::from_env(); }, Status::InvalidArgument);
+    CHECK(msg.find(std::string("ATTNJIT_PREFILL_PERSISTENT='") + bad + "' is not allowed; allowed: auto") !=
+          std::string::npos);
+  }
 }

@@ -12,6 +12,7 @@
 #include "attnjit/attnjit.h"
 #include "attnjit/config.hpp"
 #include "support/error_capture.hpp"
+#include "support/scoped_env.hpp"
 #include "table_check.hpp"
 
 namespace attnjit::test {
@@ -26,20 +27,6 @@ TableCheckRecord fault(int32_t what, int32_t names, int32_t side, int64_t index0
                        int64_t low, int64_t high) {
   return TableCheckRecord{2, what, names, side, index0, index1, value, low, high};
 }
-
-struct ScopedEnv {
-  const char* name;
-  std::optional<std::string> old;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    if (const char* v = getenv(n)) old = v;
-    if (value) setenv(n, value, 1);
-    else unsetenv(n);
-  }
-  ~ScopedEnv() {
-    if (old) setenv(name, old->c_str(), 1);
-    else unsetenv(name);
-  }
-};
 
 }  // namespace
 
