@@ -44,6 +44,7 @@
 #include "prefill_params.h"
 #include "prefill_schedule.cuh"
 #include "smem_tile.cuh"
+#include "tile_scores.cuh"
 #include "variant.cuh"
 
 namespace attnjit {
@@ -129,7 +130,7 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
   // The KV tiles this item visits (all of its extent, or a block mask's kept ones).
   constexpr bool kSparse = user_block_sparse();
   using Walk = KVTileWalk<kTKV, kSparse>;
-  const Walk walk(p, w.request, w.q_tile, kv_head, e.tile0, e.num_tiles);
+  const Walk walk(p, w.request, w.q_tile, kv_head, e);
   const int kv_end = e.kv_end, num_tiles = walk.count();
 
   const uint32_t smem = smem_addr(attnjit_prefill_smem);
@@ -310,20 +311,8 @@ ATTNJIT_DEVICE void prefill_tile(const kernels::PrefillParams& p, const PrefillW
     float shrink[FM][2];
 #pragma unroll
     for (int m = 0; m < FM; ++m) {
-      if (need_mask) {
-        const int q_pos[2] = {pos_offset + token_of(packed_row(m, 0)), pos_offset + token_of(packed_row(m, 1))};
-        map_tile(s[m], [&](int half, int col, float x) {
-          const Variant& v = var[m][half];
-          const int j = base + col;
-          // (keep() only where j < kv_end, as without a block mask)
-          return j < kv_end && (kSparse && tile_full ? v.keep_without_mask_mod(q_pos[half], j)
-                                                     : v.keep(q_pos[half], j))
-                     ? v.score(x, j)
-                     : neg_inf();
-        });
-      } else if constexpr (!Variant::kLinearScore) {
-        map_tile(s[m], [&](int half, int col, float x) { return var[m][half].score(x, base + col); });
-      }
+      score_tile(s[m], var[m], base, kv_end, need_mask, kSparse && tile_full,
+                 [&](int half) { return pos_offset + token_of(packed_row(m, half)); });
       float tile_max[2];
       row_max(s[m], tile_max);
       rows[m].raise_max(tile_max, shrink[m], escale);

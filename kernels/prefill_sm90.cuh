@@ -29,6 +29,7 @@
 #include "prefill_params.h"
 #include "prefill_schedule.cuh"
 #include "swizzled_tile.cuh"
+#include "tile_scores.cuh"
 #include "variant.cuh"
 #include "wgmma.cuh"
 
@@ -91,7 +92,7 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
   // The KV tiles this item visits (all of its extent, or a block mask's kept ones).
   constexpr bool kSparse = user_block_sparse();
   using Walk = KVTileWalk<kTKV, kSparse>;
-  const Walk walk(p, w.request, w.q_tile, kv_head, e.tile0, e.num_tiles);
+  const Walk walk(p, w.request, w.q_tile, kv_head, e);
   const int num_tiles = walk.count();
 
   const uint32_t smem = (smem_addr(attnjit_prefill_smem) + 1023u) & ~1023u;
@@ -186,20 +187,8 @@ ATTNJIT_DEVICE void prefill_sm90_tile(const kernels::PrefillParams& p, const Pre
     if constexpr (Tr::kWindow)
       need_mask = need_mask || (p.var.window_left >= 0 && base < e.max_q_pos - p.var.window_left);
     const float escale = var[0].exponent_scale();  // one sm_scale for every head
-    if (need_mask) {
-      const int q_pos[2] = {e.pos_offset + token_of(packed_row(0)), e.pos_offset + token_of(packed_row(1))};
-      map_tile(s, [&](int half, int col, float x) {
-        const Variant& v = var[half];
-        const int j = base + col;
-        // (keep() only where j < kv_end, as without a block mask)
-        return j < e.kv_end && (kSparse && tile_full ? v.keep_without_mask_mod(q_pos[half], j)
-                                                     : v.keep(q_pos[half], j))
-                   ? v.score(x, j)
-                   : neg_inf();
-      });
-    } else if constexpr (!Variant::kLinearScore) {
-      map_tile(s, [&](int half, int col, float x) { return var[half].score(x, base + col); });
-    }
+    score_tile(s, var, base, e.kv_end, need_mask, kSparse && tile_full,
+               [&](int half) { return e.pos_offset + token_of(packed_row(half)); });
     float tile_max[2], shrink[2];
     row_max(s, tile_max);
     rows.raise_max(tile_max, shrink, escale);

@@ -40,6 +40,7 @@
 #include "prefill_schedule.cuh"
 #include "prefill_ws_params.h"
 #include "swizzled_tile.cuh"
+#include "tile_scores.cuh"
 #include "tma.cuh"
 #include "variant.cuh"
 #include "wgmma.cuh"
@@ -367,20 +368,8 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
       if constexpr (Tr::kMaskMode == kernels::kMaskCausal) need_mask = need_mask || base + kTKV - 1 > e.min_q_pos;
       if constexpr (Tr::kWindow)
         need_mask = need_mask || (p.var.window_left >= 0 && base < e.max_q_pos - p.var.window_left);
-      if (need_mask) {
-        const int q_pos[2] = {e.pos_offset + token_of(packed_row(0)), e.pos_offset + token_of(packed_row(1))};
-        // A built-in mask is the request's, one for every head: var[0]'s serves
-        // both rows; a mask_mod reads the head, each row's own.
-        map_tile(s, [&](int half, int col, float x) {
-          const int j = base + col;
-          const Variant& m = var[kUserMaskMod ? half : 0];
-          return j < e.kv_end && (tile_full ? m.keep_without_mask_mod(q_pos[half], j) : m.keep(q_pos[half], j))
-                     ? var[half].score(x, j)
-                     : neg_inf();
-        });
-      } else if constexpr (!Variant::kLinearScore) {
-        map_tile(s, [&](int half, int col, float x) { return var[half].score(x, base + col); });
-      }
+      score_tile(s, var, base, e.kv_end, need_mask, tile_full,
+                 [&](int half) { return e.pos_offset + token_of(packed_row(half)); });
       float tile_max[2];
       row_max(s, tile_max);
       rows.raise_max(tile_max, shrink, escale);
@@ -532,7 +521,7 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
       const PrefillExtent e =
           prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow, false>(p, w, kv.length());
       if (e.row0 >= e.packed_len) return;  // a batch's padding item: the whole CTA skips it
-      const WsWalk<Tr> walk(p, w.request, w.q_tile, w.kv_head, e.tile0, e.num_tiles);
+      const WsWalk<Tr> walk(p, w.request, w.q_tile, w.kv_head, e);
       prefill_ws_produce<Tr>(P, w, e, walk, kv, sm, ring);
       ring += uint32_t(walk.count());
     });
@@ -543,7 +532,7 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
       const typename Tr::KVSource kv(p.kv, w.request);
       const PrefillExtent e = prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow>(p, w, kv.length());
       if (e.row0 >= e.packed_len) return;
-      const WsWalk<Tr> walk(p, w.request, w.q_tile, w.kv_head, e.tile0, e.num_tiles);
+      const WsWalk<Tr> walk(p, w.request, w.q_tile, w.kv_head, e);
       prefill_ws_consume<Tr>(p, w, e, walk, sm, ring, role - 1, rows_in, next, has_next);
       ring += uint32_t(walk.count());
     });

@@ -77,10 +77,12 @@ struct AttentionVariant {
 #endif
   }
 
+  // (& rather than &&: a branch around mask_mod keeps its loads from being
+  // shared and issued together: tile_scores.cuh.)
   ATTNJIT_DEVICE bool keep(int q_pos_, int k_pos) const {
     bool ok = mask.keep(q_pos_, k_pos);
 #if defined(ATTNJIT_USER_MASK_MOD)
-    ok = ok && user::mask_mod(user_b, user_h, q_pos_ - user_q0, k_pos, user_params);
+    ok = ok & user::mask_mod(user_b, user_h, q_pos_ - user_q0, k_pos, user_params);
 #endif
     return ok;
   }
