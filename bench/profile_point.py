@@ -14,6 +14,10 @@ Points (32 q / 8 kv heads, d 128, bf16 unless said):
                 ragged (default), --paged (page 16, shuffled) or --single (one request of --seq tokens);
                 --causal; --backend (FlashInfer's default fa2: -k regex:BatchPrefill, or SinglePrefill;
                 fa3: -k regex:PrefillWithKVCacheKernel).
+  masked_prefill --mask document | window [--twin]: user_variant_speed.py's FlexAttention shape (16k tokens,
+                16 heads, d 128): its mask_mod snippet, block-sparse with reclassify="on_bind" (the classes kept,
+                so the profiled launches are the attention kernel's), through single prefill; --twin: the
+                built-in twin instead (documents as a ragged causal batch; the window as window_left). attnjit only.
 """
 import argparse
 import sys
@@ -21,7 +25,7 @@ import sys
 import torch
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-ap.add_argument("op", choices=["batch_decode", "single_decode", "prefill"])
+ap.add_argument("op", choices=["batch_decode", "single_decode", "prefill", "masked_prefill"])
 ap.add_argument("--who", default="attnjit", choices=["attnjit", "flashinfer"])
 ap.add_argument("--iters", type=int, default=4, help="calls after the plan (ncu's --launch-skip counts them)")
 ap.add_argument("--shape", default="256x1024", choices=["256x1024", "skewed", "64x4096", "64x4096-fp8"],
@@ -33,12 +37,16 @@ ap.add_argument("--head-dim", type=int, default=128)
 ap.add_argument("--seq", type=int, default=512, help="prefill: tokens per request")
 ap.add_argument("--causal", action="store_true", help="prefill: causal mask")
 ap.add_argument("--backend", help="prefill: the backend (default: attnjit's auto, FlashInfer's fa2)")
+ap.add_argument("--mask", default="document", choices=["document", "window"], help="masked_prefill: the mask")
+ap.add_argument("--twin", action="store_true", help="masked_prefill: the built-in twin instead of the snippet")
 where = ap.add_mutually_exclusive_group()
 where.add_argument("--paged", action="store_true", help="prefill: the paged wrappers")
 where.add_argument("--single", action="store_true", help="prefill: one request, single_prefill_with_kv_cache")
 args = ap.parse_args()
 if args.op != "prefill" and (args.paged or args.single or args.causal):
     ap.error(f"--paged, --single and --causal are prefill's; op is {args.op}")
+if args.op == "masked_prefill" and args.who != "attnjit":
+    ap.error("masked_prefill is attnjit's (FlexAttention has no ncu-friendly single kernel here)")
 for name in ("iters", "kv_len", "hq", "hkv", "head_dim", "seq"):
     if getattr(args, name) < 1:
         ap.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be at least 1")
@@ -108,7 +116,30 @@ def prefill():
     return lambda: w.run(q, k, v)
 
 
-call = {"batch_decode": batch_decode, "single_decode": single_decode, "prefill": prefill}[args.op]()
+def masked_prefill():
+    import user_variant_speed as uvs  # beside this file: its snippets and shapes, so both profile the same thing
+
+    T, H, D = uvs.FLEX["tokens"], uvs.FLEX["heads"], uvs.FLEX["head_dim"]
+    q, k, v = (torch.randn(T, H, D, dtype=torch.bfloat16, device=dev, generator=gen) for _ in range(3))
+    if args.mask == "document":
+        lengths = uvs.document_lengths(T, uvs.FLEX["documents"])
+        doc = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32), torch.tensor(lengths)).to(dev)
+        values = {"doc": doc}
+        if args.twin:
+            indptr = torch.tensor([0] + torch.tensor(lengths).cumsum(0).tolist(), dtype=torch.int32, device=dev)
+            w = lib.BatchPrefillWithRaggedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8, device=dev), "NHD")
+            w.plan(indptr, indptr, H, H, D, causal=True, q_data_type=torch.bfloat16)
+            return lambda: w.run(q, k, v)
+    else:
+        values = {"offset": 0, "window": uvs.FLEX["window"]}
+        if args.twin:
+            return lambda: lib.single_prefill_with_kv_cache(q, k, v, causal=True, window_left=uvs.FLEX["window"])
+    variant = uvs.make_variant(lib, args.mask, values, block_sparse=True, heads_vary=False, reclassify="on_bind")
+    return lambda: lib.single_prefill_with_kv_cache(q, k, v, variant=variant)
+
+
+call = {"batch_decode": batch_decode, "single_decode": single_decode, "prefill": prefill,
+        "masked_prefill": masked_prefill}[args.op]()
 for _ in range(args.iters):
     call()
 torch.cuda.synchronize()

@@ -9,6 +9,8 @@ nvcc's for the same source, so nvcc's SASS would not tell.
     python3 tools/dev/prefill_sass.py --head-dim 128 --frags-m 2 --mask 1 --source RaggedKV
     python3 tools/dev/prefill_sass.py --kernels /tmp/old-kernels ...   # another tree's headers, to compare
     python3 tools/dev/prefill_sass.py --decode --source PagedKV --kv-dtype e4m3   # the tensor-core decode
+    attnjit explain --problem '{...}' --variant v.json --source > tu.txt       # any kernel the planner picks,
+    python3 tools/dev/prefill_sass.py --tu tu.txt --tu-index 2                  # user variants included
 
 --mask: 0 none, 1 causal, 2 custom; --pos: 0 none, 1 RoPE, 2 ALiBi.
 """
@@ -114,11 +116,20 @@ def main():
     ap.add_argument("--persistent", action="store_true", help="--ws: the persistent CTA (items in rounds)")
     ap.add_argument("--sass", help="write the whole kernel's SASS here (to compare two trees' kernels)")
     ap.add_argument("--dump", help="write the loop's SASS here")
+    ap.add_argument("--tu", help="`attnjit explain --source` output: compile its generated translation unit "
+                                 "(--tu-index: which, from 1) instead of filling a template here")
+    ap.add_argument("--tu-index", type=int, default=1)
     args = ap.parse_args()
     nvdisasm = os.environ.get("NVDISASM") or shutil.which("nvdisasm") or next(iter(glob.glob(os.path.join(
         os.path.dirname(sys.executable), "..", "lib", "python*", "site-packages", "nvidia", "cu*", "bin", "nvdisasm"))), None)
     if not nvdisasm:
         sys.exit("nvdisasm not found: pip install nvidia-cuda-nvdisasm, or put it on PATH")
+    if args.tu:
+        units = re.findall(r"^----- begin (\S+) -----\n(.*?)^----- end \1 -----$", open(args.tu).read(), re.S | re.M)
+        if not 1 <= args.tu_index <= len(units):
+            sys.exit(f"--tu-index={args.tu_index}; {args.tu} holds {len(units)} translation units")
+        report(args, nvdisasm, *compile_cubin(units[args.tu_index - 1][1], args.kernels, args.arch))
+        return
     # The runtime's own template (templates/prefill.cu.in), filled as PrefillKernel::template_values does.
     values = {"NAME": "prefill_sass", "SPEC_JSON": "{}", "HEAD_DIM": args.head_dim, "FRAGS_M": args.frags_m,
               "WARP_GROUPS": args.frags_m,
@@ -136,7 +147,11 @@ def main():
         source = source.replace("{{" + key + "}}", str(value))
     if "{{" in source:
         sys.exit(f"templates/{template} has a placeholder this tool does not fill: " + source[source.index("{{"):][:40])
-    cubin, log = compile_cubin(source, args.kernels, args.arch)
+    report(args, nvdisasm, *compile_cubin(source, args.kernels, args.arch))
+
+
+def report(args, nvdisasm, cubin, log):
+    """ptxas' registers and spills, then the KV-tile loop's instruction histogram."""
     for line in log.splitlines():
         if "registers" in line or "spill" in line:
             print(line.replace("ptxas info    : ", "").strip())
