@@ -67,15 +67,22 @@ ATTNJIT_DEVICE int classify_block(const kernels::BlockMaskParams& p, const user:
   const int per_pass = wide ? 1 : 32 / keys;
   const int lane_query = wide ? 0 : lane / keys, lane_key = wide ? lane : lane % keys;
   bool kept = false, dropped = false;
-  for (int q0 = 0; q0 < queries.count; q0 += per_pass) {
-    const int i = q0 + lane_query;
-    if (lane_query < per_pass && i < queries.count) {
-      int token, head;
-      queries(i, token, head);
-      for (int c = lane_key; c < keys; c += 32) {
-        const bool keep = user::mask_mod(b, head, token, k0 + c, up);
-        kept = kept || keep;
-        dropped = dropped || !keep;
+  // Votes every kPassesPerVote passes: a vote per pass (one query of a wide
+  // tile) put a warp-wide reduction between every few mask_mod calls and
+  // kept their loads from being issued together.
+  constexpr int kPassesPerVote = 4;
+  for (int q0 = 0; q0 < queries.count; q0 += per_pass * kPassesPerVote) {
+#pragma unroll
+    for (int pass = 0; pass < kPassesPerVote; ++pass) {
+      const int i = q0 + pass * per_pass + lane_query;
+      if (lane_query < per_pass && i < queries.count) {
+        int token, head;
+        queries(i, token, head);
+        for (int c = lane_key; c < keys; c += 32) {
+          const bool keep = user::mask_mod(b, head, token, k0 + c, up);
+          kept |= keep;
+          dropped |= !keep;
+        }
       }
     }
     if (warp_saw_both(kept, dropped)) return kernels::kBlockPartial;  // warp-uniform

@@ -55,9 +55,13 @@ struct BlockMaskParams {
   uint64_t user_params[kUserParamsWords];  // the variant's Params, as the prefill kernel gets them
 };
 
-// The classification kernel's CTA: eight warps, a KV tile per warp at a time
-// (a 16k-token row has 256 tiles of 64 keys: 32 per warp).
-enum : int { kBlockMaskThreads = 256 };
+// The classification kernel's CTA: 32 warps, a KV tile per warp at a time
+// (a 16k-token row has 128 tiles of 128 keys: 4 per warp). A CTA is one
+// query tile: a single 16k-token request has 128, about one per SM, so
+// the warps of one CTA are all an SM has to hide its loads' latency with
+// (with 8, classifying a 16k document mask took about half as long as
+// the attention it served).
+enum : int { kBlockMaskThreads = 1024 };
 
 // Int32 entries of a block mask's workspace region: counts, then tiles.
 ATTNJIT_HOST_DEVICE constexpr int64_t block_mask_entries(int64_t rows, int64_t slots, int64_t kv_tiles) {
