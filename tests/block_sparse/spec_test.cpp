@@ -118,7 +118,11 @@ TEST_CASE("single prefill plans the classification first, a workspace region, sl
           size_t(kernels::block_mask_entries(L.num_q_tiles, 8, L.block_mask_stride)) * 4);
     const auto json = L.to_json();
     CHECK(json.at("kernels").at(0).at("role") == "block_mask");
+    // A block mask's tiles cost what it leaves: KV heads fastest, the last query tiles first.
+    CHECK_FALSE(L.tiles_fastest);
   }
+  // The same mask_mod without block sparsity visits every tile: tiles fastest.
+  CHECK(ops::plan_single_prefill(problem(docs(false)), {}).tiles_fastest);
   const auto shared = ops::plan_single_prefill(problem(docs(true, false)), {});
   CHECK(shared.block_mask_slots == 1);
   CHECK(shared.block_mask->shape.grid[1] == 1u);

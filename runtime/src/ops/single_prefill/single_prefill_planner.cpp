@@ -269,11 +269,15 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, con
 
   layout.prefill.role = "prefill";
   layout.prefill.spec = k;
-  // Every tile costs the same without a causal mask or a window: one KV
-  // head's tiles then run side by side and share its K/V in L2; otherwise KV
-  // heads vary fastest and the tiles that see the most keys go first
-  // (prefill_work in prefill.cuh).
-  layout.tiles_fastest = prefill_tiles_cost_alike(problem.options);
+  // Every tile costs the same without a causal mask, a window or block
+  // sparsity: one KV head's tiles then run side by side and share its K/V in
+  // L2; otherwise KV heads vary fastest and the last query tiles (the most
+  // keys, for causal masks and most block masks) go first (prefill_work in
+  // prefill_schedule.cuh). A block mask's costs are known only on the
+  // device; in tile order a 16k document mask's longest rows (a document of
+  // 5.5k tokens) ran in the last wave and left SMs idle 23% of the time
+  // (ncu, H100: SM active cycles 878k of 1145k elapsed).
+  layout.tiles_fastest = prefill_costs_fall(problem.options, k);
   layout.prefill.shape.grid[0] = prefill_grid_x(k, ctas, device);
   layout.prefill.shape.grid[1] = layout.num_chunks;
   layout.prefill.shape.grid[2] = 1;
