@@ -21,6 +21,7 @@ import json
 import math
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +60,11 @@ def captured(fn, sets, iters):
         return None
 
 
+# A spin long enough for the host to enqueue a plain call (cycles at about 2 GHz: 0.5 ms, several times
+# the 70-90 us measured for a prefill call through the Python binding).
+PLAIN_SPIN_CYCLES_PER_CALL = 1_000_000
+
+
 def prepared(fn, sets, iters, graph=True):
     """(run, how): run() enqueues `iters` calls of fn(i), i rotating over `sets` inputs, as one CUDA graph
     replay unless graph=False (or capture fails), else as plain calls ("events")."""
@@ -72,26 +78,40 @@ def prepared(fn, sets, iters, graph=True):
     def plain():
         for i in range(iters):
             fn(i % sets)
+    plain.queued = True  # median_us queues its calls behind a spin, so the events time the device only
     return plain, "events"
 
 
-def median_us(runs, iters, reps, warm=3):
+def median_us(runs, iters, reps, warm=3, host=None):
     """Median microseconds per call of each run() in `runs` (name -> run, each `iters` calls), after `warm`
     calls of each; the contenders interleaved rep by rep, so that clock and thermal drift over a run falls on
-    all of them alike."""
+    all of them alike. host (a dict), where given, gets the median host microseconds a call of each plain
+    (queued) run took to enqueue: beside its device time it says whether the host or the device bounds it."""
     for _ in range(warm):
         for run in runs.values():
             run()
     torch.cuda.synchronize()
     times = {name: [] for name in runs}
+    enqueue = {name: [] for name in runs if getattr(runs[name], "queued", False)}
     for _ in range(reps):
         for name, run in runs.items():
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if getattr(run, "queued", False):
+                # Plain calls: the host enqueues them all while the device spins, so the events time the
+                # device's work alone, as a graph replay's do. Without it the host's time to the first
+                # launch (about 85 us for a single prefill with a user variant, H100) was counted as
+                # device time: the block-sparse on_bind rows read 405 us a call for a 319 us kernel.
+                torch.cuda._sleep(PLAIN_SPIN_CYCLES_PER_CALL * iters)
             a.record()
+            t0 = time.perf_counter()
             run()
+            if name in enqueue:
+                enqueue[name].append((time.perf_counter() - t0) * 1e6 / iters)
             b.record()
             b.synchronize()
             times[name].append(a.elapsed_time(b) * 1000.0 / iters)
+    if host is not None:
+        host.update({name: statistics.median(t) for name, t in enqueue.items()})
     return {name: statistics.median(t) for name, t in times.items()}
 
 

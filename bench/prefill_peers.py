@@ -31,8 +31,11 @@ def time_interleaved(fns, sets, iters, reps, plain=()):
         except Exception as e:  # one contender's failure must not hide the others
             torch.cuda.synchronize()
             out[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
-    for name, us in median_us(runs, iters, reps, warm=1).items():
+    host = {}
+    for name, us in median_us(runs, iters, reps, warm=1, host=host).items():
         out[name]["us"] = us
+        if name in host:
+            out[name]["host_us"] = host[name]  # plain calls: the host's time to enqueue one
     return out
 
 

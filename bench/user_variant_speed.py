@@ -20,8 +20,10 @@
    first call's wall time minus a warm call's; FlexAttention's first-call compile times from part 2 beside
    it. Targets: <= 1.5 s decode, <= 3 s prefill.
 
-Timing as bench/prefill_peers.py does: CUDA graphs of `iters` calls (plain calls where capture fails: the
-"how" field), contenders interleaved rep by rep, medians; every input is larger than the 50 MB L2; the bf16
+Timing as bench/prefill_peers.py does: CUDA graphs of `iters` calls (plain calls where capture fails or, for
+on_bind, where a graph would reclassify: the "how" field; plain calls are queued behind a GPU spin so that the
+events time the device alone, with the host's time to enqueue a call beside it as host_us), contenders
+interleaved rep by rep, medians; every input is larger than the 50 MB L2; the bf16
 GEMM rate (torch.matmul 8192^3) before and after. Each part and each row records its error in the JSON and the
 run goes on. The JSON is rewritten after every row, so a run cut short keeps what it measured.
 
