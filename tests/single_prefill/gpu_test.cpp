@@ -189,6 +189,11 @@ std::vector<Case> prefill_grid() {
     win.p.options.causal = true;
     win.p.options.window_left = 100;
     out.push_back(win);
+    // A request more than four windows long: on Hopper the planner runs it on persistent CTAs.
+    Case win_long = make(qo + 530, qo + 611, 6, 2, 128, DType::BF16);
+    win_long.p.options.causal = true;
+    win_long.p.options.window_left = 97;
+    out.push_back(win_long);
     Case cap = make(qo, 900, 8, 2, 64, DType::F16);
     cap.p.options.causal = true;
     cap.p.options.logits_soft_cap = 5.f;

@@ -474,10 +474,23 @@ TEST_CASE("fa3_ws runs persistent CTAs, at most one per SM, where item costs fal
     CHECK(L.prefill.spec.as<PrefillKernel>()->persistent == (d <= 128));
     CHECK(L.prefill.shape.grid[0] == (d <= 128 ? 132u : uint32_t(L.num_q_tiles) * 16));
     CHECK_FALSE(plan(full, P::Never).prefill.spec.as<PrefillKernel>()->persistent);
+    // A causal window: persistent where the request is at least four windows long (items then cost
+    // alike), as a causal mask otherwise.
     auto window = full;
     window.options.causal = true;
     window.options.window_left = 1023;
+    CHECK(plan(window, P::Auto).prefill.spec.as<PrefillKernel>()->persistent == (d <= 128));
+    window.options.window_left = 1024;
     CHECK_FALSE(plan(window, P::Auto).prefill.spec.as<PrefillKernel>()->persistent);
+    window.options.window_left = 1023;
+    window.options.causal = false;  // a window without the causal mask: keys past the query too
+    CHECK_FALSE(plan(window, P::Auto).prefill.spec.as<PrefillKernel>()->persistent);
+    // prewarm lists the persistent kernel beside the one-CTA-an-item one.
+    window.options.causal = true;
+    int persistent_listed = 0;
+    for (const auto& spec : ops::single_prefill_kernels(window))
+      if (const auto* k = spec.as<PrefillKernel>()) persistent_listed += k->persistent ? 1 : 0;
+    CHECK(persistent_listed == (d <= 128 ? 1 : 0));
   }
 
   // fa2 is never persistent, whatever the runtime asks.

@@ -121,6 +121,12 @@ bool prefill_costs_fall(const PrefillOptions& o, const PrefillKernel& k) {
   return prefill_tiles_cost_alike(o) && !block_sparse;
 }
 
+bool prefill_window_costs_level(const PrefillOptions& o, const PrefillKernel& k, int64_t qo_len) {
+  const bool block_sparse = k.variant.user && k.variant.user->block_sparse;
+  return o.causal && !o.custom_mask && o.window_left >= 0 && !block_sparse &&
+         qo_len >= kWindowLevelRequests * (int64_t(o.window_left) + 1);
+}
+
 void choose_prefill_persistence(PrefillKernel& k, const DeviceFigures& device, bool costs_fall) {
   switch (device.persistent_prefill) {
     case Config::Persistence::Always: k.persistent = k.warp_specialized; return;
@@ -218,6 +224,11 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& probl
       if (k.warp_specialized && warpgroups == 1) continue;  // one CTA shape
       k.frags_m = warpgroups;
       out.emplace_back(k);
+      // A causal window plans persistent CTAs for requests several windows long (prefill_window_costs_level).
+      if (k.warp_specialized && !k.persistent && prefill_window_costs_level(problem.options, k, INT64_MAX)) {
+        choose_prefill_persistence(k, DeviceFigures{}, true);
+        if (k.persistent) out.emplace_back(k);
+      }
     }
   }
   out.emplace_back(split_merge_kernel(problem.head_dim, problem.q_dtype));
@@ -253,7 +264,8 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, con
   choose_prefill_skeleton(k, problem.options, device.arch);
   k.frags_m = prefill_frags_m(problem.head_dim, packed);
   choose_prefill_pipeline(k);
-  choose_prefill_persistence(k, device, prefill_costs_fall(problem.options, k));
+  choose_prefill_persistence(k, device, prefill_costs_fall(problem.options, k) ||
+                                            prefill_window_costs_level(problem.options, k, problem.qo_len));
   fit_fa3_tile(k, (packed + k.tile_q() - 1) / k.tile_q() * problem.num_kv_heads, device.sm_count);
   check_prefill_fits(k, device);
 

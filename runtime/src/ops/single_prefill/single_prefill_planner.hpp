@@ -66,6 +66,16 @@ bool prefill_tiles_cost_alike(const PrefillOptions& o);
 // order: tiles that cost alike and no block-sparse variant (whose tiles cost
 // what the mask leaves).
 bool prefill_costs_fall(const PrefillOptions& o, const PrefillKernel& k);
+// A causal window (built in, no custom mask or block mask) over a request
+// at least kWindowLevelRequests windows long: past its first window every
+// query tile sees window_left + 1 keys, so the items cost alike but for a
+// few cheaper ones, which KV-heads-fastest order runs last; static
+// persistent rounds balance them and overlap each item's prologue with the
+// last one's epilogue (H100, 16k tokens, window 1023, 16 heads, d 128:
+// 420 -> 400 us, bench/call_gaps.py). Shorter requests cost as a causal
+// mask does (a sawtooth static rounds do not balance).
+constexpr int64_t kWindowLevelRequests = 4;
+bool prefill_window_costs_level(const PrefillOptions& o, const PrefillKernel& k, int64_t qo_len);
 // fa3_ws outside CUDA-graph mode: persistent CTAs as the runtime asks
 // (DeviceFigures::persistent_prefill); by default where they measured faster
 // (docs/PERFORMANCE.md): items whose costs fall, which static rounds balance,
