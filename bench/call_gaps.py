@@ -30,11 +30,7 @@ def calls(attnjit, mask):
         var = uvs.make_variant(attnjit, "window", {"offset": 0, "window": W}, **sparse, reclassify="on_bind")
         return {"on_bind snippet": lambda: prefill(q, k, v, variant=var),
                 "built-in window_left": lambda: prefill(q, k, v, causal=True, window_left=W)}
-    doc = torch.zeros(T, dtype=torch.int32, device="cuda")
-    start = 0
-    for i, n in enumerate(uvs.document_lengths(T, uvs.FLEX["documents"])):
-        doc[start:start + n] = i
-        start += n
+    doc = uvs.document_ids(torch, uvs.document_lengths(T, uvs.FLEX["documents"]))
     var = uvs.make_variant(attnjit, "document", {"doc": doc}, **sparse, reclassify="on_bind")
     return {"on_bind snippet": lambda: prefill(q, k, v, variant=var)}
 

@@ -96,7 +96,7 @@ def median_us(runs, iters, reps, warm=3, host=None):
     for _ in range(reps):
         for name, run in runs.items():
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            if getattr(run, "queued", False):
+            if name in enqueue:
                 # Plain calls: the host enqueues them all while the device spins, so the events time the
                 # device's work alone, as a graph replay's do. Without it the host's time to the first
                 # launch (about 85 us for a single prefill with a user variant, H100) was counted as

@@ -88,6 +88,11 @@ def document_lengths(tokens, documents, seed=0):
     return [b - a for a, b in zip(bounds, bounds[1:])]
 
 
+def document_ids(torch, lengths):
+    """The packed documents' id per token (int32, on the GPU): what the document mask_mod reads as p.doc."""
+    return torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32), torch.tensor(lengths)).to("cuda")
+
+
 def causal_pairs(n):
     """(query, key) pairs with key <= query among n tokens."""
     return n * (n + 1) // 2
@@ -514,8 +519,7 @@ def part_flex(torch, attnjit, peers, run, quick, scratch):
     T, W = FLEX["tokens"], FLEX["window"]
     iters, reps = (2, 5) if quick else (4, 10)
     lengths = document_lengths(T, FLEX["documents"])
-    doc = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32),
-                                  torch.tensor(lengths)).to("cuda")
+    doc = document_ids(torch, lengths)
     doc_indptr = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32)
 
     def document_mask(b, h, q_idx, kv_idx):
@@ -569,7 +573,7 @@ def cold_child(which):
     else:
         n = 4096
         lengths = document_lengths(n, 4)
-        doc = torch.repeat_interleave(torch.arange(4, dtype=torch.int32), torch.tensor(lengths)).to("cuda")
+        doc = document_ids(torch, lengths)
         q = torch.randn(n, H, D, dtype=torch.bfloat16, device="cuda")
         k = torch.randn(n, HK, D, dtype=torch.bfloat16, device="cuda")
         v = torch.randn_like(k)

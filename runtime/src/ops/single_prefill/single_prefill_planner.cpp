@@ -27,6 +27,8 @@ bool fit_per_sm(int smem_bytes, int ctas) {
   return ctas * (smem_bytes + kReservedPerCta) <= kSmemPerSm;
 }
 
+// A block-sparse user variant: its tiles cost what its mask leaves, known only on the device.
+bool has_block_mask(const PrefillKernel& k) { return k.variant.user && k.variant.user->block_sparse; }
 
 }  // namespace
 
@@ -117,13 +119,11 @@ void choose_prefill_pipeline(PrefillKernel& k) {
 bool prefill_tiles_cost_alike(const PrefillOptions& o) { return (o.custom_mask || !o.causal) && o.window_left < 0; }
 
 bool prefill_costs_fall(const PrefillOptions& o, const PrefillKernel& k) {
-  const bool block_sparse = k.variant.user && k.variant.user->block_sparse;
-  return prefill_tiles_cost_alike(o) && !block_sparse;
+  return prefill_tiles_cost_alike(o) && !has_block_mask(k);
 }
 
 bool prefill_window_costs_level(const PrefillOptions& o, const PrefillKernel& k, int64_t qo_len) {
-  const bool block_sparse = k.variant.user && k.variant.user->block_sparse;
-  return o.causal && !o.custom_mask && o.window_left >= 0 && !block_sparse &&
+  return o.causal && !o.custom_mask && o.window_left >= 0 && !has_block_mask(k) &&
          qo_len >= kWindowLevelRequests * (int64_t(o.window_left) + 1);
 }
 
