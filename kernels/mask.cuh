@@ -25,6 +25,13 @@
 
 namespace attnjit {
 
+// Keys first .. first + count - 1 (count >= 0; keys are >= 0, so k - first
+// cannot wrap for a kept key and wraps past count for one before first).
+struct KeyRun {
+  int first, count;
+  ATTNJIT_DEVICE bool has(int k) const { return unsigned(k - first) < unsigned(count); }
+};
+
 template <int Mode, bool Window>
 struct Mask {
   static_assert(Mode == kernels::kMaskNone || Mode == kernels::kMaskCausal || Mode == kernels::kMaskCustom ||
@@ -47,6 +54,20 @@ struct Mask {
   ATTNJIT_DEVICE void bind_draft_rows(const uint8_t* rows, int row_bits) {
     bits = rows;
     kv_len = row_bits;
+  }
+
+  // Masks whose kept keys for a row are one run (no mode but causal, no
+  // custom bits): keep() below kv_end as [first, first + count), tested by
+  // KeyRun::has in one unsigned compare a score. Written as keep()'s chain
+  // of tests, a causal window branched around every score (a BSSY / BSYNC
+  // pair each) and spilled the warp-specialized consumers at 128-key tiles.
+  static constexpr bool kRun = Mode == kernels::kMaskNone || Mode == kernels::kMaskCausal;
+  ATTNJIT_DEVICE KeyRun keys_kept(int q_pos, int kv_end) const {
+    int last = kv_end - 1;
+    if constexpr (Mode == kernels::kMaskCausal && !kUserMaskMod) last = q_pos < last ? q_pos : last;
+    int first = 0;
+    if constexpr (Window) first = window_left < 0 || q_pos < window_left ? 0 : q_pos - window_left;
+    return {first, last < first ? 0 : last - first + 1};  // (ternaries: host tests compile this too)
   }
 
   ATTNJIT_DEVICE bool keep(int q_pos, int k_pos) const {
@@ -75,6 +96,8 @@ struct Mask<kernels::kMaskNone, false> {
   static constexpr int kMode = kernels::kMaskNone;
   Mask() = default;
   ATTNJIT_DEVICE Mask(const kernels::VariantParams&, int, int, int) {}
+  static constexpr bool kRun = true;
+  ATTNJIT_DEVICE KeyRun keys_kept(int, int kv_end) const { return {0, kv_end}; }
   ATTNJIT_DEVICE bool keep(int, int) const { return true; }
 };
 

@@ -41,8 +41,9 @@ ATTNJIT_HOST_DEVICE constexpr int prefill_ws_producer_regs(bool tma, int pos_mod
 // soft cap or ALiBi) on a TMA source (contiguous, ragged): S is then 88
 // accumulators a thread beside O's 64, and more keys a tile share each
 // barrier, turn and row-max reduction; with any of those the consumers
-// spill at 176 (ptxas), so 128 up to 128-wide heads, but 64 for a causal
-// mask with a window there (it spilled 8-132 bytes at 128). 256-wide heads
+// spill at 176 (ptxas), so 128 up to 128-wide heads (a causal window
+// spilled there while its mask was a chain of tests per score, branched
+// around each: now a run of keys per row, mask.cuh's KeyRun). 256-wide heads
 // take 64 (their O is already 128 accumulators per thread; two stages of
 // 64 x 256 fit).
 ATTNJIT_HOST_DEVICE constexpr int prefill_ws_tile_kv(int head_dim, int mask_mode, bool window, bool soft_cap,
@@ -50,7 +51,7 @@ ATTNJIT_HOST_DEVICE constexpr int prefill_ws_tile_kv(int head_dim, int mask_mode
   if (head_dim > 128) return 64;
   if (head_dim < 128) return 128;
   if (mask_mode == kMaskNone && !window && !soft_cap && pos_mode == kPosNone && tma_source) return 176;
-  return mask_mode == kMaskCausal && window ? 64 : 128;
+  return 128;
 }
 // The most dynamic shared memory an sm_90 block may opt in to (227 KB).
 ATTNJIT_HOST_DEVICE constexpr int prefill_ws_smem_limit() { return 227 * 1024; }

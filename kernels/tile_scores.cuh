@@ -11,6 +11,7 @@
 // be neither shared between scores nor issued together.
 #pragma once
 #include "fragment_softmax.cuh"
+#include "mask.cuh"
 #include "math.cuh"
 #include "user_hooks.cuh"
 
@@ -26,15 +27,40 @@ namespace attnjit {
 // custom mask's bit loads, issued together or the test moved into a
 // function of its own, spilled the warp-specialized consumers (ptxas,
 // 60-140 bytes).
+// A kept score, or -inf. A score_mod runs on every pair, the masked ones at
+// a key clamped below kv_end, and its result is then discarded: behind the
+// mask's test its tensor reads (ALiBi's slope of the row's head) were one
+// predicated load a score, which ptxas can neither share between scores nor
+// hoist; unconditional, they are one load a row. Built-in scores stay behind
+// the test (they read nothing).
+template <class Variant>
+ATTNJIT_DEVICE float kept_score(const Variant& var, float x, int j, int kv_end, bool kept) {
+  if constexpr (kUserScoreMod) {
+    const float v = var.score(x, j < kv_end ? j : kv_end - 1);
+    return kept ? v : neg_inf();
+  } else {
+    return kept ? var.score(x, j) : neg_inf();
+  }
+}
+
 template <bool MaskMod, int N, class Variant>
 ATTNJIT_DEVICE void masked_scores(frag_c (&s)[N], const Variant (&var)[2], int base, int kv_end, const int (&pos)[2]) {
+  // A causal / window mask (mask.cuh's KeyRun): each row's kept keys once, outside the per-score code.
+  KeyRun runs[2];
+  if constexpr (Variant::MaskT::kRun)
+    for (int h = 0; h < 2; ++h) runs[h] = var[0].mask.keys_kept(pos[h], kv_end);
   map_tile(s, [&](int half, int col, float x) {
     const int j = base + col;
     const Variant& m = var[kUserMaskMod ? half : 0];
     if constexpr (kUserMaskMod && MaskMod) {
       const bool in_range = j < kv_end;
-      return in_range & m.keep(pos[half], in_range ? j : kv_end - 1) ? var[half].score(x, j) : neg_inf();
-    } else {
+      return kept_score(var[half], x, j, kv_end, in_range & m.keep(pos[half], in_range ? j : kv_end - 1));
+    } else if constexpr (Variant::MaskT::kRun) {
+      return kept_score(var[half], x, j, kv_end, runs[half].has(j));
+    } else if constexpr (kUserScoreMod) {
+      return kept_score(var[half], x, j, kv_end,
+                        j < kv_end && (MaskMod ? m.keep(pos[half], j) : m.keep_without_mask_mod(pos[half], j)));
+    } else {  // one expression, as the comment above says
       return j < kv_end && (MaskMod ? m.keep(pos[half], j) : m.keep_without_mask_mod(pos[half], j))
                  ? var[half].score(x, j)
                  : neg_inf();

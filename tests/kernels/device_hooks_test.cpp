@@ -64,6 +64,34 @@ TEST_CASE("mask hook: causal and sliding window align the queries to the end of 
     }
 }
 
+// The run of kept keys (mask.cuh's KeyRun) that the tensor-core skeletons
+// test instead of keep(): the same pairs, for every window (none, 0, inside,
+// past the start) and key end (the request's, a chunk's, a query's own).
+template <int Mode, bool Window>
+void check_key_run(int window_left) {
+  const int qo_len = 6, kv_len = 20;
+  const Mask<Mode, Window> m(params_with(window_left), 0, qo_len, kv_len);
+  for (int q = kv_len - qo_len; q < kv_len; ++q)
+    for (int kv_end : {1, 7, q, q + 1, kv_len}) {
+      const KeyRun run = m.keys_kept(q, kv_end);
+      CHECK(run.count >= 0);
+      for (int k = 0; k < kv_len + 3; ++k) {
+        INFO("mode=" << Mode << " window_left=" << window_left << " q_pos=" << q << " kv_end=" << kv_end
+                     << " k_pos=" << k);
+        CHECK(run.has(k) == (k < kv_end && m.keep(q, k)));
+      }
+    }
+}
+
+TEST_CASE("mask hook: causal and window masks as one run of keys a row", "[kernels]") {
+  for (int w : {-1, 0, 1, 3, 13, 19, 40}) {
+    check_key_run<kernels::kMaskCausal, true>(w);
+    check_key_run<kernels::kMaskNone, true>(w);
+  }
+  check_key_run<kernels::kMaskCausal, false>(-1);
+  check_key_run<kernels::kMaskNone, false>(-1);
+}
+
 TEST_CASE("mask hook: custom masks read FlashInfer's packed bit order", "[kernels]") {
   // Two requests: [2 x 5] at byte 0 and [1 x 9] at byte 2 (blocks start on
   // bytes, bits little-endian within a byte, rows back to back).

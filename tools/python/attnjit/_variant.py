@@ -15,7 +15,10 @@ the exact kernels and run on the GPU with the caller's rights: code, not data.
 They compile with ``--prec-div=false``: ``/`` is the fast division (within 2
 ulp) Triton's is. A score_mod runs once per score, so a division by a param
 costs a reciprocal per score: pass the reciprocal instead (``s * p.rcp_cap``,
-not ``s / p.cap``), as the built-in soft cap does.
+not ``s / p.cap``), as the built-in soft cap does. In prefill a score_mod also
+runs on pairs the mask drops (kv and q still within the request), as
+FlexAttention's does, and that result is discarded: it must not assume
+``kv <= q`` when it indexes a tensor.
 
 Params are declared from the values given (a torch tensor: its dtype and rank;
 a float: f32; an int: i32). Plans made with a variant read its bound values at
