@@ -417,15 +417,17 @@ def bench_paged_prefill(label, qo_lens, kv_lens, h, hk, causal, with_flashinfer,
         c.add("attnjit paged cuda-graph mode", lambda: gw.run(q, cache))
     except Exception as e:
         c.error("attnjit paged cuda-graph mode", e)
-    if flashinfer is not None and with_flashinfer:
+    # FlashInfer's paged wrapper on both of its backends (fa3: issue 30's append target is against it; its
+    # plan() JIT-builds the module, about a minute on the device's first run).
+    for backend in (("fa2", "fa3") if flashinfer is not None and with_flashinfer else ()):
         try:
             fw = flashinfer.BatchPrefillWithPagedKVCacheWrapper(torch.empty(256 << 20, dtype=torch.uint8,
-                                                                            device="cuda"), "NHD", backend="fa2")
+                                                                            device="cuda"), "NHD", backend=backend)
             fw.plan(*(x.cuda() if isinstance(x, torch.Tensor) else x for x in plan_args), causal=causal,
                     q_data_type=dtype)
-            c.add("flashinfer fa2 paged", lambda: fw.run(q, cache))
+            c.add(f"flashinfer {backend} paged", lambda fw=fw: fw.run(q, cache))
         except Exception as e:
-            c.error("flashinfer fa2 paged", e)
+            c.error(f"flashinfer {backend} paged", e)
     # Ragged on the same rows, gathered into contiguous K/V.
     rows = []
     for b in range(len(kv_lens)):
