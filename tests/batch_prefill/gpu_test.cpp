@@ -38,10 +38,11 @@ struct BatchCase {
   std::string backend = "auto";
 
   std::string label() const {
-    return fmt::format("{} batch={} H={}/{} D={} {} {} {} {}{}{}", backend, qo_lens.size(), hq, hk, d, to_string(dt), to_string(layout),
+    return fmt::format("{} batch={} H={}/{} D={} {} {} {} {}{}{}{}", backend, qo_lens.size(), hq, hk, d, to_string(dt), to_string(layout),
                        page_size ? fmt::format("paged{}", page_size) : "ragged",
                        custom_causal ? "custom(causal)" : causal ? "causal" : "nomask", cap ? " cap" : "",
-                       pos == PosEncoding::None ? "" : std::string(" ") + to_string(pos));
+                       pos == PosEncoding::None ? "" : std::string(" ") + to_string(pos),
+                       window_left >= 0 ? fmt::format(" window={}", window_left) : "");
   }
 };
 
@@ -309,6 +310,17 @@ TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 re
   custom.custom_causal = true;
   custom.page_size = 16;
   cases.push_back(custom);
+  // A plain causal window (128-key tiles: each row's kept keys one run,
+  // mask.cuh's KeyRun), crossed by tiles and by pages of 5, ragged and paged.
+  BatchCase window;
+  window.qo_lens = {300, 77, 1};
+  window.kv_lens = {700, 1000, 333};
+  window.causal = true;
+  window.window_left = 150;
+  for (int page : {0, 16, 5}) {
+    window.page_size = page;
+    cases.push_back(window);
+  }
   // RoPE: K gathered and rotated by the producer from ragged rows and from
   // pages (16, and 5 where a thread's rows cross pages), 64-wide heads.
   BatchCase rope;
@@ -350,6 +362,8 @@ TEST_CASE("batch prefill fa3_ws, small cases for the sanitizers", "[gpu][fa3_ws_
     cases.push_back(c);
   }
   cases.back().d = 64;
+  cases.push_back(cases.front());  // a causal window that starts inside the second request's tiles
+  cases.back().window_left = 45;
   for (int page : {0, 16}) {  // RoPE: the producer rewrites each K tile before announcing it
     BatchCase c;
     c.qo_lens = {7, 130};
