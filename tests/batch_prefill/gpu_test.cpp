@@ -123,7 +123,10 @@ BatchOutcome run_batch(const Runtime& rt, const BatchCase& c, uint32_t seed) {
     std::shuffle(ids.begin(), ids.end(), in.rng);
     std::vector<int32_t> indices(ids.begin(), ids.begin() + page_indptr.back());
     const int64_t page_elems = int64_t(S) * Hk * D;
-    std::vector<uint8_t> cache(size_t(num_pages) * 2 * page_elems * es, 0);
+    // Every slot no request holds (the last pages' tails, the unused pages)
+    // is NaN, as a cache never written may be: no kernel may let them reach
+    // the output (0 * NaN is NaN).
+    std::vector<uint8_t> cache(size_t(num_pages) * 2 * page_elems * es, 0xFF);
     for (size_t b = 0; b < batch; ++b)
       for (int32_t j = 0; j < c.kv_lens[b]; ++j) {
         const int32_t page = indices[page_indptr[b] + j / S], slot = j % S;
@@ -285,16 +288,17 @@ TEST_CASE("batch prefill, ragged and paged, matches the float64 reference", "[gp
 }
 
 // The warp-specialized Hopper skeleton (backend "fa3_ws"): ragged (TMA) and
-// paged (the producer's gather) at page sizes 1, 16 and 5 (pages that split
-// a KV tile unevenly), both layouts, masks, GQA, 64/256-wide heads, ALiBi
-// with a soft cap and a window, and an append with a split KV.
+// paged (the producer's gather) at page sizes 1, 16, 5 (pages that split a
+// KV tile unevenly), 8, 32 and 128 (a page longer than a 64-key tile), both
+// layouts, masks, GQA, 64/256-wide heads, ALiBi with a soft cap and a window,
+// and an append with a split KV; every slot no request holds is NaN.
 //   attnjit_tests "[fa3_ws]"
 TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 reference", "[gpu][prefill][batch][fa3_ws]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
   if (!on_sm90a(rt, "fa3_ws")) return;
-  std::vector<BatchCase> cases = skewed_batches({0, 1, 16, 5});
-  add_narrow_and_wide_heads(cases, {50, 3, 200}, {90, 700, 1500}, {0, 16});
+  std::vector<BatchCase> cases = skewed_batches({0, 1, 16, 5, 8, 32});
+  add_narrow_and_wide_heads(cases, {50, 3, 200}, {90, 700, 1500}, {0, 16, 128});
   BatchCase alibi;
   alibi.qo_lens = {64, 9};
   alibi.kv_lens = {64, 500};
@@ -344,8 +348,8 @@ TEST_CASE("batch prefill on the warp-specialized skeleton matches the float64 re
 }
 
 // A few small fa3_ws problems for compute-sanitizer (memcheck, racecheck,
-// synccheck: SANITIZE=[fa3_ws_small] tools/gpu/sanitize.sh): TMA, gather, KV tiles and
-// items, causal and not.
+// synccheck: SANITIZE=[fa3_ws_small] tools/gpu/sanitize.sh): TMA (ragged),
+// gather (pages of 16, 5, and 8 in HND), KV tiles and items, causal and not.
 TEST_CASE("batch prefill fa3_ws, small cases for the sanitizers", "[gpu][fa3_ws_small]") {
   ATTNJIT_REQUIRE_GPU();
   Runtime rt;
@@ -362,6 +366,9 @@ TEST_CASE("batch prefill fa3_ws, small cases for the sanitizers", "[gpu][fa3_ws_
     cases.push_back(c);
   }
   cases.back().d = 64;
+  cases.push_back(cases[1]);  // pages of 8 rows in the HND layout
+  cases.back().page_size = 8;
+  cases.back().layout = KVLayout::HND;
   cases.push_back(cases.front());  // a causal window that starts inside the second request's tiles
   cases.back().window_left = 45;
   for (int page : {0, 16}) {  // RoPE: the producer rewrites each K tile before announcing it
