@@ -73,6 +73,31 @@ ATTNJIT_DEVICE frag_a to_a_fragment(const frag_c& lo, const frag_c& hi) {
   return a;
 }
 
+// Four n-tiles of P (columns 32k .. 32k + 31) as the e4m3 A operand of an
+// fp8 product (m64nNk32), packed inside the thread: its A fragment wants
+// columns 4t .. 4t + 3 and 16 + 4t .. (rows g and g + 8, word by word),
+// the accumulators hold 2t, 2t + 1 of each n-tile, so the product runs over
+// the keys in the order
+//   slot 4t + i  <-  key 2t + (i & 1) + 8 (i >> 1),   slot 16 + 4t + i  <-  16 + the same,
+// and V's rows must come in that order too (the producer transposes V into
+// it: prefill_sm90_ws.cuh). P in [0, 1] rounds to nearest, saturating.
+ATTNJIT_DEVICE uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+  uint32_t r;  // cvt's first source goes to the high byte
+  asm("{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\ncvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}"
+      : "=r"(r)
+      : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+  return r;
+}
+ATTNJIT_DEVICE frag_a to_a_fragment_e4m3(const frag_c& s0, const frag_c& s1, const frag_c& s2, const frag_c& s3) {
+  frag_a a;
+  a.x[0] = pack4_e4m3(s0.x[0], s0.x[1], s1.x[0], s1.x[1]);
+  a.x[1] = pack4_e4m3(s0.x[2], s0.x[3], s1.x[2], s1.x[3]);
+  a.x[2] = pack4_e4m3(s2.x[0], s2.x[1], s3.x[0], s3.x[1]);
+  a.x[3] = pack4_e4m3(s2.x[2], s2.x[3], s3.x[2], s3.x[3]);
+  return a;
+}
+
 // The row sums of a 16 x 16 A fragment (P), added to c: P times a 16 x 8
 // block of ones, so every column of c is the sum of its row over all 16
 // columns, the quad's included (x[0], x[1]: row g; x[2], x[3]: row g + 8).
@@ -102,9 +127,14 @@ struct RowState {
   // 2^(m - m') by which what was accumulated shrinks (d here, O by the caller
   // through rescale()).
   ATTNJIT_DEVICE void raise_max(const float (&tile_max)[2], float (&shrink)[2], float scale = 1.f) {
+    const float both[2] = {scale, scale};
+    raise_max(tile_max, shrink, both);
+  }
+  // The same with a scale per row (fp8: each row's query head has its own).
+  ATTNJIT_DEVICE void raise_max(const float (&tile_max)[2], float (&shrink)[2], const float (&scale)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float m_new = fmaxf(m[h], tile_max[h] * scale);
+      const float m_new = fmaxf(m[h], tile_max[h] * scale[h]);
       shrink[h] = exp2_rel(m[h], m_new);
       m[h] = m_new;
       d[h] *= shrink[h];
@@ -126,17 +156,27 @@ struct RowState {
   // scheduler overlaps them with the previous k-step's (ex2 has its own
   // pipe; issued 64 in a row it stalled the warp, ncu).
   ATTNJIT_DEVICE void exp2(frag_c& s, float scale = 1.f) {
+    const float both[2] = {scale, scale};
+    exp2(s, both);
+  }
+  ATTNJIT_DEVICE void exp2(frag_c& s, const float (&scale)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float neg_m = m[h] == neg_inf() ? 0.f : -m[h];
 #pragma unroll
-      for (int c = 0; c < 2; ++c) s.x[2 * h + c] = ptx_exp2(fmaf(s.x[2 * h + c], scale, neg_m));
+      for (int c = 0; c < 2; ++c) s.x[2 * h + c] = ptx_exp2(fmaf(s.x[2 * h + c], scale[h], neg_m));
     }
   }
   // exp2, then P's row sums over this thread's columns join d.
   template <int N>
   ATTNJIT_DEVICE void exp2_and_sum(frag_c (&s)[N], float scale = 1.f) {
-    exp2(s, scale);
+    const float both[2] = {scale, scale};
+    exp2_and_sum(s, both);
+  }
+  template <int N>
+  ATTNJIT_DEVICE void exp2_and_sum(frag_c (&s)[N], const float (&scale)[2]) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) exp2(s[n], scale);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
 #pragma unroll

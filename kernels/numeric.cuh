@@ -13,6 +13,12 @@ struct e4m3 {};
 struct e5m2 {};
 struct f32 {};
 
+// What <type_traits> would give (NVRTC compiles without the standard library).
+template <class A, class B> struct is_same_type { static constexpr bool value = false; };
+template <class A> struct is_same_type<A, A> { static constexpr bool value = true; };
+template <bool C, class A, class B> struct conditional_type { using type = A; };
+template <class A, class B> struct conditional_type<false, A, B> { using type = B; };
+
 template <class T> struct storage_bytes;
 template <> struct storage_bytes<f16> { static constexpr int value = 2; };
 template <> struct storage_bytes<bf16> { static constexpr int value = 2; };
@@ -71,6 +77,12 @@ ATTNJIT_DEVICE uint32_t f32_to_bf16x2(float lo, float hi) {
 ATTNJIT_DEVICE uint32_t byte_perm(uint32_t a, uint32_t selector) {
   uint32_t r;
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(a), "r"(selector));
+  return r;
+}
+// Bytes of the pair {b, a} (b the high word) picked by the selector's nibbles.
+ATTNJIT_DEVICE uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
   return r;
 }
 ATTNJIT_DEVICE void fp8x4_to_f16x2(e5m2, uint32_t v, uint32_t& lo, uint32_t& hi) {

@@ -25,6 +25,14 @@ struct PrefillParams {
   int64_t o_stride_n, o_stride_h;
   KVSourceParams kv;    // K/V and each request's length, read through the KV source
   VariantParams var;
+  // fp8 queries (q, K and V e4m3: the warp-specialized Hopper kernel only):
+  // per-head dequantization scales in float32, or null for 1. scale_q is
+  // [num_qo_heads], scale_k and scale_v [num_kv_heads]: a score is
+  // (q8 . k8) sq[h] sk[kv head] before var's sm_scale, the output
+  // (P v8) sv[kv head] before var's v_scale. Scalar scales fold into var.
+  const float* scale_q;
+  const float* scale_k;
+  const float* scale_v;
   const int32_t* qo_indptr;  // [batch + 1] query rows of each request; null: one request of qo_len rows
   // q's (and o's) rows: each request's qo_indptr pair must lie within them
   // (prefill_schedule.cuh checks it; bad pairs are recorded in kv.check).

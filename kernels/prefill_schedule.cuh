@@ -80,9 +80,10 @@ struct PackedRows {
 
 // The tile's Q rows into `tile` (any shared-memory tile with at(row, col))
 // by cp.async, Passes passes of RowsPerPass rows; a thread copies the 16
-// bytes from dim0 of its row in each. Packed rows past the request are
-// zero-filled.
-template <int Passes, int RowsPerPass, class Tile>
+// bytes from 16-bit column dim0 of its row in each (fp8, ElemBytes 1: the
+// bytes from 2 dim0, columns of the tile counted in 16-bit units). Packed
+// rows past the request are zero-filled.
+template <int Passes, int RowsPerPass, int ElemBytes = 2, class Tile>
 ATTNJIT_DEVICE void prefill_stage_q(const kernels::PrefillParams& p, const PackedRows& token_head, int row0,
                                     int packed_len, int qo_begin, const Tile& tile, int row_in_pass, int dim0) {
   const char* q = static_cast<const char*>(p.q);
@@ -92,7 +93,8 @@ ATTNJIT_DEVICE void prefill_stage_q(const kernels::PrefillParams& p, const Packe
     const bool valid = pr < packed_len;
     int token, head;
     token_head(valid ? pr : 0, token, head);
-    const char* src = q + (int64_t(qo_begin + token) * p.q_stride_n + int64_t(head) * p.q_stride_h + dim0) * 2;
+    const int64_t elem = int64_t(qo_begin + token) * p.q_stride_n + int64_t(head) * p.q_stride_h;
+    const char* src = ElemBytes == 2 ? q + (elem + dim0) * 2 : q + elem + dim0 * 2;
     cp_async_16(tile.at(r, dim0), src, valid);
   }
 }

@@ -23,6 +23,13 @@
 // source) and rotates each K tile in shared memory before announcing it,
 // so the consumers' loop is the same for every variant.
 //
+// fp8 (q, K and V e4m3; 128-wide heads, TMA sources): both products on fp8
+// wgmma, which reads B K-major only, so V lands by TMA in a landing tile
+// and the producer's 128 threads transpose it into the V tile (dims x
+// keys), keys in the order in which P's accumulators pack into A fragments
+// inside each thread (to_a_fragment_e4m3). Scores carry each row's
+// sq[head] sk[kv head] in the exponent scale, the output sv[kv head].
+//
 // Persistent (a template switch; the planner launches one CTA per SM): the
 // CTA takes its items in rounds, with no CTA-wide barrier between them, so
 // the producer runs ahead into the next item's K and V while the consumers
@@ -53,18 +60,28 @@ struct PrefillWsTraits {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "prefill supports head_dim 64, 128, 256");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
   static_assert(PosMode != kernels::kPosRopeLlama || HeadDim <= 128, "RoPE up to 128-wide heads (the planner refuses 256)");
-  static_assert(storage_bytes<QT>::value == 2 && storage_bytes<KVT>::value == 2, "16-bit q and K/V");
+  static constexpr bool kFp8 = storage_bytes<QT>::value == 1;
+  static_assert(kFp8 ? (is_same_type<QT, e4m3>::value && is_same_type<KVT, e4m3>::value)
+                     : (storage_bytes<QT>::value == 2 && storage_bytes<KVT>::value == 2),
+                "16-bit q and K/V, or e4m3 q, K and V");
+  static_assert(!kFp8 || (HeadDim == 128 && PosMode == kernels::kPosNone && !SoftCap),
+                "fp8: 128-wide heads, no positional encoding or soft cap (the planner refuses the rest)");
+  static_assert(storage_bytes<OT>::value == 2, "a 16-bit output");
   static constexpr int kHeadDim = HeadDim;
+  static constexpr int kElemBytes = kFp8 ? 1 : 2;
+  // A row of Q or K in the tiles' 16-bit columns (swizzled_tile.cuh).
+  static constexpr int kRowCols = HeadDim * kElemBytes / 2;
   static constexpr int kThreads = kernels::prefill_ws_threads();
   static constexpr int kRowsPerGroup = 64;
   static constexpr int kTileQ = kernels::prefill_ws_tile_q();
   using KVSource = KVSourceT<KVT>;
   static constexpr bool kTma = kernels::prefill_ws_tma(KVTma<KVSource>::kTma, PosMode);
-  static constexpr int kTileKV = kernels::prefill_ws_tile_kv(HeadDim, MaskMode, Window, SoftCap, PosMode, kTma);
+  static_assert(!kFp8 || kTma, "fp8 from TMA sources (contiguous, ragged; the planner refuses paged)");
+  static constexpr int kTileKV = kernels::prefill_ws_tile_kv(HeadDim, MaskMode, Window, SoftCap, PosMode, kTma, kFp8);
   static constexpr int kStages = Stages;
   static constexpr bool kPersistent = Persistent;
-  static constexpr int kQBuffers = kernels::prefill_ws_q_buffers(HeadDim, kTileKV, Stages, Persistent);
-  static constexpr int kLanesPerRow = HeadDim / 8;  // a thread copies one 16-byte slice of a row
+  static constexpr int kQBuffers = kernels::prefill_ws_q_buffers(HeadDim, kTileKV, Stages, Persistent, kFp8);
+  static constexpr int kLanesPerRow = kRowCols / 8;  // a thread copies one 16-byte slice of a row
   static constexpr int kRowsPerPass = 128 / kLanesPerRow;  // a warpgroup's rows per copy pass
   static constexpr int kQPasses = kRowsPerGroup / kRowsPerPass;
   static constexpr int kKVPasses = kTileKV / kRowsPerPass;
@@ -78,7 +95,9 @@ struct PrefillWsTraits {
   using qk_t = typename RopeQKType<QT, Variant::kRope>::type;  // f16 for rotated bf16 (pos_encoding.cuh)
   // Producer / consumer registers: TMA 24 / 240, gather 40 / 232, RoPE 72 /
   // 216 (up to 128-wide heads: at 256 every split spilled; refused there).
-  static constexpr int kProducerRegs = kernels::prefill_ws_producer_regs(kTma, PosMode);
+  static constexpr int kProducerRegs = kernels::prefill_ws_producer_regs(kTma, PosMode, kFp8);
+  // P as A fragments: 16 keys each (16-bit), or 32 (fp8).
+  static constexpr int kKeysPerStep = kFp8 ? 32 : 16;
   // setmaxnreg moves registers within the CTA's allocation (384 x 168, the
   // most __launch_bounds__ gives 384 threads): consumers get what the producer frees.
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
@@ -88,29 +107,40 @@ struct PrefillWsTraits {
 // Named barriers (0 is __syncthreads): a consumer warpgroup's Q landed;
 // a consumer warpgroup's turn on the tensor cores; the whole CTA between
 // items (CUDA-graph mode, and one item a CTA); a persistent consumer
-// warpgroup's one Q tile flushed, before the next item's rows land in it.
-constexpr int kBarQReady = 1, kBarTurn = 3, kBarItem = 5, kBarQFree = 6;
+// warpgroup's one Q tile flushed, before the next item's rows land in it;
+// the fp8 producer's threads done with a landing tile.
+constexpr int kBarQReady = 1, kBarTurn = 3, kBarItem = 5, kBarQFree = 6, kBarLanded = 8;
 
 // Where things are in shared memory: each consumer's Q rows (kQBuffers
-// tiles each), the ring's K and V tiles, and per stage four barriers (K full,
-// V full, K empty, V empty).
+// tiles each, of the 16-bit output's size: they stage it), the ring's K
+// and V tiles (fp8: V transposed, and V's landing tiles), and per stage
+// four barriers (K full, V full, K empty, V empty; fp8: V landed).
 template <class Tr>
 struct WsSmem {
-  using QTile = SwizzledTile<Tr::kHeadDim, Tr::kRowsPerGroup>;
-  using KVTile = SwizzledTile<Tr::kHeadDim, Tr::kTileKV>;
+  using QTile = SwizzledTile<Tr::kRowCols, Tr::kRowsPerGroup>;
+  using OTile = SwizzledTile<Tr::kHeadDim, Tr::kRowsPerGroup>;  // the same rows, staging the output
+  using KVTile = SwizzledTile<Tr::kRowCols, Tr::kTileKV>;
+  // fp8's V tile: a row per dim, the tile's keys along it (the B operand
+  // K-major); as many bytes as a K tile.
+  using VTile = typename conditional_type<Tr::kFp8, SwizzledTile<Tr::kTileKV / 2, Tr::kHeadDim>, KVTile>::type;
+  static_assert(VTile::kBytes == KVTile::kBytes, "V tiles the size of K tiles");
   static constexpr int kS = Tr::kStages;
-  static constexpr uint32_t kQBytes = 2 * Tr::kQBuffers * QTile::kBytes;
+  static constexpr int kTilesPerStage = Tr::kFp8 ? 3 : 2;
+  static constexpr uint32_t kQBytes = 2 * Tr::kQBuffers * OTile::kBytes;
   uint32_t base;  // 1024-byte aligned
-  ATTNJIT_DEVICE QTile q(int group, int buffer = 0) const { return {base + (2 * buffer + group) * QTile::kBytes}; }
+  ATTNJIT_DEVICE QTile q(int group, int buffer = 0) const { return {base + (2 * buffer + group) * OTile::kBytes}; }
+  ATTNJIT_DEVICE OTile out(int group, int buffer = 0) const { return {q(group, buffer).base}; }
   ATTNJIT_DEVICE KVTile k(int stage) const { return {base + kQBytes + stage * KVTile::kBytes}; }
-  ATTNJIT_DEVICE KVTile v(int stage) const { return {base + kQBytes + (kS + stage) * KVTile::kBytes}; }
+  ATTNJIT_DEVICE VTile v(int stage) const { return {base + kQBytes + (kS + stage) * KVTile::kBytes}; }
+  ATTNJIT_DEVICE KVTile v_landing(int stage) const { return {base + kQBytes + (2 * kS + stage) * KVTile::kBytes}; }
   ATTNJIT_DEVICE MBarrier barrier(int kind, int stage) const {
-    return {base + kQBytes + 2 * kS * KVTile::kBytes + (kind * kS + stage) * 8};
+    return {base + kQBytes + kTilesPerStage * kS * KVTile::kBytes + (kind * kS + stage) * 8};
   }
   ATTNJIT_DEVICE MBarrier full_k(int stage) const { return barrier(0, stage); }
   ATTNJIT_DEVICE MBarrier full_v(int stage) const { return barrier(1, stage); }
   ATTNJIT_DEVICE MBarrier empty_k(int stage) const { return barrier(2, stage); }
   ATTNJIT_DEVICE MBarrier empty_v(int stage) const { return barrier(3, stage); }
+  ATTNJIT_DEVICE MBarrier landed_v(int stage) const { return barrier(4, stage); }
 };
 
 // Use n of the ring (tiles counted from the kernel's start): its stage and
@@ -148,6 +178,71 @@ ATTNJIT_DEVICE void prefill_ws_rotate_keys(const Tile& tile, int r0, int pos0, i
 template <class Tr>
 using WsWalk = KVTileWalk<Tr::kTileKV>;
 
+// fp8: a landed V tile (keys x dims, as TMA wrote it) into the V tile
+// (dims x keys), each 32-key chunk's keys in to_a_fragment_e4m3's order:
+// slot 4u + i of the chunk holds key 16 (u / 4) + 2 (u % 4) + (i & 1) + 8 (i / 2).
+// Thread by thread a 4 x 4 block of bytes: four keys' words (4 dims each)
+// in, byte permutes, four dims' words (4 slots each) out. Warp w takes the
+// chunk w, lane (u, a) dims 16 j + 4 a for j = 0 .. 7 (two-way bank
+// conflicts at most on either side).
+template <class Tr>
+ATTNJIT_DEVICE void prefill_ws_transpose_v(const typename WsSmem<Tr>::KVTile& src,
+                                           const typename WsSmem<Tr>::VTile& dst, int tid) {
+  static_assert(Tr::kTileKV == 128 && Tr::kHeadDim == 128, "four warps, a 32-key chunk each, 128 dims");
+  const int warp = tid >> 5, lane = tid & 31, u = lane >> 2, a = lane & 3;
+  const int key0 = 32 * warp + 16 * (u >> 2) + 2 * (u & 3), slot0 = 32 * warp + 4 * u;
+#pragma unroll 4
+  for (int j = 0; j < 8; ++j) {
+    const int d0 = 16 * j + 4 * a;
+    const uint32_t w0 = ld_shared_u32(src.at_byte(key0, d0)), w1 = ld_shared_u32(src.at_byte(key0 + 1, d0));
+    const uint32_t w2 = ld_shared_u32(src.at_byte(key0 + 8, d0)), w3 = ld_shared_u32(src.at_byte(key0 + 9, d0));
+    const uint32_t lo01 = detail::byte_perm(w0, w1, 0x5140), lo23 = detail::byte_perm(w2, w3, 0x5140);  // dims d0, d0 + 1
+    const uint32_t hi01 = detail::byte_perm(w0, w1, 0x7362), hi23 = detail::byte_perm(w2, w3, 0x7362);  // dims d0 + 2, d0 + 3
+    st_shared_u32(dst.at_byte(d0, slot0), detail::byte_perm(lo01, lo23, 0x5410));
+    st_shared_u32(dst.at_byte(d0 + 1, slot0), detail::byte_perm(lo01, lo23, 0x7632));
+    st_shared_u32(dst.at_byte(d0 + 2, slot0), detail::byte_perm(hi01, hi23, 0x5410));
+    st_shared_u32(dst.at_byte(d0 + 3, slot0), detail::byte_perm(hi01, hi23, 0x7632));
+  }
+}
+
+// fp8's producer, all 128 threads: the first issues K_it and, one tile
+// ahead, V_{it+1} into its landing tile; then every thread waits for V_it
+// to land and its V tile to be free, transposes its share, and announces
+// it (full_v counts 128 arrivals). The landing tile of V_it is refilled
+// (with V_{it+2}) only after the barrier that ends the transposition.
+template <class Tr>
+ATTNJIT_DEVICE void prefill_ws_produce_fp8(const kernels::PrefillWsParams& P, const PrefillWork& w,
+                                           const WsWalk<Tr>& walk, const typename Tr::KVSource& kv,
+                                           const WsSmem<Tr>& sm, uint32_t ring) {
+  using Slot = RingSlot<Tr::kStages>;
+  using KVTile = typename WsSmem<Tr>::KVTile;
+  const int tid = threadIdx.x;
+  const int row0 = KVTma<typename Tr::KVSource>::first_row(kv);
+  auto load_v = [&](int it) {
+    const Slot slot(ring + it);
+    const MBarrier landed = sm.landed_v(slot.stage);
+    landed.arrive_expect_tx(KVTile::kBytes);
+    tma_load_3d(sm.v_landing(slot.stage).base, P.v_map, landed.addr, 0, w.kv_head, row0 + walk.base(it));
+  };
+  if (tid == 0 && walk.count() > 0) load_v(0);
+  for (int it = 0; it < walk.count(); ++it) {
+    const Slot slot(ring + it);
+    if (tid == 0) {
+      const MBarrier fk = sm.full_k(slot.stage);
+      sm.empty_k(slot.stage).wait(slot.parity ^ 1u);
+      fk.arrive_expect_tx(KVTile::kBytes);
+      tma_load_3d(sm.k(slot.stage).base, P.k_map, fk.addr, 0, w.kv_head, row0 + walk.base(it));
+      if (it + 1 < walk.count()) load_v(it + 1);
+    }
+    sm.empty_v(slot.stage).wait(slot.parity ^ 1u);
+    sm.landed_v(slot.stage).wait(slot.parity);
+    prefill_ws_transpose_v<Tr>(sm.v_landing(slot.stage), sm.v(slot.stage), tid);
+    fence_proxy_async_shared();
+    sm.full_v(slot.stage).arrive();
+    named_barrier_sync(kBarLanded, 128);
+  }
+}
+
 // The producer's part of one item: the walk's KV tiles into the ring from use `ring` on.
 template <class Tr>
 ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const PrefillWork& w,
@@ -155,7 +250,9 @@ ATTNJIT_DEVICE void prefill_ws_produce(const kernels::PrefillWsParams& P, const 
                                        const typename Tr::KVSource& kv, const WsSmem<Tr>& sm, uint32_t ring) {
   using Slot = RingSlot<Tr::kStages>;
   using KVTile = typename WsSmem<Tr>::KVTile;
-  if constexpr (Tr::kTma) {
+  if constexpr (Tr::kFp8) {
+    prefill_ws_produce_fp8<Tr>(P, w, walk, kv, sm, ring);
+  } else if constexpr (Tr::kTma) {
     if (threadIdx.x != 0) return;
     const int row0 = KVTma<typename Tr::KVSource>::first_row(kv);
     for (int it = 0; it < walk.count(); ++it) {
@@ -274,13 +371,14 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
   const PackedRows token_head(p, w.kv_head);
   const int q_buffer = Tr::kQBuffers > 1 ? int(rows_in.items & 1u) : 0;
   const auto q_tile = sm.q(group, q_buffer);
+  constexpr int EB = Tr::kElemBytes;
 
   if (!(Tr::kPersistent && rows_in.staged)) {
     // One tile: every warp of the group has flushed the last item's output from it.
     if constexpr (Tr::kPersistent && Tr::kQBuffers == 1)
       if (rows_in.items > 0) named_barrier_sync(kBarQFree + group, 128);
-    prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass>(p, token_head, row0, e.packed_len, e.qo_begin, q_tile,
-                                                    gtid / Tr::kLanesPerRow, (gtid % Tr::kLanesPerRow) * 8);
+    prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass, EB>(p, token_head, row0, e.packed_len, e.qo_begin, q_tile,
+                                                        gtid / Tr::kLanesPerRow, (gtid % Tr::kLanesPerRow) * 8);
     cp_async_commit();
   }
 
@@ -310,7 +408,7 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
       const PrefillExtent ne =
           prefill_extent<Tr::kTileQ, Tr::kTileKV, Tr::kMaskMode, Tr::kWindow, false>(p, next, next_kv.length());
       if (ne.row0 < ne.packed_len) {  // else a padding item, which every role skips
-        prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass>(
+        prefill_stage_q<Tr::kQPasses, Tr::kRowsPerPass, EB>(
             p, PackedRows(p, next.kv_head), ne.row0 + group * Tr::kRowsPerGroup, ne.packed_len, ne.qo_begin,
             sm.q(group, q_buffer ^ 1), gtid / Tr::kLanesPerRow, (gtid % Tr::kLanesPerRow) * 8);
         cp_async_commit();
@@ -342,22 +440,39 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
       __syncwarp();
     };
 
+    constexpr int kSteps = kTKV / Tr::kKeysPerStep;
     frag_c s[kTKV / 8];
-    frag_a pa[kTKV / 16];
+    frag_a pa[kSteps];
+    // k-steps of 16 columns of the tiles: 16 dims (16-bit) or 32 (fp8).
     auto issue_qk = [&](int it) {
       const KVTile kt = sm.k(Slot(ring + it).stage);
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
+      for (int ks = 0; ks < Tr::kRowCols / 16; ++ks)
         Wgmma<typename Tr::qk_t, kTKV>::ss(s, q_tile.k_major(0, ks * 16), kt.k_major(0, ks * 16), ks > 0);
       wgmma_commit();
     };
     auto issue_pv = [&](int it) {
-      const KVTile vt = sm.v(Slot(ring + it).stage);
+      const auto vt = sm.v(Slot(ring + it).stage);
 #pragma unroll
-      for (int kk = 0; kk < kTKV / 16; ++kk) Wgmma<T, D>::rs(o, pa[kk], vt.mn_major(kk * 16), true);
+      for (int kk = 0; kk < kSteps; ++kk) {
+        if constexpr (Tr::kFp8) Wgmma<T, D>::rs(o, pa[kk], vt.k_major(0, kk * 16), true);  // V^T: K-major
+        else Wgmma<T, D>::rs(o, pa[kk], vt.mn_major(kk * 16), true);
+      }
       wgmma_commit();
     };
-    const float escale = var[0].exponent_scale();  // one sm_scale for every head
+    // The base-2 exponent scale: one sm_scale for every head; fp8 also
+    // dequantizes, by the scales of each of the thread's rows' heads.
+    float escale[Tr::kFp8 ? 2 : 1];
+#pragma unroll
+    for (int h = 0; h < (Tr::kFp8 ? 2 : 1); ++h) {
+      escale[h] = var[0].exponent_scale();
+      if constexpr (Tr::kFp8) {
+        int token, head;
+        token_head(packed_row(h), token, head);
+        if (p.scale_q) escale[h] *= p.scale_q[head];
+        if (p.scale_k) escale[h] *= p.scale_k[w.kv_head];
+      }
+    }
     // S_it through the variant (the mask only on tiles it can touch), the
     // running max raised, S_it -> P_it; shrink is what O must be scaled by.
     auto softmax = [&](int it, float (&shrink)[2]) {
@@ -372,13 +487,21 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
                  [&](int half) { return e.pos_offset + token_of(packed_row(half)); });
       float tile_max[2];
       row_max(s, tile_max);
-      rows.raise_max(tile_max, shrink, escale);
-      rows.exp2_and_sum(s, escale);  // this thread's columns; the quad adds up at the end
+      if constexpr (Tr::kFp8) {
+        rows.raise_max(tile_max, shrink, escale);
+        rows.exp2_and_sum(s, escale);  // this thread's columns; the quad adds up at the end
+      } else {
+        rows.raise_max(tile_max, shrink, escale[0]);
+        rows.exp2_and_sum(s, escale[0]);
+      }
     };
     // P as the next product's A fragments: only once the product reading the last ones has retired.
     auto convert_p = [&] {
 #pragma unroll
-      for (int kk = 0; kk < kTKV / 16; ++kk) pa[kk] = to_a_fragment<T>(s[2 * kk], s[2 * kk + 1]);
+      for (int kk = 0; kk < kSteps; ++kk) {
+        if constexpr (Tr::kFp8) pa[kk] = to_a_fragment_e4m3(s[4 * kk], s[4 * kk + 1], s[4 * kk + 2], s[4 * kk + 3]);
+        else pa[kk] = to_a_fragment<T>(s[2 * kk], s[2 * kk + 1]);
+      }
     };
 
     float shrink[2];
@@ -427,11 +550,20 @@ ATTNJIT_DEVICE void prefill_ws_consume(const kernels::PrefillParams& p, const Pr
     }
   }
   rows.finalize();
+  if constexpr (Tr::kFp8) {
+    if (p.scale_v) {
+      const float sv = p.scale_v[w.kv_head];
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[n].x[i] *= sv;
+    }
+  }
 
   // Epilogue: the warp's own Q rows stage its output (every product that
   // read them has retired).
-  const PrefillOutput<D, typename Tr::o_t, typename WsSmem<Tr>::QTile> out{
-      p, token_head, row0, e.packed_len, e.qo_begin, w.chunk, p.num_chunks > 1, q_tile};
+  const PrefillOutput<D, typename Tr::o_t, typename WsSmem<Tr>::OTile> out{
+      p, token_head, row0, e.packed_len, e.qo_begin, w.chunk, p.num_chunks > 1, sm.out(group, q_buffer)};
 #pragma unroll
   for (int h = 0; h < 2; ++h) out.row(o, h, warp_row0 + g + 8 * h, t, rows.m[h], rows.d[h]);
   out.template flush<16>(warp_row0, lane);
@@ -496,9 +628,10 @@ ATTNJIT_DEVICE void prefill_sm90_ws(const kernels::PrefillWsParams& P) {
     // TMA: one arrival (with the bytes) per fill; gather: each producer thread's.
     for (int st = 0; st < Tr::kStages; ++st) {
       sm.full_k(st).init(Tr::kTma ? 1 : 128);
-      sm.full_v(st).init(Tr::kTma ? 1 : 128);
+      sm.full_v(st).init(Tr::kTma && !Tr::kFp8 ? 1 : 128);  // fp8: each producer thread's transposed share
       sm.empty_k(st).init(8);  // one arrival per consumer warp
       sm.empty_v(st).init(8);
+      if constexpr (Tr::kFp8) sm.landed_v(st).init(1);
     }
     fence_mbarrier_init();
     if constexpr (Tr::kTma) {

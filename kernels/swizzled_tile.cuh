@@ -1,4 +1,4 @@
-// A tile of 16-bit elements in shared memory in the layout wgmma reads
+// A tile of 16-bit elements (or, counted in pairs, bytes) in shared memory in the layout wgmma reads
 // (wgmma.cuh): columns in blocks of 64 (128 bytes a row), each block Rows
 // rows of 128 bytes, and within every 8 rows (1024 bytes) the eight 16-byte
 // chunks of row r permuted by chunk ^ (r % 8), the hardware's 128-byte
@@ -26,6 +26,12 @@ struct SwizzledTile {
   // The element (row, col): 16-byte chunk col / 8 of the row, permuted.
   ATTNJIT_DEVICE uint32_t at(int row, int col) const {
     return base + (col >> 6) * kBlockBytes + row * 128 + ((((col >> 3) & 7) ^ (row & 7)) << 4) + (col & 7) * 2;
+  }
+
+  // Byte c of row `row`, for tiles of 1-byte elements (fp8) laid out the
+  // same way: 128 of them a 128-byte row, a column of this type two bytes.
+  ATTNJIT_DEVICE uint32_t at_byte(int row, int c) const {
+    return base + (c >> 7) * kBlockBytes + row * 128 + ((((c >> 4) & 7) ^ (row & 7)) << 4) + (c & 15);
   }
 
   // Leading byte offset unused with K-major swizzling (the PTX ISA says 1);

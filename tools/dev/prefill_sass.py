@@ -102,7 +102,9 @@ def main():
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--min-ctas", type=int, default=None,
                     help="__launch_bounds__ minimum CTAs per SM (default: the planner's, 3 at head_dim 64, else 1)")
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "e4m3"],
+                    help="q's (e4m3: q, K and V, with --ws)")
+    ap.add_argument("--o-dtype", default=None, help="the output's (default: --dtype; bf16 for e4m3)")
     ap.add_argument("--kv-dtype", default=None, help="bf16, f16, e4m3, e5m2 (default: --dtype)")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--sm90", action="store_true", help="the Hopper (wgmma) skeleton, templates/prefill_sm90.cu.in")
@@ -133,7 +135,7 @@ def main():
     # The runtime's own template (templates/prefill.cu.in), filled as PrefillKernel::template_values does.
     values = {"NAME": "prefill_sass", "SPEC_JSON": "{}", "HEAD_DIM": args.head_dim, "FRAGS_M": args.frags_m,
               "WARP_GROUPS": args.frags_m,
-              "Q_TYPE": args.dtype, "KV_TYPE": args.kv_dtype or args.dtype, "O_TYPE": args.dtype,
+              "Q_TYPE": args.dtype, "KV_TYPE": args.kv_dtype or args.dtype, "O_TYPE": args.o_dtype or ("bf16" if args.dtype == "e4m3" else args.dtype),
               "POS_MODE": args.pos, "SOFT_CAP": str(args.soft_cap).lower(), "MASK_MODE": args.mask,
               "WINDOW": str(args.window).lower(), "KV_SOURCE": args.source, "STAGES": args.stages,
               "PERSISTENT": str(args.persistent).lower(),
