@@ -11,7 +11,8 @@
 #   fa3_ws_speed: bench/fa3_ws_speed.py, the batch prefill table (FlashInfer's fa3/fa2 modules built first);
 #   sdpa: bench/compare_sdpa.py; transformers_generate: bench/transformers_generate.py;
 #   transformers_step_profile: bench/transformers_step_profile.py (ms per generate step, cProfile); host_overhead;
-#   user_variant_speed: bench/user_variant_speed.py (snippets vs built-ins, vs FlexAttention, cold compile).
+#   user_variant_speed: bench/user_variant_speed.py (snippets vs built-ins, vs FlexAttention, cold compile);
+#   fp8_prefill_speed: bench/fp8_prefill_speed.py (e4m3 single prefill vs bf16, FlashInfer fa3 fp8, SDPA).
 # A/B: CLIS (CLI binaries, default $BIN/attnjit) alternate in ROUNDS rounds (default 1) for the CLI names;
 #   LIBS (libraries, default $BIN/libattnjit.so) run the Python names one process each. Every run's JSON
 #   goes to $OUT/bench_json.tar; the last one named is the one kept in bench/results/.
@@ -91,10 +92,11 @@ for name in ${BENCH:-batch_decode}; do
     transformers_step_profile) py_bench "$name" bench/transformers_step_profile.py ;;
     host_overhead) py_bench "$name" bench/host_overhead.py ;;
     user_variant_speed) py_bench "$name" bench/user_variant_speed.py ;;
+    fp8_prefill_speed) py_bench "$name" bench/fp8_prefill_speed.py ;;
     *) echo "error: BENCH: unknown benchmark '$name'; allowed: single_decode batch_decode single_prefill" \
          "batch_prefill merge_state page all problems peers_batch peers_single peers_rope peers_prefill" \
          "peers_prefill_grid peers_paged fa3_ws_speed sdpa transformers_generate transformers_step_profile" \
-         "host_overhead user_variant_speed" >&2
+         "host_overhead user_variant_speed fp8_prefill_speed" >&2
        exit 2 ;;
   esac
 done

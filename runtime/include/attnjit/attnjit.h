@@ -92,6 +92,21 @@ typedef struct attnjit_prefill_options {
   /* Added in 0.4 (older headers: NULL): a user variant (attnjit_variant.h),
    * or NULL. A mask_mod is refused with causal=1 or a custom mask. */
   const attnjit_variant_t* variant;
+  /* Added for fp8 prefill (older headers: bits 0 and NULL, read only where
+   * struct_size covers them). o_dtype: the output's dtype where no o tensor
+   * gives it (attnjit_single_prefill_workspace_bytes, the batch prefill
+   * wrapper's plan and workspace_bytes); bits 0: q's. float8_e4m3fn q (with
+   * e4m3 k and v, head_dim 128, sm_90a) writes float16 or bfloat16, so it
+   * needs one. attnjit_single_prefill_with_kv_cache takes o's dtype (an
+   * o_dtype given there must equal it). */
+  DLDataType o_dtype;
+  /* fp8 q's per-head dequantization scales (FlashInfer's scale_q / scale_k /
+   * scale_v; attnjit_single_prefill_with_kv_cache only, NULL elsewhere):
+   * float32 1-D contiguous on q's device, scale_q [num_qo_heads], scale_k and
+   * scale_v [num_kv_heads]; NULL: ones. UNSUPPORTED with 16-bit q. */
+  const DLTensor* scale_q;
+  const DLTensor* scale_k;
+  const DLTensor* scale_v;
 } attnjit_prefill_options_t;
 
 /* Prefill kernels: AUTO picks FA3 (Hopper warpgroup MMA) on sm_90 with 16-bit
@@ -209,7 +224,9 @@ ATTNJIT_API void attnjit_prefill_options_init(attnjit_prefill_options_t* options
 
 /* Prefill / append attention of one request (plan memoized, then run):
  * q [qo_len, H_qo, D]; k, v [kv_len, H_kv, D] (NHD) or [H_kv, kv_len, D] (HND);
- * o [qo_len, H_qo, D] contiguous; lse [qo_len, H_qo] float32 or NULL (base 2).
+ * o [qo_len, H_qo, D] contiguous, in q's dtype, or float16 / bfloat16 for
+ * float8_e4m3fn q, k and v (the output's dtype is o's; per-head scales in
+ * options->scale_q / scale_k / scale_v); lse [qo_len, H_qo] float32 or NULL (base 2).
  * packed_custom_mask: device bytes of the bit-packed [qo_len, kv_len] mask
  * (FlashInfer's order: little-endian within a byte), or NULL for none.
  * workspace may be NULL (the runtime's own). */

@@ -52,8 +52,11 @@ ATTNJIT_API attnjit_status_t attnjit_batch_prefill_wrapper_create(
  * page_size (ragged: NULL, NULL, 0). custom_mask: NULL, or a host uint8/bool
  * array of FlashInfer's flattened mask (every request's [qo_len, kv_len]
  * block row-major, 0 / 1). options->kv_layout and ->backend are ignored (the
- * wrapper's). q_data_type: float16/bfloat16; kv_data_type bits 0: q's, else
- * also fp8 (attnjit_fp8.h codes). Not while `stream` captures a graph. */
+ * wrapper's). q_data_type: float16/bfloat16, or float8_e4m3fn (ragged only,
+ * with e4m3 kv_data_type and options->o_dtype float16 or bfloat16: the
+ * warp-specialized Hopper kernel, head_dim 128, sm_90a); kv_data_type bits
+ * 0: q's, else also fp8 (attnjit_fp8.h codes). The output's dtype is
+ * options->o_dtype (bits 0: q's). Not while `stream` captures a graph. */
 ATTNJIT_API attnjit_status_t attnjit_batch_prefill_wrapper_plan(
     attnjit_plan_t* wrapper, const DLTensor* qo_indptr, const DLTensor* kv_indptr, const DLTensor* paged_kv_indices,
     const DLTensor* paged_kv_last_page_len, int page_size, int num_qo_heads, int num_kv_heads, int head_dim,
@@ -80,9 +83,11 @@ ATTNJIT_API attnjit_status_t attnjit_batch_prefill_wrapper_workspace_bytes(
 
 /* q [nnz_qo, H_qo, D]; ragged: k, v [nnz_kv, H_kv, D] (NHD) or
  * [H_kv, nnz_kv, D]; paged: k, v the 4-D page caches (any page stride; a 5-D
- * [pages, 2, ...] cache is its two halves). o [nnz_qo, H_qo, D] in q's dtype,
- * contiguous rows; lse [nnz_qo, H_qo] float32 (base 2) or NULL. k_scale,
- * v_scale: fp8 calibration (0: not provided, else > 0 and finite). */
+ * [pages, 2, ...] cache is its two halves). o [nnz_qo, H_qo, D] in the
+ * plan's output dtype (options->o_dtype, bits 0: q's), contiguous rows; lse
+ * [nnz_qo, H_qo] float32 (base 2) or NULL. k_scale, v_scale: fp8
+ * calibration (0: not provided, else > 0 and finite); with fp8 q pass
+ * q_scale * k_scale as k_scale (both multiply the logits' scale). */
 ATTNJIT_API attnjit_status_t attnjit_batch_prefill_wrapper_run(const attnjit_plan_t* wrapper, const DLTensor* q,
                                                                const DLTensor* k, const DLTensor* v, DLTensor* o,
                                                                DLTensor* lse, float k_scale, float v_scale,

@@ -34,6 +34,9 @@ struct BatchPrefillPlanOptions {
   std::optional<float> logits_soft_cap, sm_scale, rope_scale, rope_theta;
   DType q_data_type = DType::F16;
   std::optional<DType> kv_data_type;  // default: q_data_type
+  // The output's dtype; default q_data_type. fp8 q (float8_e4m3fn, with
+  // e4m3 K/V, ragged wrapper only): float16 or bfloat16, required.
+  std::optional<DType> o_data_type;
   // FlashInfer's flattened boolean mask, every request's [qo_len, kv_len]
   // block row-major, one after another (sum of qo_len * kv_len entries).
   // Empty: none. plan() packs it (bit order little-endian) and uploads it.

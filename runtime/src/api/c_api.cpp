@@ -288,9 +288,17 @@ attnjit_status_t attnjit_single_prefill_with_kv_cache(attnjit_runtime_t* rt, con
     require_non_null(rt, "attnjit_single_prefill_with_kv_cache", "rt", kRuntimeHandle);
     const attnjit::PrefillOptions opts = attnjit::capi::to_prefill_options(options, lse != nullptr);
     const CallViews t = call_views(q, k, v, o, lse);
+    // The output's dtype is o's; an options->o_dtype that says otherwise is a contradiction.
+    if (opts.o_dtype && *opts.o_dtype != t.o.dtype)
+      throw attnjit::Error(Status::InvalidArgument,
+                           fmt::format("options->o_dtype={} differs from o's dtype {}; allowed: bits 0 or o's dtype",
+                                       attnjit::to_string(*opts.o_dtype), attnjit::to_string(t.o.dtype)));
+    const attnjit::capi::PrefillScaleViews scale_views = attnjit::capi::prefill_scales(options);
+    const attnjit::PrefillScales scales = scale_views.scales();
     const attnjit::PackedMask mask{packed_custom_mask, packed_custom_mask_bytes};
     attnjit::single_prefill_with_kv_cache(rt->runtime, t.q, t.k, t.v, t.o, t.lse_or_null(), opts, as_stream(stream),
-                                          packed_custom_mask ? &mask : nullptr, workspace, workspace_bytes);
+                                          packed_custom_mask ? &mask : nullptr, workspace, workspace_bytes,
+                                          scale_views.any() ? &scales : nullptr);
   });
 }
 

@@ -157,7 +157,11 @@ std::vector<bool> host_mask(const DLTensor* t) {
 // The plan's options from the C struct (kv_layout and backend are the wrapper's).
 attnjit::BatchPrefillPlanOptions plan_options(const attnjit_prefill_options_t* options) {
   const attnjit::PrefillOptions po = attnjit::capi::to_prefill_options(options, false);
+  if (attnjit::capi::prefill_scales(options).any())
+    invalid("options->scale_q / scale_k / scale_v: per-head scale tensors are not supported by the batch prefill "
+            "wrappers; allowed: NULL (the run's q_scale / k_scale / v_scale floats scale fp8 q, k and v)");
   attnjit::BatchPrefillPlanOptions o;
+  o.o_data_type = po.o_dtype;
   o.causal = po.causal;
   o.allow_fp16_qk_reduction = po.allow_fp16_qk_reduction;
   attnjit::ops::copy_plan_args(po, o);

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <optional>
+#include <utility>
 
 #include "api/c_api_fields.hpp"
 #include "api/c_api_variant.hpp"
+#include "api/dlpack_codes.hpp"
 #include "attnjit/error.hpp"
 
 namespace attnjit::capi {
@@ -53,7 +56,28 @@ PrefillOptions to_prefill_options(const attnjit_prefill_options_t* options, bool
     }
   }
   read_variant_field(*options, o);
+  // o_dtype: only in structs that have it.
+  if (options->struct_size >= offsetof(attnjit_prefill_options_t, o_dtype) + sizeof(DLDataType) &&
+      options->o_dtype.bits != 0) {
+    const std::optional<DType> d = dlpack::to_dtype(options->o_dtype);
+    if (!d)
+      throw Error(Status::InvalidArgument,
+                  fmt::format("options->o_dtype={} is not a dtype; allowed: float16, bfloat16 (bits 0: q's)",
+                              dlpack::describe(options->o_dtype)));
+    o.o_dtype = *d;
+  }
   return o;
+}
+
+PrefillScaleViews prefill_scales(const attnjit_prefill_options_t* options) {
+  PrefillScaleViews out;
+  if (!options || options->struct_size < offsetof(attnjit_prefill_options_t, scale_v) + sizeof(const DLTensor*))
+    return out;
+  const std::pair<const DLTensor*, const char*> given[] = {
+      {options->scale_q, "scale_q"}, {options->scale_k, "scale_k"}, {options->scale_v, "scale_v"}};
+  for (size_t i = 0; i < 3; ++i)
+    if (given[i].first) out.views[i] = from_dlpack(given[i].first, given[i].second);
+  return out;
 }
 
 }  // namespace attnjit::capi

@@ -20,16 +20,18 @@ static_assert(sizeof(CUtensorMap) == sizeof(kernels::TmaMap) && alignof(kernels:
 
 // K or V as a [rows, kv heads, head_dim] tensor with the cache's strides (in
 // elements), read in boxes of 64 dims x 1 head x tile_kv rows with the
-// 128-byte swizzle the wgmma descriptors expect (swizzled_tile.cuh). Rows
-// past the tensor read as zeros.
+// 128-byte swizzle the wgmma descriptors expect (swizzled_tile.cuh); fp8
+// (e4m3, one byte an element, as bytes): boxes of 128 dims, still 128 bytes
+// a row. Rows past the tensor read as zeros.
 kernels::TmaMap encode_kv_map(const char* what, const void* data, DType dtype, int64_t rows, int64_t heads,
                               int head_dim, int64_t stride_row, int64_t stride_head, int tile_kv) {
   kernels::TmaMap out{};
   if (rows <= 0) return out;  // no tile reads it
-  const int64_t elem = 2;
+  const bool fp8 = dtype == DType::E4M3;
+  const int64_t elem = fp8 ? 1 : 2;
   const cuuint64_t dims[3] = {cuuint64_t(head_dim), cuuint64_t(heads), cuuint64_t(rows)};
   const cuuint64_t strides[2] = {cuuint64_t(stride_head * elem), cuuint64_t(stride_row * elem)};
-  const cuuint32_t box[3] = {64, 1, cuuint32_t(tile_kv)};
+  const cuuint32_t box[3] = {cuuint32_t(128 / elem), 1, cuuint32_t(tile_kv)};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   if (reinterpret_cast<uintptr_t>(data) % 16 != 0 || strides[0] % 16 != 0 || strides[1] % 16 != 0)
     throw Error(Status::InvalidArgument,
@@ -38,7 +40,10 @@ kernels::TmaMap encode_kv_map(const char* what, const void* data, DType dtype, i
                             what, stride_row, stride_head));
   CUtensorMap map;
   const CUresult r = cuda::driver().TensorMapEncodeTiled(
-      &map, dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+      &map,
+      fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+          : dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      3,
       const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)

@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "attnjit/error.hpp"
@@ -35,6 +36,28 @@ void check_tensor(const TensorView& t, const char* name, DType dtype, int device
   for (int i = 0; i + 1 < t.ndim; ++i)
     if ((t.strides[i] * esize) % align_bytes != 0 && t.shape[i] > 1)
       fail(fmt::format("stride of dim {} must be a multiple of {} bytes", i, align_bytes));
+}
+
+HeadScales check_head_scales(const PrefillScales* scales, DType q_dtype, int64_t num_qo_heads, int64_t num_kv_heads,
+                             int device) {
+  HeadScales out;
+  if (!scales) return out;
+  const std::pair<const TensorView*, const char*> given[] = {
+      {scales->scale_q, "scale_q"}, {scales->scale_k, "scale_k"}, {scales->scale_v, "scale_v"}};
+  for (auto [t, name] : given) {
+    if (!t) continue;
+    if (q_dtype != DType::E4M3)
+      throw Error(Status::Unsupported,
+                  fmt::format("{}: per-head scales are not supported with q.dtype={}; allowed: None (they dequantize "
+                              "float8_e4m3fn q, k and v)",
+                              name, to_string(q_dtype)));
+    const int64_t heads = t == scales->scale_q ? num_qo_heads : num_kv_heads;
+    check_tensor(*t, name, DType::F32, device, {heads}, 4);
+  }
+  out.q = scales->scale_q ? static_cast<const float*>(scales->scale_q->data) : nullptr;
+  out.k = scales->scale_k ? static_cast<const float*>(scales->scale_k->data) : nullptr;
+  out.v = scales->scale_v ? static_cast<const float*>(scales->scale_v->data) : nullptr;
+  return out;
 }
 
 std::string shape_of(const TensorView& t) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "attnjit/prefill.hpp"
 #include "attnjit/tensor.hpp"
 
 namespace attnjit::ops {
@@ -15,6 +16,17 @@ void check_tensor(const TensorView& t, const char* name, DType dtype, int device
                   std::initializer_list<int64_t> shape, int align_bytes);
 void check_tensor(const TensorView& t, const char* name, DType dtype, int device, const std::vector<int64_t>& shape,
                   int align_bytes);
+
+// fp8 q's per-head scales (PrefillScales), checked: float32, contiguous 1-D
+// on `device`, scale_q [num_qo_heads], scale_k / scale_v [num_kv_heads];
+// Unsupported with a q that is not float8_e4m3fn. Null members: ones.
+struct HeadScales {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+};
+HeadScales check_head_scales(const PrefillScales* scales, DType q_dtype, int64_t num_qo_heads, int64_t num_kv_heads,
+                             int device);
 
 // A tensor's shape as messages print it: "[1000, 8, 128]".
 std::string shape_of(const TensorView& t);

@@ -64,7 +64,8 @@ int PrefillKernel::ws_tile_kv() const {
                    : variant.mask == MaskMode::Causal ? kernels::kMaskCausal
                                                       : kernels::kMaskCustom;
   const int pos = variant.pos_encoding == PosEncoding::None ? kernels::kPosNone : kernels::kPosAlibi;
-  return kernels::prefill_ws_tile_kv(head_dim, mask, window, variant.soft_cap, pos, kv_source != KVSource::Paged);
+  return kernels::prefill_ws_tile_kv(head_dim, mask, window, variant.soft_cap, pos, kv_source != KVSource::Paged,
+                                     fp8());
 }
 
 int PrefillKernel::threads() const {
@@ -84,7 +85,8 @@ int PrefillKernel::tile_kv() const {
 int PrefillKernel::dynamic_smem_bytes() const {
   if (warp_specialized)
     return kernels::prefill_ws_smem_bytes(
-        head_dim, ws_tile_kv(), stages, kernels::prefill_ws_q_buffers(head_dim, ws_tile_kv(), stages, persistent));
+        head_dim, ws_tile_kv(), stages, kernels::prefill_ws_q_buffers(head_dim, ws_tile_kv(), stages, persistent, fp8()),
+        fp8());
   return backend == PrefillBackend::Fa3 ? kernels::prefill_sm90_smem_bytes(head_dim, frags_m, stages, min_ctas_per_sm)
                                         : kernels::prefill_smem_bytes(head_dim, frags_m, stages);
 }
@@ -138,9 +140,28 @@ void PrefillKernel::validate() const {
     throw Error(Status::InvalidArgument,
                 fmt::format("prefill spec.{}={} is not supported; allowed: {}", field, value, allowed));
   };
-  if (variant.o_dtype != variant.q_dtype)
+  // fp8 (e4m3) q, K and V: the warp-specialized kernel at head_dim 128, a
+  // 16-bit output (VariantSpec::validate: K/V e4m3, o f16 / bf16), no RoPE,
+  // ALiBi, soft cap or user variant; contiguous or ragged K/V (TMA).
+  if (fp8()) {
+    auto bad8 = [](const std::string& field, const std::string& allowed) {
+      throw Error(Status::InvalidArgument,
+                  fmt::format("prefill spec.{} is not supported with q_dtype=float8_e4m3fn; allowed: {}", field,
+                              allowed));
+    };
+    if (backend != PrefillBackend::Fa3 || !warp_specialized)
+      bad8(fmt::format("backend={}{}", to_string(backend), warp_specialized ? "" : " (warp_specialized=false)"),
+           "fa3 with warp_specialized=true");
+    if (head_dim != 128) bad8(fmt::format("head_dim={}", head_dim), "128");
+    if (variant.pos_encoding != PosEncoding::None)
+      bad8(fmt::format("pos_encoding={}", to_string(variant.pos_encoding)), "NONE");
+    if (variant.soft_cap) bad8("soft_cap=true", "false");
+    if (variant.user) bad8("user (a user variant)", "none");
+    if (kv_source == KVSource::Paged) bad8("kv_source=paged", "contiguous, ragged");
+  } else if (variant.o_dtype != variant.q_dtype) {
     throw Error(Status::InvalidArgument, fmt::format("prefill spec.o_dtype={} must equal q_dtype={}",
                                                      to_string(variant.o_dtype), to_string(variant.q_dtype)));
+  }
   if (variant.mask == MaskMode::Draft)
     throw Error(Status::InvalidArgument,
                 "prefill spec.mask=draft is not supported; allowed: none, causal, custom (the draft-tree mask is "
@@ -158,7 +179,7 @@ void PrefillKernel::validate() const {
   if (min_ctas_per_sm < 1 || min_ctas_per_sm > 4) bad("min_ctas_per_sm", min_ctas_per_sm, "1 to 4");
   if (backend == PrefillBackend::Fa3) {
     if (head_dim == 512) bad("head_dim", head_dim, "64, 128, 256 with backend fa3 (512 takes fa2)");
-    if (dtype_size(variant.kv_dtype) != 2)
+    if (dtype_size(variant.kv_dtype) != 2 && !fp8())
       throw Error(Status::InvalidArgument,
                   fmt::format("prefill spec.kv_dtype={} is not supported by backend fa3; allowed: f16, bf16 (fp8 K/V "
                               "takes fa2)",

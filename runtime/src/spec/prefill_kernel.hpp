@@ -49,6 +49,9 @@ struct PrefillKernel {
   int threads() const;
   // warp_specialized: keys per tile, from the head dim, variant and source (prefill_ws_params.h).
   int ws_tile_kv() const;
+  // fp8 (e4m3) q, K and V: QK^T and PV on fp8 wgmma (warp_specialized only;
+  // the prefill_ws_* figures take it as their fp8 flag).
+  bool fp8() const { return variant.q_dtype == DType::E4M3; }
   // Whether the generated code compiles and runs for `arch` ("sm_90a"): fa2
   // everywhere, fa3 where wgmma exists (the planner asks the same).
   static bool fa3_runs_on(const std::string& arch) { return arch == "sm_90a"; }

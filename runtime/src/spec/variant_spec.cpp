@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 #include "attnjit/error.hpp"
 #include "variant_params.h"
 #include "spec/json_fields.hpp"
@@ -96,9 +98,16 @@ std::vector<std::pair<std::string, std::string>> VariantSpec::template_values(bo
 void VariantSpec::validate(const char* family) const {
   auto is16 = [](DType t) { return t == DType::F16 || t == DType::BF16; };
   auto is8 = [](DType t) { return t == DType::E4M3 || t == DType::E5M2; };
-  if (!is16(q_dtype))
-    throw Error(Status::InvalidArgument, fmt::format("{} spec.q_dtype={} is not supported; allowed: float16, bfloat16",
-                                                     family, to_string(q_dtype)));
+  // fp8 (e4m3) queries: the prefill family's warp-specialized kernel only
+  // (PrefillKernel::validate checks the rest: K/V e4m3, a 16-bit output).
+  const bool prefill = std::string(family) == "prefill";
+  if (!is16(q_dtype) && !(prefill && q_dtype == DType::E4M3))
+    throw Error(Status::InvalidArgument, fmt::format("{} spec.q_dtype={} is not supported; allowed: float16, bfloat16{}",
+                                                     family, to_string(q_dtype), prefill ? ", float8_e4m3fn" : ""));
+  if (q_dtype == DType::E4M3 && kv_dtype != DType::E4M3)
+    throw Error(Status::InvalidArgument,
+                fmt::format("{} spec.kv_dtype={} is not supported with q_dtype=float8_e4m3fn; allowed: float8_e4m3fn",
+                            family, to_string(kv_dtype)));
   if (!is16(kv_dtype) && !is8(kv_dtype))
     throw Error(Status::InvalidArgument,
                 fmt::format("{} spec.kv_dtype={} is not supported; allowed: float16, bfloat16, float8_e4m3fn, "

@@ -289,9 +289,10 @@ def dtype_name(torch, name, dtype):
     return str(dtype).replace("torch.", "")
 
 
-def plan_dtypes(torch, q_data_type, kv_data_type, o_data_type, data_type=None):
+def plan_dtypes(torch, q_data_type, kv_data_type, o_data_type, data_type=None, fp8_q_output=False):
     """(q, kv, o) torch dtypes as FlashInfer's plan() resolves them: data_type (deprecated) fills whichever of
-    q_data_type / kv_data_type is None, kv defaults to q, and o must be q's (attnjit writes o in q's dtype)."""
+    q_data_type / kv_data_type is None, kv defaults to q, and o defaults to q's and must be q's (attnjit writes
+    o in q's dtype), but for float8_e4m3fn q where fp8_q_output (batch prefill: the C side checks it then)."""
     if data_type is not None:
         if q_data_type is None:
             q_data_type = data_type
@@ -303,10 +304,21 @@ def plan_dtypes(torch, q_data_type, kv_data_type, o_data_type, data_type=None):
     kv = q if kv_data_type is None else dtype_of(torch, "kv_data_type", kv_data_type)
     if o_data_type is not None:
         o = dtype_of(torch, "o_data_type", o_data_type)
+        if fp8_q_output and q == getattr(torch, "float8_e4m3fn", None):
+            return q, kv, o
         if o != q:
             raise unsupported(f"o_data_type={o} is not supported: attnjit writes the output in the query's dtype; "
                               f"allowed: None or q_data_type ({q})")
     return q, kv, q
+
+
+def o_dtype_code(torch, name, o_dtype, q_dtype):
+    """attnjit_prefill_options_t.o_dtype for an output dtype: bits 0 where it is q's (the default)."""
+    from ._ctypes_types import DLDataType
+
+    if o_dtype is None or o_dtype == q_dtype:
+        return DLDataType(0, 0, 0)
+    return DLDataType(*dlpack_dtype(torch, name, o_dtype), 1)
 
 
 def head_dims(head_dim_qk, head_dim_vo):
@@ -420,3 +432,49 @@ class Lse:
         if self.base == "ln":
             lse.mul_(LN2)
         return out, lse
+
+
+def fp8_prefill(torch, q, k, v, scales, o_dtype, head_dim, backend, pos_encoding_mode, logits_soft_cap, variant):
+    """single_prefill_with_kv_cache's fp8 arguments, as the C side checks them (so a refusal needs no GPU):
+    float8_e4m3fn q, k and v, o_dtype float16 / bfloat16, per-head float32 scales ([num_qo_heads] for scale_q,
+    [num_kv_heads] for scale_k / scale_v), head_dim 128, backend 'auto' / 'fa3_ws', no RoPE / ALiBi, soft cap
+    or variant. With a 16-bit q the scale tensors are UNSUPPORTED."""
+    e4m3 = getattr(torch, "float8_e4m3fn", None)
+    e5m2 = getattr(torch, "float8_e5m2", None)
+    if q.dtype == e5m2:
+        raise unsupported("q.dtype=torch.float8_e5m2 is not supported; allowed: torch.float16, torch.bfloat16, "
+                          "torch.float8_e4m3fn (with float8_e4m3fn k and v)")
+    if q.dtype != e4m3:
+        for name, value in scales.items():
+            if value is not None:
+                raise unsupported(f"{name}={short(value)} is not supported with q.dtype={q.dtype}: per-head scales "
+                                  "dequantize float8_e4m3fn q, k and v; allowed: None")
+        return
+    fp8 = "with q.dtype=torch.float8_e4m3fn (the warp-specialized Hopper kernel)"
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != e4m3:
+            raise unsupported(f"{name}.dtype={t.dtype} is not supported {fp8}; allowed: torch.float8_e4m3fn")
+    if o_dtype not in (torch.float16, torch.bfloat16):
+        shown = "None (q's dtype, torch.float8_e4m3fn)" if o_dtype is None or o_dtype == q.dtype else str(o_dtype)
+        raise unsupported(f"o_dtype={shown} is not supported {fp8}: an fp8 output is not written; allowed: "
+                          "torch.float16, torch.bfloat16")
+    if head_dim != 128:
+        raise unsupported(f"head_dim={head_dim} is not supported {fp8}; allowed: 128")
+    if backend not in ("auto", "fa3_ws"):
+        raise unsupported(f"backend={backend!r} is not supported {fp8}; allowed: 'auto', 'fa3_ws' (sm_90a)")
+    if pos_encoding_mode != "NONE":
+        raise unsupported(f"pos_encoding_mode={pos_encoding_mode!r} is not supported {fp8}; allowed: 'NONE'")
+    if logits_soft_cap not in (None, 0, 0.0):
+        raise unsupported(f"logits_soft_cap={logits_soft_cap!r} is not supported {fp8}; allowed: None or 0")
+    if variant is not None:
+        raise unsupported(f"variant={short(variant)} is not supported {fp8}; allowed: None")
+    heads = {"scale_q": q.shape[1], "scale_k": k.shape[1], "scale_v": v.shape[1]}
+    for name, value in scales.items():
+        if value is None:
+            continue
+        tensor(torch, name, value)
+        if value.dtype != torch.float32:
+            raise invalid_argument(f"{name}: dtype {value.dtype} is not allowed; allowed: torch.float32")
+        if tuple(value.shape) != (heads[name],):
+            raise invalid_argument(f"{name}: shape {list(value.shape)} is not allowed; allowed: [{heads[name]}] "
+                                   f"({'num_qo_heads' if name == 'scale_q' else 'num_kv_heads'})")

@@ -90,6 +90,10 @@ class PrefillOptions(ctypes.Structure):
         *_SCORE_FIELDS,
         ("backend", ctypes.c_int32),  # 0 auto, 1 fa2, 2 fa3, 3 fa3_ws
         _VARIANT,
+        ("o_dtype", DLDataType),  # bits 0: q's (fp8 q writes float16 / bfloat16)
+        ("scale_q", ctypes.c_void_p),  # const DLTensor*: fp8 q's per-head float32 scales, or NULL (ones)
+        ("scale_k", ctypes.c_void_p),
+        ("scale_v", ctypes.c_void_p),
     ]
 
 

@@ -144,7 +144,9 @@ class _BatchPrefill(PlanOwner):
             checks.positive_int(name, value)
         checks.use_fp16_qk_reduction(use_fp16_qk_reduction)
         checks.flag("non_blocking", non_blocking)  # the copies are ordered on the stream either way
-        q_dtype, kv_dtype, o_dtype = checks.plan_dtypes(torch, q_data_type, kv_data_type, o_data_type)
+        # float8_e4m3fn q writes float16 / bfloat16 (o_data_type; the C side refuses the rest by name).
+        q_dtype, kv_dtype, o_dtype = checks.plan_dtypes(torch, q_data_type, kv_data_type, o_data_type,
+                                                        fp8_q_output=True)
         if host["qo_indptr"].numel() < 1:
             raise invalid_argument("qo_indptr: 0 entries is not allowed; allowed: batch_size + 1 >= 1 entries")
         batch = host["qo_indptr"].numel() - 1
@@ -183,7 +185,9 @@ class _BatchPrefill(PlanOwner):
                                      "attnjit_batch_prefill_wrapper_workspace_bytes")
         options = prefill_options(plan_args.causal, self._kv_layout, plan_args.pos_encoding_mode,
                                   plan_args.window_left, plan_args.soft_cap, plan_args.sm_scale, plan_args.rope_scale,
-                                  plan_args.rope_theta, self._backend)
+                                  plan_args.rope_theta, self._backend,
+                                  o_dtype=checks.o_dtype_code(torch, "o_data_type", plan_args.o_dtype,
+                                                              plan_args.q_dtype))
         float_bytes, int_bytes = ctypes.c_size_t(), ctypes.c_size_t()
         with Borrowed() as borrowed, self._stream(torch):
             check(lib().attnjit_batch_prefill_wrapper_workspace_bytes(
@@ -234,7 +238,9 @@ class _BatchPrefill(PlanOwner):
         checks.use_fp16_qk_reduction(self._use_fp16_qk_reduction)
         options = prefill_options(self._causal, self._kv_layout, self._pos_encoding_mode, self._window_left,
                                   self._logits_soft_cap, self._sm_scale, self._rope_scale, self._rope_theta,
-                                  self._backend, getattr(self, "_variant", None))
+                                  self._backend, getattr(self, "_variant", None),
+                                  checks.o_dtype_code(torch, "o_data_type", self._cached_o_data_type,
+                                                      self._cached_q_data_type))
         self._planned = False
         if self._generic:
             self._plan_with_room(torch, lambda: self._plan_wrapper(torch, options))

@@ -400,6 +400,58 @@ def test_single_prefill_refuses_by_name(torch):
         refused(status, needle, attnjit.single_prefill_with_kv_cache, q, k, k, **kwargs)
 
 
+def test_single_prefill_fp8_refuses_by_name(torch):
+    """fp8 q (FlashInfer's scale_q / scale_k / scale_v / o_dtype): what attnjit does not serve is refused
+    naming the argument before any device work."""
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8_e4m3fn")
+    e4m3 = torch.float8_e4m3fn
+    q = torch.zeros(4, 8, 128, dtype=e4m3)
+    k = torch.zeros(9, 2, 128, dtype=e4m3)
+    bf16 = dict(o_dtype=torch.bfloat16)
+    for args, kwargs, status, needle in [
+        ((q, k, k), {}, Status.UNSUPPORTED, "o_dtype=None (q's dtype, torch.float8_e4m3fn) is not supported"),
+        ((q, k, k), dict(o_dtype=e4m3), Status.UNSUPPORTED, "o_dtype=None (q's dtype"),
+        ((q, k, k), dict(o_dtype=torch.float32), Status.UNSUPPORTED, "o_dtype=torch.float32 is not supported"),
+        ((q, k.to(torch.bfloat16), k), bf16, Status.UNSUPPORTED, "k.dtype=torch.bfloat16 is not supported"),
+        ((q.to(torch.float8_e5m2), k, k), bf16, Status.UNSUPPORTED, "q.dtype=torch.float8_e5m2 is not supported"),
+        ((q[..., :64], k[..., :64], k[..., :64]), bf16, Status.UNSUPPORTED, "head_dim=64 is not supported"),
+        ((q, k, k), dict(bf16, backend="fa2"), Status.UNSUPPORTED, "backend='fa2' is not supported"),
+        ((q, k, k), dict(bf16, backend="fa3"), Status.UNSUPPORTED, "backend='fa3' is not supported"),
+        ((q, k, k), dict(bf16, pos_encoding_mode="ROPE_LLAMA"), Status.UNSUPPORTED,
+         "pos_encoding_mode='ROPE_LLAMA' is not supported"),
+        ((q, k, k), dict(bf16, pos_encoding_mode="ALIBI"), Status.UNSUPPORTED,
+         "pos_encoding_mode='ALIBI' is not supported"),
+        ((q, k, k), dict(bf16, logits_soft_cap=30.0), Status.UNSUPPORTED, "logits_soft_cap=30.0 is not supported"),
+        ((q, k, k), dict(bf16, scale_q=torch.ones(2)), Status.INVALID_ARGUMENT,
+         "scale_q: shape [2] is not allowed; allowed: [8]"),
+        ((q, k, k), dict(bf16, scale_k=torch.ones(8)), Status.INVALID_ARGUMENT,
+         "scale_k: shape [8] is not allowed; allowed: [2]"),
+        ((q, k, k), dict(bf16, scale_v=torch.ones(2, dtype=torch.float16)), Status.INVALID_ARGUMENT,
+         "scale_v: dtype torch.float16 is not allowed; allowed: torch.float32"),
+        ((q, k, k), dict(bf16, kv_cache_sf=(1, 2)), Status.UNSUPPORTED, "kv_cache_sf=(1, 2) is not supported"),
+        ((q.to(torch.float16), k.to(torch.float16), k.to(torch.float16)), dict(scale_v=torch.ones(2)),
+         Status.UNSUPPORTED, "scale_v=<tensor of shape [2], torch.float32> is not supported with q.dtype=torch.float16"),
+        ((q.to(torch.float16), k.to(torch.float16), k.to(torch.float16)), bf16, Status.UNSUPPORTED,
+         "o_dtype=torch.bfloat16 is not supported with q.dtype=torch.float16"),
+    ]:
+        refused(status, needle, attnjit.single_prefill_with_kv_cache, *args, **kwargs)
+
+
+def test_ragged_plan_dtypes_take_an_fp8_output(torch):
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8_e4m3fn")
+    e4m3 = torch.float8_e4m3fn
+    assert checks.plan_dtypes(torch, e4m3, None, torch.bfloat16, fp8_q_output=True) == (e4m3, e4m3, torch.bfloat16)
+    assert checks.plan_dtypes(torch, e4m3, None, None, fp8_q_output=True) == (e4m3, e4m3, e4m3)  # C refuses it
+    refused(Status.UNSUPPORTED, "o_data_type=torch.bfloat16 is not supported", checks.plan_dtypes, torch,
+            torch.float16, None, torch.bfloat16, fp8_q_output=True)
+    refused(Status.UNSUPPORTED, "o_data_type=torch.bfloat16 is not supported", checks.plan_dtypes, torch, e4m3,
+            None, torch.bfloat16)  # decode: the output is q's
+    assert checks.o_dtype_code(torch, "o_dtype", torch.bfloat16, e4m3).bits == 16
+    assert checks.o_dtype_code(torch, "o_dtype", torch.float16, torch.float16).bits == 0
+
+
 def test_trtllm_new_arguments(torch):
     q = torch.zeros(2, 8, 128, dtype=torch.float16)
     args = dict(query=q, kv_cache=torch.zeros(10, 2, 2, 16, 128, dtype=torch.float16),

@@ -13,7 +13,7 @@ namespace attnjit::ops {
 const std::set<std::string>& prefill_option_keys() {
   static const std::set<std::string> keys = [] {
     std::set<std::string> k = attention_option_keys();
-    k.insert({"causal", "custom_mask", "allow_fp16_qk_reduction", "backend"});
+    k.insert({"causal", "custom_mask", "allow_fp16_qk_reduction", "backend", "o_dtype"});
     return k;
   }();
   return keys;
@@ -26,6 +26,7 @@ PrefillOptions prefill_options_from_json(const nlohmann::json& j) {
   o.custom_mask = problem_json::bool_field(j, "custom_mask", false);
   o.allow_fp16_qk_reduction = problem_json::bool_field(j, "allow_fp16_qk_reduction", false);
   o.backend = problem_json::string_field(j, "backend", "auto");
+  if (j.contains("o_dtype")) o.o_dtype = parse_dtype(problem_json::string_field(j, "o_dtype", ""), "problem.o_dtype");
   return o;
 }
 
@@ -35,6 +36,7 @@ void put_prefill_options(nlohmann::json& j, const PrefillOptions& o) {
   j["custom_mask"] = o.custom_mask;
   j["allow_fp16_qk_reduction"] = o.allow_fp16_qk_reduction;
   j["backend"] = o.backend;
+  if (o.o_dtype) j["o_dtype"] = to_string(*o.o_dtype);  // absent: q's dtype
 }
 
 void validate_prefill_options(const PrefillOptions& o) {
@@ -50,12 +52,52 @@ void validate_prefill_options(const PrefillOptions& o) {
 
 void validate_prefill_heads(int num_qo_heads, int num_kv_heads, int head_dim, DType q_dtype, DType kv_dtype) {
   validate_heads(num_qo_heads, num_kv_heads, head_dim);
+  if (q_dtype == DType::E4M3) {  // fp8 attention: q, k and v all e4m3 (validate_prefill_dtypes checks the rest)
+    if (kv_dtype != DType::E4M3)
+      throw Error(Status::Unsupported,
+                  fmt::format("k.dtype={} is not supported with q.dtype=float8_e4m3fn; allowed: float8_e4m3fn (q, k "
+                              "and v all e4m3)",
+                              to_string(kv_dtype)));
+    return;
+  }
+  if (q_dtype == DType::E5M2)
+    throw Error(Status::Unsupported,
+                "q.dtype=float8_e5m2 is not supported; allowed: float16, bfloat16, float8_e4m3fn (with e4m3 k and v)");
   if (q_dtype != DType::F16 && q_dtype != DType::BF16)
-    invalid(fmt::format("q.dtype={} is not supported; allowed: float16, bfloat16", to_string(q_dtype)));
+    invalid(fmt::format("q.dtype={} is not supported; allowed: float16, bfloat16, float8_e4m3fn",
+                        to_string(q_dtype)));
   const bool kv8 = kv_dtype == DType::E4M3 || kv_dtype == DType::E5M2;
   if (!kv8 && kv_dtype != q_dtype)
     invalid(fmt::format("k.dtype={} is not allowed with q.dtype={}; allowed: {}, float8_e4m3fn, float8_e5m2",
                         to_string(kv_dtype), to_string(q_dtype), to_string(q_dtype)));
+}
+
+void validate_prefill_dtypes(const PrefillOptions& o, int head_dim, DType q_dtype, KVSource source) {
+  auto refuse = [](const std::string& what) { throw Error(Status::Unsupported, what); };
+  if (q_dtype != DType::E4M3) {
+    if (o.o_dtype && *o.o_dtype != q_dtype)
+      refuse(fmt::format("o_dtype={} is not supported with q.dtype={}; allowed: {} (q's dtype; another output dtype "
+                         "only with float8_e4m3fn q)",
+                         to_string(*o.o_dtype), to_string(q_dtype), to_string(q_dtype)));
+    return;
+  }
+  constexpr const char* kFp8 = "with q.dtype=float8_e4m3fn (the warp-specialized Hopper kernel)";
+  if (!o.o_dtype || (*o.o_dtype != DType::F16 && *o.o_dtype != DType::BF16))
+    refuse(fmt::format("o_dtype={} is not supported {}: an fp8 output is not written; allowed: float16, bfloat16",
+                       o.o_dtype ? to_string(*o.o_dtype) : "None (q's dtype, float8_e4m3fn)", kFp8));
+  if (head_dim != 128) refuse(fmt::format("head_dim={} is not supported {}; allowed: 128", head_dim, kFp8));
+  if (o.backend != "auto" && o.backend != "fa3_ws")
+    refuse(fmt::format("backend='{}' is not supported {}; allowed: 'auto', 'fa3_ws' (sm_90a)", o.backend, kFp8));
+  if (o.pos_encoding_mode != PosEncoding::None)
+    refuse(fmt::format("pos_encoding_mode={} is not supported {}; allowed: NONE", to_string(o.pos_encoding_mode),
+                       kFp8));
+  if (o.logits_soft_cap.value_or(0.f) != 0.f)
+    refuse(fmt::format("logits_soft_cap={} is not supported {}; allowed: None or 0", *o.logits_soft_cap, kFp8));
+  if (o.variant) refuse(fmt::format("variant: a user variant is not supported {}; allowed: None", kFp8));
+  if (source == KVSource::Paged)
+    refuse(fmt::format("a paged KV cache is not supported {}; allowed: contiguous K/V (single_prefill_with_kv_cache) "
+                       "or ragged K/V (BatchPrefillWithRaggedKVCacheWrapper)",
+                       kFp8));
 }
 
 PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dtype, DType kv_dtype) {
@@ -63,7 +105,7 @@ PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dty
   s.head_dim = head_dim;
   s.variant.q_dtype = q_dtype;
   s.variant.kv_dtype = kv_dtype;
-  s.variant.o_dtype = q_dtype;
+  s.variant.o_dtype = o.o_dtype.value_or(q_dtype);
   s.variant.pos_encoding = o.pos_encoding_mode;
   s.variant.soft_cap = o.logits_soft_cap.value_or(0.f) > 0.f;
   s.variant.mask = o.custom_mask ? MaskMode::Custom : o.causal ? MaskMode::Causal : MaskMode::None;

@@ -25,6 +25,15 @@ void validate_prefill_options(const PrefillOptions& o);
 // Shapes and dtypes shared by all prefill problems.
 void validate_prefill_heads(int num_qo_heads, int num_kv_heads, int head_dim, DType q_dtype, DType kv_dtype);
 
+// The output dtype and fp8 q (Unsupported, naming the argument): with 16-bit
+// q, o_dtype unset or q's; with float8_e4m3fn q (K/V e4m3, checked by
+// validate_prefill_heads) o_dtype float16 or bfloat16, head_dim 128, backend
+// 'auto' or 'fa3_ws', no RoPE / ALiBi, soft cap or user variant, and a
+// contiguous or ragged KV source.
+void validate_prefill_dtypes(const PrefillOptions& o, int head_dim, DType q_dtype, KVSource source);
+// The output's dtype: options.o_dtype, unset q's.
+inline DType prefill_o_dtype(const PrefillOptions& o, DType q_dtype) { return o.o_dtype.value_or(q_dtype); }
+
 // The kernel's variant (dtypes, encoding, cap, mask mode) and whether it checks a window.
 PrefillKernel prefill_variant(const PrefillOptions& o, int head_dim, DType q_dtype, DType kv_dtype);
 // The skeleton for a device's arch: fa3 (Hopper) where the options allow it

@@ -259,7 +259,7 @@ kernels::PrefillParams BatchPrefillCore::params(const TensorView& q, const Tenso
   // CUDA-graph mode: q may have more rows than this plan uses (a later plan may use them).
   const int64_t rows = graph && q.ndim == 3 && q.shape[0] >= nnz ? q.shape[0] : nnz;
   check_tensor(q, "q", shape.q_dtype, device, {rows, H, D}, 16);
-  check_tensor(o, "o", shape.q_dtype, device, {rows, H, D}, 16);
+  check_tensor(o, "o", prefill_o_dtype(shape.options, shape.q_dtype), device, {rows, H, D}, 16);
   if (rows > 1 && o.strides[0] != H * o.strides[1])
     invalid(fmt::format("o: stride(0)={} is not allowed; rows must be contiguous, stride(0) = num_qo_heads * "
                         "stride(1) = {}",

@@ -23,7 +23,8 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   };
   // fa2 ("fa2", or "auto" off Hopper or with fp8 K/V): the tile follows the
   // batch's longest packed query, from the shortest to the longest there is.
-  if (p.options.backend != "fa3" && p.options.backend != "fa3_ws") {
+  const bool fp8 = p.q_dtype == DType::E4M3;  // fa3_ws only
+  if (p.options.backend != "fa3" && p.options.backend != "fa3_ws" && !fp8) {
     const std::set<int> frags = {prefill_frags_m(p.head_dim, 0), prefill_frags_m(p.head_dim, INT64_MAX)};
     for (int fm : frags) {
       PrefillKernel k = base(PrefillBackend::Fa2);
@@ -36,7 +37,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   // it serves the variant) takes 16-bit K/V only. fa3: two warpgroups, or one
   // where a small grid would leave SMs idle (not in CUDA-graph mode, whose
   // kernel is fixed before the lengths are known).
-  if (p.options.backend != "fa2" && dtype_size(p.kv_dtype) == 2 && fa3_takes_head_dim(p.head_dim)) {
+  if (p.options.backend != "fa2" && (dtype_size(p.kv_dtype) == 2 || fp8) && fa3_takes_head_dim(p.head_dim)) {
     PrefillKernel k = base(PrefillBackend::Fa3);
     k.warp_specialized = prefill_warp_specialized(k, p.options);
     fit_batch_block_sparse(k, p.use_cuda_graph);
@@ -51,7 +52,7 @@ std::vector<KernelSpec> batch_prefill_kernels(const BatchPrefillProblem& p) {
   }
   // A KV split merges its partial states (fp32) into o; CUDA-graph mode never splits.
   if (!p.use_cuda_graph) {
-    out.emplace_back(split_merge_kernel(p.head_dim, p.q_dtype));
+    out.emplace_back(split_merge_kernel(p.head_dim, prefill_o_dtype(p.options, p.q_dtype)));
   }
   const auto& user = p.options.variant;
   if (user && user->source().block_sparse) {

@@ -30,6 +30,7 @@ void validate_batch_prefill(const BatchPrefillShape& shape) {
   validate_prefill_heads(shape.num_qo_heads, shape.num_kv_heads, shape.head_dim, shape.q_dtype, shape.kv_dtype);
   validate_prefill_options(shape.options);
   validate_prefill_backend(shape.options, shape.head_dim);
+  validate_prefill_dtypes(shape.options, shape.head_dim, shape.q_dtype, shape.source);
   if (shape.qo_indptr.size() < 2)
     invalid(fmt::format("qo_indptr: {} entries is not allowed; it needs batch_size + 1 >= 2", shape.qo_indptr.size()));
   const size_t batch = shape.qo_indptr.size() - 1;
@@ -242,7 +243,7 @@ BatchPrefillLayout plan_batch_prefill(const BatchPrefillShape& shape, const Devi
 
   const size_t rows = size_t(nnz_qo) * shape.num_qo_heads;
   if (layout.num_chunks > 1) {
-    layout.merge = merge_launch(shape.head_dim, shape.q_dtype, static_cast<uint32_t>(rows));
+    layout.merge = merge_launch(shape.head_dim, prefill_o_dtype(shape.options, shape.q_dtype), static_cast<uint32_t>(rows));
     add_split_states(layout.workspace, layout.num_chunks, rows, shape.head_dim);
   }
   layout.workspace.add_int("work", layout.work.size() * sizeof(int32_t));

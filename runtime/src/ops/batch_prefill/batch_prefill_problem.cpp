@@ -140,8 +140,10 @@ void validate(const BatchPrefillProblem& p) {
         fmt::format("page_size={} is not allowed with kv_source='ragged' (K/V rows are not paged); give it with "
                     "kv_source='paged'",
                     p.page_size));
+  validate_prefill_dtypes(p.options, p.head_dim, p.q_dtype, p.source);
   // plan() would refuse it on every device: refused here, before prewarm lists kernels for it.
-  if ((p.options.backend == "fa3" || p.options.backend == "fa3_ws") && dtype_size(p.kv_dtype) != 2)
+  if ((p.options.backend == "fa3" || p.options.backend == "fa3_ws") && dtype_size(p.kv_dtype) != 2 &&
+      p.q_dtype != DType::E4M3)
     throw Error(Status::Unsupported,
                 fmt::format("backend='{}' takes 16-bit K/V; kv_dtype={} is not supported there; allowed: 'auto', "
                             "'fa2'",

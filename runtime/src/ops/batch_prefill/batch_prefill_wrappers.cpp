@@ -37,6 +37,8 @@ ops::BatchPrefillShape base_shape(const std::vector<int32_t>& qo_indptr, int num
   p.rope_scale = o.rope_scale;
   p.rope_theta = o.rope_theta;
   p.variant = o.variant;
+  // Unset, or q's for 16-bit q, plans the same kernel: left unset then (one problem, one key).
+  if (o.o_data_type && *o.o_data_type != o.q_data_type) p.o_dtype = o.o_data_type;
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include "cuda/driver.hpp"
 #include "engine.hpp"
 #include "launcher.hpp"
+#include "ops/attention_options/prefill_options.hpp"
 #include "ops/attention_options/user_variant_options.hpp"
 #include "ops/block_mask_keep.hpp"
 #include "ops/plan_fill.hpp"
@@ -70,7 +71,7 @@ std::string SinglePrefillPlan::describe() const {
 
 void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
                             const TensorView* lse, const PackedMask* mask, void* workspace, size_t workspace_bytes,
-                            Stream stream, const Variant* variant) const {
+                            Stream stream, const Variant* variant, const PrefillScales* scales) const {
   const auto& problem = impl_->problem;
   const auto& layout = impl_->layout;
   const int64_t H = problem.num_qo_heads, Hk = problem.num_kv_heads, D = problem.head_dim, M = problem.qo_len,
@@ -81,7 +82,8 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   const std::vector<int64_t> kv_shape = nhd ? std::vector<int64_t>{N, Hk, D} : std::vector<int64_t>{Hk, N, D};
   ops::check_tensor(k, "k", problem.kv_dtype, problem.device, kv_shape, 16);
   ops::check_tensor(v, "v", problem.kv_dtype, problem.device, kv_shape, 16);
-  ops::check_tensor(o, "o", problem.q_dtype, problem.device, {M, H, D}, 16);
+  ops::check_tensor(o, "o", ops::prefill_o_dtype(problem.options, problem.q_dtype), problem.device, {M, H, D}, 16);
+  const ops::HeadScales head_scales = ops::check_head_scales(scales, problem.q_dtype, H, Hk, problem.device);
   // The merge kernel addresses output rows (token, head) with one stride.
   if (M > 1 && o.strides[0] != H * o.strides[1])
     throw Error(Status::InvalidArgument,
@@ -108,6 +110,9 @@ void SinglePrefillPlan::run(const TensorView& q, const TensorView& k, const Tens
   const ops::PartialStates partial = ops::set_prefill_outputs(pp, q, o, lse, workspace, layout.workspace, split);
   ops::set_contiguous_kv(pp.kv, k, v, problem.options.kv_layout, N);
   pp.var = layout.var;
+  pp.scale_q = head_scales.q;
+  pp.scale_k = head_scales.k;
+  pp.scale_v = head_scales.v;
   pp.var.custom_mask = problem.options.custom_mask ? static_cast<const uint8_t*>(mask->data) : nullptr;
   ops::pack_user_params(problem.options.variant ? &problem.options.variant->source() : nullptr,
                         variant ? variant : problem.options.variant.get(), pp.var, problem.device);
@@ -159,8 +164,10 @@ namespace {
 // The plan for these tensors and options, made once per problem and kept by the engine.
 std::shared_ptr<const SinglePrefillPlan> memoized_plan(const Runtime& rt, const TensorView& q, const TensorView& k,
                                                        const TensorView& v, const PrefillOptions& options,
-                                                       bool has_lse, bool has_mask) {
+                                                       bool has_lse, bool has_mask, std::optional<DType> o_dtype) {
   PrefillOptions opts = options;
+  // o's dtype: unset where it is q's (one problem, one memo key, whichever way it came).
+  opts.o_dtype = o_dtype && *o_dtype != q.dtype ? o_dtype : std::nullopt;
   opts.return_lse = has_lse;
   opts.custom_mask = has_mask;
   // The memo keeps the source only: each call packs the values of the variant it was given.
@@ -180,19 +187,20 @@ std::shared_ptr<const SinglePrefillPlan> memoized_plan(const Runtime& rt, const 
 size_t single_prefill_workspace_bytes(const Runtime& rt, const TensorView& q, const TensorView& k,
                                       const TensorView& v, const PrefillOptions& options, bool has_lse,
                                       bool has_mask) {
-  return memoized_plan(rt, q, k, v, options, has_lse, has_mask)->workspace_bytes();
+  return memoized_plan(rt, q, k, v, options, has_lse, has_mask, options.o_dtype)->workspace_bytes();
 }
 
 void single_prefill_with_kv_cache(const Runtime& rt, const TensorView& q, const TensorView& k, const TensorView& v,
                                   const TensorView& o, const TensorView* lse, const PrefillOptions& options,
-                                  Stream stream, const PackedMask* mask, void* workspace, size_t workspace_bytes) {
-  const auto plan = memoized_plan(rt, q, k, v, options, lse != nullptr, mask && mask->data);
+                                  Stream stream, const PackedMask* mask, void* workspace, size_t workspace_bytes,
+                                  const PrefillScales* scales) {
+  const auto plan = memoized_plan(rt, q, k, v, options, lse != nullptr, mask && mask->data, o.dtype);
   if (workspace || plan->workspace_bytes() == 0) {
-    plan->run(q, k, v, o, lse, mask, workspace, workspace_bytes, stream, options.variant.get());
+    plan->run(q, k, v, o, lse, mask, workspace, workspace_bytes, stream, options.variant.get(), scales);
     return;
   }
   auto lease = rt.engine().workspace_pool(plan->problem().device).acquire(plan->workspace_bytes(), stream);
-  plan->run(q, k, v, o, lse, mask, lease.get(), lease.bytes(), stream, options.variant.get());
+  plan->run(q, k, v, o, lse, mask, lease.get(), lease.bytes(), stream, options.variant.get(), scales);
 }
 
 }  // namespace attnjit

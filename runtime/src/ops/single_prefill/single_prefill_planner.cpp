@@ -52,10 +52,25 @@ bool fa3_ws_serves(const PrefillKernel& k) {
 // where it beats fa3 (docs/PERFORMANCE.md); 64-wide heads stay on fa3, whose
 // three CTAs per SM beat fa3_ws's one there.
 bool prefill_warp_specialized(const PrefillKernel& k, const PrefillOptions& o) {
+  if (k.fp8()) return o.backend == "auto" || o.backend == "fa3_ws";  // the only fp8-q kernel
   return o.backend == "fa3_ws" || (o.backend == "auto" && k.head_dim >= 128 && fa3_ws_serves(k));
 }
 
 void choose_prefill_skeleton(PrefillKernel& k, const PrefillOptions& o, const std::string& arch) {
+  if (k.fp8()) {  // fp8 q, K and V: fa3_ws alone runs it ('auto' or 'fa3_ws'; validate_prefill_dtypes)
+    if (!PrefillKernel::fa3_runs_on(arch))
+      throw Error(Status::Unsupported,
+                  fmt::format("q.dtype=float8_e4m3fn needs the warp-specialized Hopper kernel (backend 'fa3_ws', "
+                              "sm_90a); this device is {}; allowed here: float16, bfloat16 q",
+                              arch));
+    if (!prefill_warp_specialized(k, o))
+      throw Error(Status::Unsupported,
+                  fmt::format("backend='{}' is not supported with q.dtype=float8_e4m3fn; allowed: 'auto', 'fa3_ws'",
+                              o.backend));
+    k.backend = PrefillBackend::Fa3;
+    k.warp_specialized = true;
+    return;
+  }
   k.backend = prefill_backend(o, k.variant.kv_dtype, arch, k.head_dim);
   k.warp_specialized = k.backend == PrefillBackend::Fa3 && prefill_warp_specialized(k, o);
 }
@@ -204,7 +219,8 @@ KVSplit plan_kv_split(const SplitProblem& s) {
 std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& problem) {
   validate(problem);
   std::vector<KernelSpec> out;
-  if (problem.options.backend != "fa3" && problem.options.backend != "fa3_ws") {
+  const bool fp8 = problem.q_dtype == DType::E4M3;  // fa3_ws only
+  if (problem.options.backend != "fa3" && problem.options.backend != "fa3_ws" && !fp8) {
     for (int fm : {1, 2}) {
       if (fm != 1 && prefill_frags_m(problem.head_dim, INT64_MAX) != fm) continue;
       PrefillKernel k = prefill_variant(problem.options, problem.head_dim, problem.q_dtype, problem.kv_dtype);
@@ -214,7 +230,8 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& probl
     }
   }
   // The Hopper kernel where the options may pick it (prewarm keeps it for sm_90a only).
-  if (problem.options.backend != "fa2" && dtype_size(problem.kv_dtype) == 2 && fa3_takes_head_dim(problem.head_dim)) {
+  if (problem.options.backend != "fa2" && (dtype_size(problem.kv_dtype) == 2 || fp8) &&
+      fa3_takes_head_dim(problem.head_dim)) {
     for (int warpgroups : {2, 1}) {
       PrefillKernel k = prefill_variant(problem.options, problem.head_dim, problem.q_dtype, problem.kv_dtype);
       k.backend = PrefillBackend::Fa3;
@@ -231,7 +248,7 @@ std::vector<KernelSpec> single_prefill_kernels(const SinglePrefillProblem& probl
       }
     }
   }
-  out.emplace_back(split_merge_kernel(problem.head_dim, problem.q_dtype));
+  out.emplace_back(split_merge_kernel(problem.head_dim, prefill_o_dtype(problem.options, problem.q_dtype)));
   const auto& user = problem.options.variant;
   if (user && user->source().block_sparse) out.emplace_back(BlockMaskKernel{user->shared_source()});
   return out;
@@ -298,8 +315,8 @@ SinglePrefillLayout plan_single_prefill(const SinglePrefillProblem& problem, con
 
   if (layout.num_chunks > 1) {
     const size_t rows = size_t(problem.qo_len) * problem.num_qo_heads;
-    layout.merge =
-        merge_launch(problem.head_dim, problem.q_dtype, static_cast<uint32_t>(rows));  // one CTA per output row
+    layout.merge = merge_launch(problem.head_dim, prefill_o_dtype(problem.options, problem.q_dtype),
+                                static_cast<uint32_t>(rows));  // one CTA per output row
     add_split_states(layout.workspace, layout.num_chunks, rows, problem.head_dim);
   }
   layout.block_mask = plan_block_mask(k, layout.num_q_tiles, problem.kv_len, problem.num_kv_heads, layout.workspace,

@@ -57,6 +57,7 @@ void validate(const SinglePrefillProblem& p) {
   validate_prefill_heads(p.num_qo_heads, p.num_kv_heads, p.head_dim, p.q_dtype, p.kv_dtype);
   validate_prefill_options(p.options);
   validate_prefill_backend(p.options, p.head_dim);
+  validate_prefill_dtypes(p.options, p.head_dim, p.q_dtype, KVSource::Contiguous);
   if (p.qo_len < 1 || p.qo_len > kMaxLen)
     invalid(fmt::format("qo_len={} is not allowed; it must be in [1, {}]", p.qo_len, kMaxLen));
   if (p.kv_len < 1 || p.kv_len > kMaxLen)
