@@ -118,6 +118,12 @@ TEST_CASE("NVRTC compiles the warp-specialized prefill without spills", "[nvrtc]
   cases.push_back({128, MaskMode::Custom, PosEncoding::RopeLlama, true, true, KVSource::Paged, DType::BF16});
   cases.push_back({256, MaskMode::Causal, PosEncoding::Alibi, true, true, KVSource::Ragged, DType::BF16});
   cases.push_back({64, MaskMode::Custom, PosEncoding::None, true, true, KVSource::Ragged, DType::BF16});
+  // fp8 (e4m3 q, K and V; a bf16 or f16 output): TMA sources, 128-wide heads.
+  for (KVSource src : {KVSource::Contiguous, KVSource::Ragged}) {
+    cases.push_back({128, MaskMode::None, PosEncoding::None, false, false, src, DType::E4M3});
+    cases.push_back({128, MaskMode::Causal, PosEncoding::None, false, true, src, DType::E4M3});
+  }
+  cases.push_back({128, MaskMode::Custom, PosEncoding::None, false, false, KVSource::Ragged, DType::E4M3});
 
   std::atomic<size_t> next{0};
   std::mutex mu;
@@ -136,6 +142,7 @@ TEST_CASE("NVRTC compiles the warp-specialized prefill without spills", "[nvrtc]
       k.window = c.window;
       k.kv_source = c.source;
       k.variant.q_dtype = k.variant.kv_dtype = k.variant.o_dtype = c.dtype;
+      if (c.dtype == DType::E4M3) k.variant.o_dtype = c.mask == MaskMode::Causal ? DType::F16 : DType::BF16;
       k.variant.mask = c.mask;
       k.variant.pos_encoding = c.pos;
       k.variant.soft_cap = c.soft_cap;
