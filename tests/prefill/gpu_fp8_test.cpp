@@ -7,6 +7,8 @@
 // GPU or off sm_90a.
 //   attnjit_tests "[fp8]"   (or "[gpu][fa3_ws][fp8]")
 #include <catch2/catch.hpp>
+
+#include <cstdlib>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,6 +25,10 @@
 
 namespace attnjit::test {
 namespace {
+
+// fp8 prefill is opt-in until its GPU tests pass (single_prefill_planner.cpp): these tests opt in.
+const bool kFp8OptIn = setenv("ATTNJIT_FP8_PREFILL", "1", 1) == 0;
+
 
 // The kernel rounds P (in [0, 1]) to e4m3 before P V: relative L2 of o,
 // worst error relative to max |ref|, lse (base 2) absolute.
