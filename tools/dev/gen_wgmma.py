@@ -25,71 +25,56 @@ def acc_constraints(n):
     return ", ".join(f'"+f"(d[{i // 4}].x[{i % 4}])' for i in range(n // 2))
 
 
-def macro_name(n):
-    return f"ATTNJIT_WGMMA_M64N{n}K16"
+# The two instruction families, as what differs between them: the macro's
+# name and parameter, the specialized type, K a product, the opcode, and the
+# immediates after the scale-d predicate (16-bit: scale-a, scale-b and the
+# transposes, A's dropped in the register form; fp8: the scales alone).
+FORMS = {
+    "16": dict(name="ATTNJIT_WGMMA_M64N{n}K16", param="TYPE", type="TYPE", k=16,
+               comment="TYPE is f16 or bf16, also the PTX name of the input type.",
+               opcode='"wgmma.mma_async.sync.aligned.m64n{n}k16.f32." #TYPE "." #TYPE',
+               ss_imm="1, 1, 0, 0", rs_imm="1, 1, 1", rs_b="from shared memory, N-major",
+               rs_a="from registers"),
+    "e4m3": dict(name="ATTNJIT_WGMMA_M64N{n}K32_E4M3", param="", type="e4m3", k=32,
+                 comment="e4m3 x e4m3, 32 keys of K a product.",
+                 opcode='"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3"',
+                 ss_imm="1, 1", rs_imm="1, 1", rs_b="K-major", rs_a="from registers (four words of 4 bytes)"),
+}
 
 
-def emit_macro(n):
-    k = n // 2
+def macro_name(n, form="16"):
+    return FORMS[form]["name"].format(n=n)
+
+
+def emit_macro(n, form="16"):
+    f_ = FORMS[form]
+    k, kk, t = n // 2, f_["k"], f_["type"]
+    opcode = f_["opcode"].format(n=n)
     lines = [
-        f"// Wgmma<TYPE, {n}>: TYPE is f16 or bf16, also the PTX name of the input type.",
-        f"#define {macro_name(n)}(TYPE)",
-        f"  template <> struct Wgmma<TYPE, {n}> {{",
-        f"    /* D (+)= A B: A (64 x 16) and B (16 x {n}) from shared memory, both K-major. */",
+        f"// Wgmma<{t}, {n}>: {f_['comment']}",
+        f"#define {macro_name(n, form)}({f_['param']})",
+        f"  template <> struct Wgmma<{t}, {n}> {{",
+        f"    /* D (+)= A B: A (64 x {kk}) and B ({kk} x {n}) from shared memory, both K-major. */",
         f"    static ATTNJIT_DEVICE void ss(frag_c (&d)[{n // 8}], uint64_t a, uint64_t b, bool accumulate) {{",
         f"      asm volatile(",
         f'          "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 2}, 0;\\n"',
-        f'          "wgmma.mma_async.sync.aligned.m64n{n}k16.f32." #TYPE "." #TYPE',
-        f'          " {{{regs(0, k)}}}, %{k}, %{k + 1}, p, 1, 1, 0, 0;\\n}}\\n"',
+        f"          {opcode}",
+        f'          " {{{regs(0, k)}}}, %{k}, %{k + 1}, p, {f_["ss_imm"]};\\n}}\\n"',
         f"          : {acc_constraints(n)}",
         f'          : "l"(a), "l"(b), "r"(int(accumulate)));',
         f"    }}",
-        f"    /* D (+)= A B: A (64 x 16) from registers, B (16 x {n}) from shared memory, N-major. */",
+        f"    /* D (+)= A B: A (64 x {kk}) {f_['rs_a']}, B ({kk} x {n}) {f_['rs_b']}. */",
         f"    static ATTNJIT_DEVICE void rs(frag_c (&d)[{n // 8}], const frag_a& a, uint64_t b, bool accumulate) {{",
         f"      asm volatile(",
         f'          "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"',
-        f'          "wgmma.mma_async.sync.aligned.m64n{n}k16.f32." #TYPE "." #TYPE',
-        f'          " {{{regs(0, k)}}}, {{{regs(k, 4)}}}, %{k + 4}, p, 1, 1, 1;\\n}}\\n"',
+        f"          {opcode}",
+        f'          " {{{regs(0, k)}}}, {{{regs(k, 4)}}}, %{k + 4}, p, {f_["rs_imm"]};\\n}}\\n"',
         f"          : {acc_constraints(n)}",
         f'          : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "l"(b), "r"(int(accumulate)));',
         f"    }}",
         f"  }};",
     ]
     # Every line of the definition but the comment and the last continues.
-    body = lines[1:]
-    return "\n".join([lines[0]] + [line + " \\" for line in body[:-1]] + [body[-1]]) + "\n"
-
-
-def macro_name_fp8(n):
-    return f"ATTNJIT_WGMMA_M64N{n}K32_E4M3"
-
-
-def emit_fp8(n):
-    k = n // 2
-    lines = [
-        f"// Wgmma<e4m3, {n}>: e4m3 x e4m3, 32 keys of K a product.",
-        f"#define {macro_name_fp8(n)}()",
-        f"  template <> struct Wgmma<e4m3, {n}> {{",
-        f"    /* D (+)= A B: A (64 x 32) and B (32 x {n}) from shared memory, both K-major. */",
-        f"    static ATTNJIT_DEVICE void ss(frag_c (&d)[{n // 8}], uint64_t a, uint64_t b, bool accumulate) {{",
-        f"      asm volatile(",
-        f'          "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 2}, 0;\\n"',
-        f'          "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3"',
-        f'          " {{{regs(0, k)}}}, %{k}, %{k + 1}, p, 1, 1;\\n}}\\n"',
-        f"          : {acc_constraints(n)}",
-        f'          : "l"(a), "l"(b), "r"(int(accumulate)));',
-        f"    }}",
-        f"    /* D (+)= A B: A (64 x 32) from registers (four words of 4 bytes), B (32 x {n}) K-major. */",
-        f"    static ATTNJIT_DEVICE void rs(frag_c (&d)[{n // 8}], const frag_a& a, uint64_t b, bool accumulate) {{",
-        f"      asm volatile(",
-        f'          "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k + 5}, 0;\\n"',
-        f'          "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3"',
-        f'          " {{{regs(0, k)}}}, {{{regs(k, 4)}}}, %{k + 4}, p, 1, 1;\\n}}\\n"',
-        f"          : {acc_constraints(n)}",
-        f'          : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "l"(b), "r"(int(accumulate)));',
-        f"    }}",
-        f"  }};",
-    ]
     body = lines[1:]
     return "\n".join([lines[0]] + [line + " \\" for line in body[:-1]] + [body[-1]]) + "\n"
 
@@ -110,14 +95,14 @@ def main():
         for t in TYPES:
             print(f"{macro_name(n)}({t})")
     for n in NS_FP8:
-        print(emit_fp8(n))
+        print(emit_macro(n, "e4m3"))
     for n in NS_FP8:
-        print(f"{macro_name_fp8(n)}()")
+        print(f"{macro_name(n, 'e4m3')}()")
     print()
     for n in NS:
         print(f"#undef {macro_name(n)}")
     for n in NS_FP8:
-        print(f"#undef {macro_name_fp8(n)}")
+        print(f"#undef {macro_name(n, 'e4m3')}")
     print()
     print("}  // namespace attnjit")
 
