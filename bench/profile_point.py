@@ -11,7 +11,8 @@ Points (32 q / 8 kv heads, d 128, bf16 unless said):
                 description goes to stderr. FlashInfer's kernel: -k regex:'BatchDecode|Prefill'.
   single_decode --kv-len, --hq, --hkv, --head-dim: one request through single_decode_with_kv_cache.
   prefill       FlashAttention's grid shape: 16k tokens in --seq-long requests, 2048 / --head-dim heads,
-                ragged (default), --paged (page 16, shuffled) or --single (one request of --seq tokens);
+                ragged (default), --paged (page 16, shuffled) or --single (one request of --seq tokens;
+                --fp8: e4m3 q/K/V with per-head scales, bf16 output);
                 --causal; --backend (FlashInfer's default fa2: -k regex:BatchPrefill, or SinglePrefill;
                 fa3: -k regex:PrefillWithKVCacheKernel).
   masked_prefill --mask document | window [--twin]: user_variant_speed.py's FlexAttention shape (16k tokens,
@@ -42,9 +43,13 @@ ap.add_argument("--twin", action="store_true", help="masked_prefill: the built-i
 where = ap.add_mutually_exclusive_group()
 where.add_argument("--paged", action="store_true", help="prefill: the paged wrappers")
 where.add_argument("--single", action="store_true", help="prefill: one request, single_prefill_with_kv_cache")
+ap.add_argument("--fp8", action="store_true",
+                help="prefill --single: q, K and V e4m3 with per-head scales (scale_q/k/v), output bf16")
 args = ap.parse_args()
 if args.op != "prefill" and (args.paged or args.single or args.causal):
     ap.error(f"--paged, --single and --causal are prefill's; op is {args.op}")
+if args.fp8 and not (args.op == "prefill" and args.single):
+    ap.error("--fp8 is prefill --single's")
 if args.op == "masked_prefill" and args.who != "attnjit":
     ap.error("masked_prefill is attnjit's (FlexAttention has no ncu-friendly single kernel here)")
 for name in ("iters", "kv_len", "hq", "hkv", "head_dim", "seq"):
@@ -94,6 +99,12 @@ def prefill():
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     backend = args.backend or (None if args.who == "attnjit" else "fa2")
     kw = {} if backend is None else {"backend": backend}
+    if args.single and args.fp8:
+        scales = [0.5 + 1.5 * torch.rand(heads, device=dev, generator=gen) for _ in range(3)]
+        q8, k8, v8 = ((t / s[None, :, None]).to(torch.float8_e4m3fn) for t, s in zip((q, k, v), scales))
+        sq, sk, sv = scales
+        return lambda: lib.single_prefill_with_kv_cache(q8, k8, v8, scale_q=sq, scale_k=sk, scale_v=sv,
+                                                        o_dtype=torch.bfloat16, causal=args.causal, **kw)
     if args.single:
         return lambda: lib.single_prefill_with_kv_cache(q, k, v, causal=args.causal, **kw)
     if args.paged:
