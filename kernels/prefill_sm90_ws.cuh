@@ -185,23 +185,44 @@ using WsWalk = KVTileWalk<Tr::kTileKV>;
 // in, byte permutes, four dims' words (4 slots each) out. Warp w takes the
 // chunk w, lane (u, a) dims 16 j + 4 a for j = 0 .. 7 (two-way bank
 // conflicts at most on either side).
+//
+// The addresses are worked out once (the producer issues beside the
+// consumers, so every instruction here is one they wait for): in both
+// 1024-byte-aligned tiles a row's 16-byte chunk c sits at chunk c ^ (row % 8),
+// on address bits 4..6 alone. A source key's dims 16 j + 4 a are then its
+// j = 0 address XOR 16 j, and key + 8 is 1024 bytes on (the same swizzle);
+// a destination dim d + 16 j is 2048 bytes past dim d (whole swizzle atoms).
 template <class Tr>
 ATTNJIT_DEVICE void prefill_ws_transpose_v(const typename WsSmem<Tr>::KVTile& src,
                                            const typename WsSmem<Tr>::VTile& dst, int tid) {
   static_assert(Tr::kTileKV == 128 && Tr::kHeadDim == 128, "four warps, a 32-key chunk each, 128 dims");
   const int warp = tid >> 5, lane = tid & 31, u = lane >> 2, a = lane & 3;
   const int key0 = 32 * warp + 16 * (u >> 2) + 2 * (u & 3), slot0 = 32 * warp + 4 * u;
-#pragma unroll 4
-  for (int j = 0; j < 8; ++j) {
-    const int d0 = 16 * j + 4 * a;
-    const uint32_t w0 = ld_shared_u32(src.at_byte(key0, d0)), w1 = ld_shared_u32(src.at_byte(key0 + 1, d0));
-    const uint32_t w2 = ld_shared_u32(src.at_byte(key0 + 8, d0)), w3 = ld_shared_u32(src.at_byte(key0 + 9, d0));
-    const uint32_t lo01 = detail::byte_perm(w0, w1, 0x5140), lo23 = detail::byte_perm(w2, w3, 0x5140);  // dims d0, d0 + 1
-    const uint32_t hi01 = detail::byte_perm(w0, w1, 0x7362), hi23 = detail::byte_perm(w2, w3, 0x7362);  // dims d0 + 2, d0 + 3
-    st_shared_u32(dst.at_byte(d0, slot0), detail::byte_perm(lo01, lo23, 0x5410));
-    st_shared_u32(dst.at_byte(d0 + 1, slot0), detail::byte_perm(lo01, lo23, 0x7632));
-    st_shared_u32(dst.at_byte(d0 + 2, slot0), detail::byte_perm(hi01, hi23, 0x5410));
-    st_shared_u32(dst.at_byte(d0 + 3, slot0), detail::byte_perm(hi01, hi23, 0x7632));
+  const uint32_t from0 = src.at_byte(key0, 4 * a), from1 = src.at_byte(key0 + 1, 4 * a);  // keys key0 (+ 8), key0 + 1 (+ 9)
+  uint32_t to[4];  // dims 4 a + i, j = 0
+#pragma unroll
+  for (int i = 0; i < 4; ++i) to[i] = dst.at_byte(4 * a + i, slot0);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    uint32_t w[4][4];  // four j's loaded before any is stored: the loads overlap
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      const uint32_t chunk = uint32_t(4 * half + jj) << 4;
+      w[jj][0] = ld_shared_u32(from0 ^ chunk);
+      w[jj][1] = ld_shared_u32(from1 ^ chunk);
+      w[jj][2] = ld_shared_u32((from0 ^ chunk) + 1024);
+      w[jj][3] = ld_shared_u32((from1 ^ chunk) + 1024);
+    }
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      const uint32_t step = uint32_t(4 * half + jj) * 2048;
+      const uint32_t lo01 = detail::byte_perm(w[jj][0], w[jj][1], 0x5140), lo23 = detail::byte_perm(w[jj][2], w[jj][3], 0x5140);
+      const uint32_t hi01 = detail::byte_perm(w[jj][0], w[jj][1], 0x7362), hi23 = detail::byte_perm(w[jj][2], w[jj][3], 0x7362);
+      st_shared_u32(to[0] + step, detail::byte_perm(lo01, lo23, 0x5410));  // dim d0
+      st_shared_u32(to[1] + step, detail::byte_perm(lo01, lo23, 0x7632));  // d0 + 1
+      st_shared_u32(to[2] + step, detail::byte_perm(hi01, hi23, 0x5410));  // d0 + 2
+      st_shared_u32(to[3] + step, detail::byte_perm(hi01, hi23, 0x7632));  // d0 + 3
+    }
   }
 }
 

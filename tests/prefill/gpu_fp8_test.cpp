@@ -33,6 +33,14 @@ const bool kFp8OptIn = setenv("ATTNJIT_FP8_PREFILL", "1", 1) == 0;
 // The kernel rounds P (in [0, 1]) to e4m3 before P V: relative L2 of o,
 // worst error relative to max |ref|, lse (base 2) absolute.
 constexpr double kRelL2 = 4e-2, kWorstRel = 1e-1, kLseAbs = 2e-2;
+// Hopper's fp8 MMA keeps fewer accumulator bits than fp32 (about 14 mantissa
+// bits: DeepSeek-V3's report measures it), so every score S = q . k carries
+// an error of about 2^-14 of the sum of |q_d k_d| per 32-dim step, four steps
+// for 128 dims. The lse (a logit, base 2) may be off by that much more:
+// 2^-11 of a row's logit magnitude bound log2(e) sm_scale ||q||_1 max|k|. The
+// test's logits reach +-70 (sharper than a model's), where that is 0.02-0.04;
+// the observed errors there were 0.021-0.026 (H100, 2026-12-07).
+constexpr double kAccumulatorBits = 1.0 / 2048;
 
 struct Fp8Case {
   int64_t qo = 1, kv = 1;
@@ -48,7 +56,9 @@ struct Fp8Case {
 };
 
 struct Errors {
-  double rel_l2 = 0, worst_rel = 0, lse_abs = 0;
+  double rel_l2 = 0, worst_rel = 0;
+  double lse_abs = 0;     // max |lse - ref| less the row's accumulator allowance (kLseAbs bounds it)
+  double lse_raw = 0;     // max |lse - ref|, for the message
 };
 
 // Host e4m3 data and its dequantized values ([rows, heads, D], one scale a head).
@@ -90,13 +100,33 @@ void accumulate(Errors& e, double& num, double& den, double& worst, double& peak
   }
 }
 
-void lse_error(Errors& e, const std::vector<double>& lse, const std::vector<double>& ref, size_t offset) {
+// Per query row and head (row-major [rows, hq]): log2(e) * logit_scale * ||q||_1 * max|k| of its KV
+// head, the largest |logit| (base 2) the row can have: the accumulator's error scales with it.
+std::vector<double> logit_bounds(const std::vector<double>& q, const std::vector<double>& k, int64_t rows,
+                                 int64_t keys, int hq, int hk, int D, double logit_scale) {
+  std::vector<double> kmax(size_t(hk), 0.0), out(size_t(rows * hq));
+  for (int64_t j = 0; j < keys; ++j)
+    for (int h = 0; h < hk; ++h)
+      for (int d = 0; d < D; ++d) kmax[size_t(h)] = std::max(kmax[size_t(h)], std::fabs(k[size_t((j * hk + h) * D + d)]));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int h = 0; h < hq; ++h) {
+      double l1 = 0;
+      for (int d = 0; d < D; ++d) l1 += std::fabs(q[size_t((i * hq + h) * D + d)]);
+      out[size_t(i * hq + h)] = M_LOG2E * logit_scale * l1 * kmax[size_t(h / (hq / hk))];
+    }
+  return out;
+}
+
+void lse_error(Errors& e, const std::vector<double>& lse, const std::vector<double>& ref, const std::vector<double>& bound,
+               size_t offset) {
   for (size_t i = 0; i < ref.size(); ++i) {
     if (std::isinf(ref[i])) {
-      if (!(std::isinf(lse[offset + i]) && lse[offset + i] < 0)) e.lse_abs = INFINITY;
+      if (!(std::isinf(lse[offset + i]) && lse[offset + i] < 0)) e.lse_abs = e.lse_raw = INFINITY;
       continue;
     }
-    e.lse_abs = std::max(e.lse_abs, std::fabs(lse[offset + i] - ref[i]));
+    const double err = std::fabs(lse[offset + i] - ref[i]);
+    e.lse_raw = std::max(e.lse_raw, err);
+    e.lse_abs = std::max(e.lse_abs, err - kAccumulatorBits * bound[i]);
   }
 }
 
@@ -166,12 +196,13 @@ Errors run_single(const Runtime& rt, const Fp8Case& c, uint32_t seed, int ignore
   if (std::isinf(e.rel_l2)) return e;
   e.rel_l2 = std::sqrt(num / std::max(den, 1e-30));
   e.worst_rel = worst / std::max(peak, 1e-30);
-  lse_error(e, lse, ref.lse, 0);
+  lse_error(e, lse, ref.lse, logit_bounds(qr, k.dequant, M, N, c.hq, c.hk, D, 1.0 / std::sqrt(double(D))), 0);
   return e;
 }
 
 void check_errors(const Errors& e, const std::string& label) {
-  INFO(label << ": rel L2 " << e.rel_l2 << ", worst / max|ref| " << e.worst_rel << ", lse " << e.lse_abs);
+  INFO(label << ": rel L2 " << e.rel_l2 << ", worst / max|ref| " << e.worst_rel << ", lse " << e.lse_raw
+             << " (" << e.lse_abs << " beyond the accumulator's allowance)");
   CHECK(e.rel_l2 <= kRelL2);
   CHECK(e.worst_rel <= kWorstRel);
   CHECK(e.lse_abs <= kLseAbs);
@@ -230,7 +261,7 @@ std::vector<Fp8Case> single_grid() {
 
 TEST_CASE("fp8 single prefill on fa3_ws matches the float64 reference of the dequantized inputs",
           "[gpu][prefill][fa3_ws][fp8]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   if (!on_sm90a(rt, "fp8 prefill (fa3_ws)")) return;
   uint32_t seed = 1;
@@ -241,7 +272,7 @@ TEST_CASE("fp8 single prefill on fa3_ws matches the float64 reference of the deq
 }
 
 TEST_CASE("fp8 single prefill honours scale_q and scale_v", "[gpu][prefill][fa3_ws][fp8]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   if (!on_sm90a(rt, "fp8 prefill (fa3_ws)")) return;
   Fp8Case c;
@@ -258,7 +289,7 @@ TEST_CASE("fp8 single prefill honours scale_q and scale_v", "[gpu][prefill][fa3_
 }
 
 TEST_CASE("fp8 ragged batch prefill on fa3_ws matches the float64 reference", "[gpu][batch_prefill][fa3_ws][fp8]") {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_CONTEXT();
   Runtime rt;
   if (!on_sm90a(rt, "fp8 prefill (fa3_ws)")) return;
   const int D = 128;
@@ -323,7 +354,10 @@ TEST_CASE("fp8 ragged batch prefill on fa3_ws matches the float64 reference", "[
                                              slice(k.dequant, kv_indptr[b], kv_lens[b], hk),
                                              slice(v.dequant, kv_indptr[b], kv_lens[b], hk), nullptr);
           accumulate(e, num, den, worst, peak, out, ref.o, size_t(qo_indptr[b]) * hq * D, label);
-          lse_error(e, lse, ref.lse, size_t(qo_indptr[b]) * hq);
+          lse_error(e, lse, ref.lse,
+                    logit_bounds(slice(q.dequant, qo_indptr[b], qo_lens[b], hq), slice(k.dequant, kv_indptr[b], kv_lens[b], hk),
+                                 qo_lens[b], kv_lens[b], hq, hk, D, q_scale * k_scale / std::sqrt(double(D))),
+                    size_t(qo_indptr[b]) * hq);
         }
         if (std::isinf(e.rel_l2)) continue;
         e.rel_l2 = std::sqrt(num / std::max(den, 1e-30));
