@@ -8,7 +8,8 @@
 //   k_major(row0, k0)   rows row0.., the 16 columns from k0, contiguous along K   Q as A, K as B of S = Q K^T
 //   mn_major(k0)        rows k0..k0+15 as K, every column as N                     V as B of O = P V
 //
-// The tile's base is 1024-byte aligned (the swizzle is on address bits).
+// The tile's base is 1024-byte aligned (the swizzle is on address bits). Both are the base's
+// descriptor plus a byte offset (wgmma_desc_advance), constants in the unrolled MMA loops.
 #pragma once
 #include "mma.cuh"
 #include "numeric.cuh"
@@ -38,11 +39,13 @@ struct SwizzledTile {
   // 8-row groups 1024 bytes apart; k0 within a block moves the start by
   // 32 bytes per 16 columns, and the hardware swizzles the sum.
   ATTNJIT_DEVICE uint64_t k_major(int row0, int k0) const {
-    return wgmma_desc_sw128(base + (k0 >> 6) * kBlockBytes + row0 * 128 + (k0 & 63) * 2, 16, 1024);
+    return wgmma_desc_advance(wgmma_desc_sw128(base, 16, 1024), (k0 >> 6) * kBlockBytes + row0 * 128 + (k0 & 63) * 2);
   }
   // N-major: 64-column blocks kBlockBytes apart (leading), 8-row groups of
   // K 1024 bytes apart (stride).
-  ATTNJIT_DEVICE uint64_t mn_major(int k0) const { return wgmma_desc_sw128(base + k0 * 128, kBlockBytes, 1024); }
+  ATTNJIT_DEVICE uint64_t mn_major(int k0) const {
+    return wgmma_desc_advance(wgmma_desc_sw128(base, kBlockBytes, 1024), k0 * 128);
+  }
 };
 
 }  // namespace attnjit

@@ -47,4 +47,12 @@ ATTNJIT_DEVICE uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t leading_bytes, 
          (uint64_t(1) << 62);
 }
 
+// The descriptor `offset` bytes past `desc`'s start. The start is the low 14 bits as addr >> 4, and
+// shared memory ends below 256 KB, so the sum never carries out of that field: a 32-bit add on the
+// low word. A tile's descriptors are then its base's, worked out once, plus constants (the bit
+// packing above, per descriptor, was most of the consumers' uniform-datapath instructions).
+ATTNJIT_DEVICE uint64_t wgmma_desc_advance(uint64_t desc, uint32_t offset) {
+  return (desc & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(desc) + (offset >> 4));
+}
+
 }  // namespace attnjit
