@@ -26,9 +26,6 @@
 namespace attnjit::test {
 namespace {
 
-// fp8 prefill is opt-in until its GPU tests pass (single_prefill_planner.cpp): these tests opt in.
-const bool kFp8OptIn = setenv("ATTNJIT_FP8_PREFILL", "1", 1) == 0;
-
 
 // The kernel rounds P (in [0, 1]) to e4m3 before P V: relative L2 of o,
 // worst error relative to max |ref|, lse (base 2) absolute.

@@ -31,10 +31,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// fp8 prefill is opt-in until its GPU tests pass (single_prefill_planner.cpp): these tests opt in.
-const bool kFp8OptIn = setenv("ATTNJIT_FP8_PREFILL", "1", 1) == 0;
-
-
 SinglePrefillProblem single_fp8(int64_t qo, int64_t kv, int hq = 28, int hk = 4, DType o = DType::BF16) {
   SinglePrefillProblem p = test::single_prefill_problem(qo, kv, hq, hk, 128, DType::E4M3);
   p.options.o_dtype = o;
@@ -311,12 +307,3 @@ TEST_CASE("fp8 q: per-head scale tensors are checked by name", "[prefill][fp8]")
              Contains("scale_q"));
 }
 
-TEST_CASE("fp8 q: refused until opted in (ATTNJIT_FP8_PREFILL=1), naming q.dtype", "[prefill][planner][fp8]") {
-  REQUIRE(kFp8OptIn);
-  unsetenv("ATTNJIT_FP8_PREFILL");
-  const std::string e = single_error(single_fp8(1000, 2048), {132});
-  setenv("ATTNJIT_FP8_PREFILL", "1", 1);
-  CHECK(e.find("q.dtype=float8_e4m3fn") != std::string::npos);
-  CHECK(e.find("ATTNJIT_FP8_PREFILL=1") != std::string::npos);
-  CHECK_NOTHROW(ops::plan_single_prefill(single_fp8(1000, 2048), {132}));
-}

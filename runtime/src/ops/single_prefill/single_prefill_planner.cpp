@@ -61,13 +61,6 @@ bool prefill_warp_specialized(const PrefillKernel& k, const PrefillOptions& o) {
 
 void choose_prefill_skeleton(PrefillKernel& k, const PrefillOptions& o, const std::string& arch) {
   if (k.fp8()) {  // fp8 q, K and V: fa3_ws alone runs it ('auto' or 'fa3_ws'; validate_prefill_dtypes)
-    // Opt-in until tests/prefill/gpu_fp8_test.cpp ([gpu][fp8]) has passed on
-    // a GPU: the kernel compiles clean but no device run has checked it yet.
-    const char* opt_in = std::getenv("ATTNJIT_FP8_PREFILL");
-    if (!opt_in || std::string(opt_in) != "1")
-      throw Error(Status::Unsupported,
-                  "q.dtype=float8_e4m3fn: the fp8 prefill kernel has not yet passed its GPU tests; set "
-                  "ATTNJIT_FP8_PREFILL=1 to run it anyway; allowed otherwise: float16, bfloat16 q");
     if (!PrefillKernel::fa3_runs_on(arch))
       throw Error(Status::Unsupported,
                   fmt::format("q.dtype=float8_e4m3fn needs the warp-specialized Hopper kernel (backend 'fa3_ws', "
