@@ -26,7 +26,6 @@
 namespace attnjit::test {
 namespace {
 
-
 // The kernel rounds P (in [0, 1]) to e4m3 before P V: relative L2 of o,
 // worst error relative to max |ref|, lse (base 2) absolute.
 constexpr double kRelL2 = 4e-2, kWorstRel = 1e-1, kLseAbs = 2e-2;

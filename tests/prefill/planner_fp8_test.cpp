@@ -306,4 +306,3 @@ TEST_CASE("fp8 q: per-head scale tensors are checked by name", "[prefill][fp8]")
   CHECK_THAT(error_of([&] { ops::check_head_scales(&s, DType::BF16, 28, 4, 0); }, Status::Unsupported),
              Contains("scale_q"));
 }
-

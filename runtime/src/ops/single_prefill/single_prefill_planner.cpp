@@ -1,6 +1,5 @@
 #include "ops/single_prefill/single_prefill_planner.hpp"
 
-#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
